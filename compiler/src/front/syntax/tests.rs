@@ -891,286 +891,286 @@ fn document_errors() {
         &cases,
         false,
         expect![[r#"
-        == empty file
-        error: unexpected end of file; expected `version`
-          ┌─ test.nnef:1:1
-          │
-        1 │ 
-          │ ^
+            == empty file
+            error: unexpected end of file; expected `version`
+              ┌─ test.nnef:1:1
+              │
+            1 │ 
+              │ ^
 
-        == missing version
-        error: unexpected keyword `graph`; expected `version`
-          ┌─ test.nnef:1:1
-          │
-        1 │ graph g(x) -> (y) { y = x; }
-          │ ^^^^^
+            == missing version
+            error: unexpected keyword `graph`; expected `version`
+              ┌─ test.nnef:1:1
+              │
+            1 │ graph g(x) -> (y) { y = x; }
+              │ ^^^^^
 
-        == integer version
-        error: unexpected end of file; expected one of: `extension`, `fragment`, `graph`
-          ┌─ test.nnef:1:11
-          │
-        1 │ version 1;
-          │           ^
+            == integer version
+            error: invalid version number
+              ┌─ test.nnef:1:9
+              │
+            1 │ version 1;
+              │         ^ expected `<major>.<minor>`, e.g. `1.0`
 
-        == exponent version
-        error: unexpected end of file; expected one of: `extension`, `fragment`, `graph`
-          ┌─ test.nnef:1:13
-          │
-        1 │ version 1e0;
-          │             ^
+            == exponent version
+            error: invalid version number `1e0`
+              ┌─ test.nnef:1:9
+              │
+            1 │ version 1e0;
+              │         ^^^ expected `<major>.<minor>`, e.g. `1.0`
 
-        == version without semicolon
-        error: unexpected keyword `graph`; expected `;`
-          ┌─ test.nnef:2:1
-          │
-        2 │ graph g() -> () { }
-          │ ^^^^^
-          │
-          = is a `;` missing at the end of the previous line?
+            == version without semicolon
+            error: unexpected keyword `graph`; expected `;`
+              ┌─ test.nnef:2:1
+              │
+            2 │ graph g() -> () { }
+              │ ^^^^^
+              │
+              = is a `;` missing at the end of the previous line?
 
-        == missing graph
-        error: unexpected end of file; expected one of: `extension`, `fragment`, `graph`
-          ┌─ test.nnef:1:13
-          │
-        1 │ version 1.0;
-          │             ^
+            == missing graph
+            error: unexpected end of file; expected one of: `extension`, `fragment`, `graph`
+              ┌─ test.nnef:1:13
+              │
+            1 │ version 1.0;
+              │             ^
 
-        == text after graph
-        error: unexpected identifier `y`; expected end of file
-          ┌─ test.nnef:3:1
-          │
-        3 │ y = 1;
-          │ ^
+            == text after graph
+            error: unexpected identifier `y`; expected end of file
+              ┌─ test.nnef:3:1
+              │
+            3 │ y = 1;
+              │ ^
 
-        == two graphs
-        error: unexpected keyword `graph`; expected end of file
-          ┌─ test.nnef:3:1
-          │
-        3 │ graph h() -> () { x = f(); }
-          │ ^^^^^
+            == two graphs
+            error: unexpected keyword `graph`; expected end of file
+              ┌─ test.nnef:3:1
+              │
+            3 │ graph h() -> () { x = f(); }
+              │ ^^^^^
 
-        == extension without names
-        error: unexpected `;`; expected identifier
-          ┌─ test.nnef:2:10
-          │
-        2 │ extension;
-          │          ^
+            == extension without names
+            error: unexpected `;`; expected identifier
+              ┌─ test.nnef:2:10
+              │
+            2 │ extension;
+              │          ^
 
-        == graph missing arrow
-        error: unexpected `(`; expected `->`
-          ┌─ test.nnef:2:12
-          │
-        2 │ graph g(x) (y) { y = x; }
-          │            ^
+            == graph missing arrow
+            error: unexpected `(`; expected `->`
+              ┌─ test.nnef:2:12
+              │
+            2 │ graph g(x) (y) { y = x; }
+              │            ^
 
-        == empty graph body
-        error: unexpected `}`; expected one of: identifier, `(`, `[`
-          ┌─ test.nnef:4:1
-          │
-        4 │ }
-          │ ^
+            == empty graph body
+            error: unexpected `}`; expected one of: identifier, `(`, `[`
+              ┌─ test.nnef:4:1
+              │
+            4 │ }
+              │ ^
 
-        == unterminated single-quoted string
-        error: unterminated string literal
-          ┌─ test.nnef:4:18
-          │
-        4 │     y = f(x, s = 'abc);
-          │                  ^ this string has no closing '
+            == unterminated single-quoted string
+            error: unterminated string literal
+              ┌─ test.nnef:4:18
+              │
+            4 │     y = f(x, s = 'abc);
+              │                  ^ this string has no closing '
 
-        == unterminated double-quoted string
-        error: unterminated string literal
-          ┌─ test.nnef:4:18
-          │
-        4 │     y = f(x, s = "abc);
-          │                  ^ this string has no closing "
+            == unterminated double-quoted string
+            error: unterminated string literal
+              ┌─ test.nnef:4:18
+              │
+            4 │     y = f(x, s = "abc);
+              │                  ^ this string has no closing "
 
-        == invalid character
-        error: invalid character `$`
-          ┌─ test.nnef:4:11
-          │
-        4 │     y = x $ 2;
-          │           ^ not valid in NNEF
+            == invalid character
+            error: invalid character `$`
+              ┌─ test.nnef:4:11
+              │
+            4 │     y = x $ 2;
+              │           ^ not valid in NNEF
 
-        == non-ASCII character
-        error: invalid character 'µ' (U+00B5)
-          ┌─ test.nnef:4:9
-          │
-        4 │     y = µ(x);
-          │         ^ not valid in NNEF
+            == non-ASCII character
+            error: invalid character 'µ' (U+00B5)
+              ┌─ test.nnef:4:9
+              │
+            4 │     y = µ(x);
+              │         ^ not valid in NNEF
 
-        == integer overflow
-        error: integer literal `99999999999999999999` is too large
-          ┌─ test.nnef:4:18
-          │
-        4 │     y = f(x, n = 99999999999999999999);
-          │                  ^^^^^^^^^^^^^^^^^^^^ does not fit in a 64-bit signed integer
+            == integer overflow
+            error: integer literal `99999999999999999999` is too large
+              ┌─ test.nnef:4:18
+              │
+            4 │     y = f(x, n = 99999999999999999999);
+              │                  ^^^^^^^^^^^^^^^^^^^^ does not fit in a 64-bit signed integer
 
-        == real overflow
-        error: real literal `1e999` is out of range
-          ┌─ test.nnef:4:18
-          │
-        4 │     y = f(x, n = 1e999);
-          │                  ^^^^^ does not fit in a 64-bit float
+            == real overflow
+            error: real literal `1e999` is out of range
+              ┌─ test.nnef:4:18
+              │
+            4 │     y = f(x, n = 1e999);
+              │                  ^^^^^ does not fit in a 64-bit float
 
-        == missing semicolon
-        error: unexpected identifier `z`; expected one of: operator, `if`, `;`
-          ┌─ test.nnef:5:5
-          │
-        5 │     z = g(y);
-          │     ^
-          │
-          = is a `;` missing at the end of the previous line?
+            == missing semicolon
+            error: unexpected identifier `z`; expected one of: operator, `if`, `;`
+              ┌─ test.nnef:5:5
+              │
+            5 │     z = g(y);
+              │     ^
+              │
+              = is a `;` missing at the end of the previous line?
 
-        == trailing comma in arguments
-        error: unexpected `)`; expected expression
-          ┌─ test.nnef:4:13
-          │
-        4 │     y = f(x,);
-          │             ^
+            == trailing comma in arguments
+            error: unexpected `)`; expected expression
+              ┌─ test.nnef:4:13
+              │
+            4 │     y = f(x,);
+              │             ^
 
-        == expression on the left
-        error: unexpected `+`; expected one of: `=`, `,`
-          ┌─ test.nnef:4:7
-          │
-        4 │     y + 1 = f(x);
-          │       ^
+            == expression on the left
+            error: unexpected `+`; expected one of: `=`, `,`
+              ┌─ test.nnef:4:7
+              │
+            4 │     y + 1 = f(x);
+              │       ^
 
-        == one-element tuple on the left
-        error: unexpected `)`; expected `,`
-          ┌─ test.nnef:4:7
-          │
-        4 │     (y) = f(x);
-          │       ^
+            == one-element tuple on the left
+            error: unexpected `)`; expected `,`
+              ┌─ test.nnef:4:7
+              │
+            4 │     (y) = f(x);
+              │       ^
 
-        == unbalanced parentheses
-        error: unexpected `;`; expected one of: `)`, `,`
-          ┌─ test.nnef:4:14
-          │
-        4 │     y = f((x);
-          │              ^
+            == unbalanced parentheses
+            error: unexpected `;`; expected one of: `)`, `,`
+              ┌─ test.nnef:4:14
+              │
+            4 │     y = f((x);
+              │              ^
 
-        == end of file inside an expression
-        error: unexpected end of file; expected expression
-          ┌─ test.nnef:4:13
-          │
-        4 │     y = f(x,
-          │             ^
+            == end of file inside an expression
+            error: unexpected end of file; expected expression
+              ┌─ test.nnef:4:13
+              │
+            4 │     y = f(x,
+              │             ^
 
-        == double colon range
-        error: unexpected `:`; expected `]`
-          ┌─ test.nnef:4:14
-          │
-        4 │     y = x[1:2:3];
-          │              ^
+            == double colon range
+            error: unexpected `:`; expected `]`
+              ┌─ test.nnef:4:14
+              │
+            4 │     y = x[1:2:3];
+              │              ^
 
-        == comprehension without yield
-        error: unexpected identifier `i`; expected one of: operator, type argument `<T>`, `if`, `yield`, `(`, `,`
-          ┌─ test.nnef:4:21
-          │
-        4 │     y = [for i in x i];
-          │                     ^
+            == comprehension without yield
+            error: unexpected identifier `i`; expected one of: operator, type argument `<T>`, `if`, `yield`, `(`, `,`
+              ┌─ test.nnef:4:21
+              │
+            4 │     y = [for i in x i];
+              │                     ^
 
-        == if-else as a comprehension iterable
-        error: unexpected keyword `else`; expected `yield`
-          ┌─ test.nnef:4:26
-          │
-        4 │     y = [for i in a if c else b yield i];
-          │                          ^^^^
+            == if-else as a comprehension iterable
+            error: unexpected keyword `else`; expected `yield`
+              ┌─ test.nnef:4:26
+              │
+            4 │     y = [for i in a if c else b yield i];
+              │                          ^^^^
 
-        == if without else
-        error: unexpected `;`; expected `else`
-          ┌─ test.nnef:4:15
-          │
-        4 │     y = x if c;
-          │               ^
+            == if without else
+            error: unexpected `;`; expected `else`
+              ┌─ test.nnef:4:15
+              │
+            4 │     y = x if c;
+              │               ^
 
-        == keyword as an identifier
-        error: unexpected keyword `graph`; expected one of: identifier, `(`, `[`
-          ┌─ test.nnef:4:5
-          │
-        4 │     graph = f(x);
-          │     ^^^^^
+            == keyword as an identifier
+            error: unexpected keyword `graph`; expected one of: identifier, `(`, `[`
+              ┌─ test.nnef:4:5
+              │
+            4 │     graph = f(x);
+              │     ^^^^^
 
-        == keyword in an expression
-        error: unexpected keyword `for`; expected expression
-          ┌─ test.nnef:4:14
-          │
-        4 │     y = f(x, for);
-          │              ^^^
+            == keyword in an expression
+            error: unexpected keyword `for`; expected expression
+              ┌─ test.nnef:4:14
+              │
+            4 │     y = f(x, for);
+              │              ^^^
 
-        == array type as a generic argument
-        error: unexpected `[`; expected `(`
-          ┌─ test.nnef:4:21
-          │
-        4 │     y = cast<integer[]>(x);
-          │                     ^
+            == array type as a generic argument
+            error: unexpected `[`; expected `(`
+              ┌─ test.nnef:4:21
+              │
+            4 │     y = cast<integer[]>(x);
+              │                     ^
 
-        == empty tuple
-        error: unexpected `)`; expected expression
-          ┌─ test.nnef:4:10
-          │
-        4 │     y = ();
-          │          ^
+            == empty tuple
+            error: unexpected `)`; expected expression
+              ┌─ test.nnef:4:10
+              │
+            4 │     y = ();
+              │          ^
 
-        == type keyword without call
-        error: unexpected `;`; expected `(`
-          ┌─ test.nnef:4:15
-          │
-        4 │     y = scalar;
-          │               ^
+            == type keyword without call
+            error: unexpected `;`; expected `(`
+              ┌─ test.nnef:4:15
+              │
+            4 │     y = scalar;
+              │               ^
 
-        == statement outside a body
-        error: unexpected identifier `y`; expected one of: `extension`, `fragment`, `graph`
-          ┌─ test.nnef:2:1
-          │
-        2 │ y = f(x);
-          │ ^
+            == statement outside a body
+            error: unexpected identifier `y`; expected one of: `extension`, `fragment`, `graph`
+              ┌─ test.nnef:2:1
+              │
+            2 │ y = f(x);
+              │ ^
 
-        == fragment with invalid generic
-        error: invalid generic declaration
-          ┌─ test.nnef:2:12
-          │
-        2 │ fragment f<integer>(x: tensor<?>) -> (y: tensor<?>);
-          │            ^^^^^^^ expected `<?>` or `<? = type>`
+            == fragment with invalid generic
+            error: invalid generic declaration
+              ┌─ test.nnef:2:12
+              │
+            2 │ fragment f<integer>(x: tensor<?>) -> (y: tensor<?>);
+              │            ^^^^^^^ expected `<?>` or `<? = type>`
 
-        == non-literal default
-        error: unexpected identifier `a`; expected one of: integer literal, real literal, string literal, `true`, `false`, `(`, `[`, `-`
-          ┌─ test.nnef:2:43
-          │
-        2 │ fragment f(x: tensor<scalar>, k: scalar = a) -> (y: tensor<scalar>);
-          │                                           ^
+            == non-literal default
+            error: unexpected identifier `a`; expected one of: integer literal, real literal, string literal, `true`, `false`, `(`, `[`, `-`
+              ┌─ test.nnef:2:43
+              │
+            2 │ fragment f(x: tensor<scalar>, k: scalar = a) -> (y: tensor<scalar>);
+              │                                           ^
 
-        == negative default that is not a number
-        error: unexpected identifier `a`; expected one of: integer literal, real literal
-          ┌─ test.nnef:2:25
-          │
-        2 │ fragment f(k: scalar = -a) -> (y: tensor<scalar>);
-          │                         ^
+            == negative default that is not a number
+            error: unexpected identifier `a`; expected one of: integer literal, real literal
+              ┌─ test.nnef:2:25
+              │
+            2 │ fragment f(k: scalar = -a) -> (y: tensor<scalar>);
+              │                         ^
 
-        == nested tensor type
-        error: unexpected keyword `tensor`; expected `>`
-          ┌─ test.nnef:2:22
-          │
-        2 │ fragment f(x: tensor<tensor<scalar>>) -> (y: tensor<scalar>);
-          │                      ^^^^^^
+            == nested tensor type
+            error: unexpected keyword `tensor`; expected `>`
+              ┌─ test.nnef:2:22
+              │
+            2 │ fragment f(x: tensor<tensor<scalar>>) -> (y: tensor<scalar>);
+              │                      ^^^^^^
 
-        == missing parameter type
-        error: unexpected `)`; expected `:`
-          ┌─ test.nnef:2:13
-          │
-        2 │ fragment f(x) -> (y: tensor<scalar>);
-          │             ^
+            == missing parameter type
+            error: unexpected `)`; expected `:`
+              ┌─ test.nnef:2:13
+              │
+            2 │ fragment f(x) -> (y: tensor<scalar>);
+              │             ^
 
-        == fragment without terminator
-        error: unexpected keyword `graph`; expected one of: `{`, `;`
-          ┌─ test.nnef:3:1
-          │
-        3 │ graph g() -> () { x = f(); }
-          │ ^^^^^
-          │
-          = is a `;` missing at the end of the previous line?
+            == fragment without terminator
+            error: unexpected keyword `graph`; expected one of: `{`, `;`
+              ┌─ test.nnef:3:1
+              │
+            3 │ graph g() -> () { x = f(); }
+              │ ^^^^^
+              │
+              = is a `;` missing at the end of the previous line?
 
-    "#]],
+        "#]],
     );
 }
 
