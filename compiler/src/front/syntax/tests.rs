@@ -850,6 +850,9 @@ fn document_errors() {
         ("missing version", "graph g(x) -> (y) { y = x; }\n".into()),
         ("integer version", "version 1;\n".into()),
         ("exponent version", "version 1e0;\n".into()),
+        ("version with patch level", "version 1.0.5;\n".into()),
+        ("exponent without digits", g("y = f(x, k = 1e);")),
+        ("signed exponent without digits", g("y = f(x, k = 2.5e-);")),
         ("version without semicolon", "version 1.0\ngraph g() -> () { }\n".into()),
         ("missing graph", "version 1.0;\n".into()),
         ("text after graph", "version 1.0;\ngraph g() -> () { x = f(); }\ny = 1;\n".into()),
@@ -918,6 +921,27 @@ fn document_errors() {
               │
             1 │ version 1e0;
               │         ^^^ expected `<major>.<minor>`, e.g. `1.0`
+
+            == version with patch level
+            error: malformed number `1.0.5`
+              ┌─ test.nnef:1:9
+              │
+            1 │ version 1.0.5;
+              │         ^^^^^ a number has at most one `.`
+
+            == exponent without digits
+            error: malformed real literal `1e`
+              ┌─ test.nnef:4:18
+              │
+            4 │     y = f(x, k = 1e);
+              │                  ^^ expected digits after the exponent
+
+            == signed exponent without digits
+            error: malformed real literal `2.5e-`
+              ┌─ test.nnef:4:18
+              │
+            4 │     y = f(x, k = 2.5e-);
+              │                  ^^^^^ expected digits after the exponent
 
             == version without semicolon
             error: unexpected keyword `graph`; expected `;`
@@ -1420,4 +1444,15 @@ proptest! {
         }
         prop_assert_eq!(rhs, Some(e), "{}", text);
     }
+}
+
+/// Guards against a parser generated from another worktree's grammar (see `build.rs`).
+#[test]
+fn generated_parser_matches_grammar() {
+    let generated_from = include_str!(concat!(env!("OUT_DIR"), "/front/syntax/nnef.lalrpop.source"));
+    assert!(
+        generated_from == include_str!("nnef.lalrpop"),
+        "the parser in OUT_DIR was generated from a different nnef.lalrpop (shared target dir?); \
+         run `touch compiler/src/front/syntax/nnef.lalrpop` and rebuild"
+    );
 }
