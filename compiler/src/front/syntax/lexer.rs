@@ -105,14 +105,76 @@ pub enum Tok<'a> {
 
 pub type Spanned<'a> = Result<(usize, Tok<'a>, usize), SyntaxError>;
 
+/// How deep an expression may nest (see [`Nesting`]). Real models and the stdlib stay
+/// far below; the limit keeps every later recursive walk of the tree (including `Drop`)
+/// within a thread's stack.
+pub const MAX_NESTING: usize = 256;
+
+/// An upper bound on the depth of the expression being read, kept from tokens alone so
+/// that a too-deep tree is refused *before* the parser builds it (lalrpop drops its
+/// partial trees recursively on error, so checking afterwards would be too late).
+///
+/// Every operator or keyword inside an expression and every closed `(...)`/`[...]` adds
+/// at most one tree level to its bracket level; a `,` starts a new item; `;`, `{`, `}`
+/// end the statement. The bound is the sum over the open levels.
+#[derive(Default)]
+struct Nesting {
+    /// Levels counted at top level, outside any bracket.
+    base: usize,
+    /// One counter per open `(` or `[`.
+    open: Vec<usize>,
+}
+
+impl Nesting {
+    fn top(&mut self) -> &mut usize {
+        self.open.last_mut().unwrap_or(&mut self.base)
+    }
+
+    /// Accounts for `tok`; returns the new depth bound.
+    fn track(&mut self, tok: &Tok<'_>) -> usize {
+        match tok {
+            Tok::LParen | Tok::LBracket => self.open.push(0),
+            Tok::RParen | Tok::RBracket => {
+                self.open.pop();
+                *self.top() += 1;
+            }
+            Tok::Comma => *self.top() = 0,
+            Tok::Semi | Tok::LBrace | Tok::RBrace => *self = Nesting::default(),
+            Tok::Plus
+            | Tok::Minus
+            | Tok::Star
+            | Tok::Slash
+            | Tok::Caret
+            | Tok::Bang
+            | Tok::Lt
+            | Tok::Gt
+            | Tok::Le
+            | Tok::Ge
+            | Tok::EqEq
+            | Tok::Ne
+            | Tok::AndAnd
+            | Tok::OrOr
+            | Tok::In
+            | Tok::If
+            | Tok::Else
+            | Tok::For
+            | Tok::Yield
+            | Tok::Colon => *self.top() += 1,
+            _ => {}
+        }
+        self.base + self.open.len() + self.open.iter().sum::<usize>()
+    }
+}
+
 pub struct Lexer<'a> {
     text: &'a str,
     pos: usize,
+    nesting: Nesting,
 }
 
 impl<'a> Lexer<'a> {
     pub fn new(text: &'a str) -> Self {
-        Lexer { text, pos: 0 }
+        Lexer { text, pos: 0, nesting: Nesting::default() }
     }
 
     fn peek_byte(&self, at: usize) -> Option<u8> {
@@ -274,6 +336,25 @@ impl<'a> Iterator for Lexer<'a> {
     type Item = Spanned<'a>;
 
     fn next(&mut self) -> Option<Spanned<'a>> {
+        let item = self.next_token()?;
+        if let Ok((start, tok, end)) = &item
+            && self.nesting.track(tok) > MAX_NESTING
+        {
+            // Stop the token stream here: the parser sees the error and nothing after it.
+            self.pos = self.text.len();
+            return Some(Err(SyntaxError::new(
+                format!("expression is nested too deeply (more than {MAX_NESTING} levels)"),
+                "limit reached here",
+                *start,
+                *end,
+            )));
+        }
+        Some(item)
+    }
+}
+
+impl<'a> Lexer<'a> {
+    fn next_token(&mut self) -> Option<Spanned<'a>> {
         self.skip_trivia();
         let start = self.pos;
         let b = self.peek_byte(start)?;

@@ -1456,3 +1456,37 @@ fn generated_parser_matches_grammar() {
          run `touch compiler/src/front/syntax/nnef.lalrpop` and rebuild"
     );
 }
+
+/// Pathologically deep input is refused with a diagnostic before the tree gets deep
+/// enough to overflow the stack (in the parser, the printer or `Drop`).
+#[test]
+fn deep_nesting_is_an_error_not_a_crash() {
+    let n = 100_000;
+    let cases = [
+        format!("x = {}1;", "-".repeat(n)),
+        format!("x = {}1{};", "(".repeat(n), ")".repeat(n)),
+        format!("x = {}1{};", "[".repeat(n), "]".repeat(n)),
+        format!("x = a{};", "[0]".repeat(n)),
+        format!("x = 1{};", " + 1".repeat(n)),
+        format!("x = 2{};", " ^ 2".repeat(n)),
+        format!("x = {}1{};", "f(".repeat(n), ")".repeat(n)),
+        // Fails to parse after the deep part: the partial tree must drop safely too.
+        format!("x = {}1 +;", "-".repeat(n)),
+    ];
+    for body in &cases {
+        let text = format!("version 1.0;\ngraph g() -> () {{ {body} }}\n");
+        match parse_document(FileId(0), &text) {
+            Ok(_) => panic!("accepted a {n}-deep expression"),
+            Err(d) => assert!(d.message.contains("nested too deeply"), "{}: {}", &body[..20], d.message),
+        }
+    }
+    // Wide is fine: a long flat array and a long argument list are not deep.
+    let wide = format!(
+        "version 1.0;\ngraph g() -> () {{ x = constant(shape = [{n}], value = [{}]); }}\n",
+        vec!["-1.5"; n].join(", ")
+    );
+    assert!(parse_document(FileId(0), &wide).is_ok());
+    // Just under the limit parses, prints and parses back.
+    let ok = format!("version 1.0;\ngraph g() -> () {{ x = {}1; }}\n", "-".repeat(200));
+    run(&ok, false);
+}
