@@ -174,7 +174,10 @@ pub struct Lexer<'a> {
 
 impl<'a> Lexer<'a> {
     pub fn new(text: &'a str) -> Self {
-        Lexer { text, pos: 0, nesting: Nesting::default() }
+        // Skip a UTF-8 byte order mark that some editors write; offsets stay byte offsets
+        // into the original text.
+        let pos = if text.starts_with('\u{feff}') { '\u{feff}'.len_utf8() } else { 0 };
+        Lexer { text, pos, nesting: Nesting::default() }
     }
 
     fn peek_byte(&self, at: usize) -> Option<u8> {

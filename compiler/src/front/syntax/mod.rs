@@ -3,8 +3,10 @@
 //!
 //! Two entry points: [`parse_document`] for a `graph.nnef` (version and graph required)
 //! and [`parse_library`] for the stdlib (fragments only). Both stop at the first syntax
-//! error and return it as a [`Diagnostic`] pointing at the offending token. Nothing here
-//! resolves names, checks types or knows which extensions a document enabled.
+//! error and return it as a [`Diagnostic`] pointing at the offending token. Expressions
+//! nested deeper than [`MAX_NESTING`] levels are refused, so later recursive passes
+//! cannot overflow the stack. Nothing here resolves names, checks types or knows which
+//! extensions a document enabled (compositional syntax is accepted everywhere).
 
 pub mod ast;
 mod lexer;
@@ -16,6 +18,8 @@ mod tests;
 use crate::diag::{Diagnostic, FileId, Span};
 use lalrpop_util::ParseError;
 use lexer::{Lexer, SyntaxError, Tok};
+
+pub use lexer::MAX_NESTING;
 
 lalrpop_util::lalrpop_mod!(
     #[allow(clippy::all, unused_parens, unused_imports, dead_code)]

@@ -752,6 +752,21 @@ fn empty_graph_lists_and_compact_spacing() {
 }
 
 #[test]
+fn byte_order_mark_and_crlf() {
+    check(
+        "\u{feff}version 1.0;\r\ngraph g( x ) -> ( y )\r\n{\r\n    y = relu(x); # c\r\n}\r\n",
+        expect![[r#"
+            version 1.0;
+
+            graph g( x ) -> ( y )
+            {
+                y = relu(x);
+            }
+        "#]],
+    );
+}
+
+#[test]
 fn library_mode() {
     check_lib(
         r#"
