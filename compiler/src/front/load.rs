@@ -692,14 +692,17 @@ mod tests {
             avg_roi_align max_roi_align
             min_max_linear_quantize zero_point_linear_quantize linear_quantize logarithmic_quantize
             copy_n add_n";
-        // Each declaration: name, and whether a `{` comes before the terminating `;`.
-        let text: String =
-            STDLIB_TEXT.lines().map(|l| l.split('#').next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+        let mut sources = crate::diag::SourceMap::new();
+        let file = sources.add(STDLIB_NAME, STDLIB_TEXT);
+        let lib = crate::front::syntax::parse_library(file, STDLIB_TEXT)
+            .unwrap_or_else(|d| panic!("{}", d.render(&sources)));
         let mut declared: HashMap<String, bool> = HashMap::new();
-        for decl in text.split("fragment ").skip(1) {
-            let name: String = decl.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-            let has_body = decl.find('{').is_some_and(|b| decl.find(';').is_none_or(|s| b < s));
-            assert!(declared.insert(name.clone(), has_body).is_none(), "{name} declared twice");
+        for f in &lib.fragments {
+            assert!(
+                declared.insert(f.name.name.clone(), f.body.is_some()).is_none(),
+                "{} twice",
+                f.name.name
+            );
         }
         for (names, body) in [(primitives, false), (compounds, true)] {
             for n in names.split_whitespace() {
