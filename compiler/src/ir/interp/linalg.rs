@@ -6,7 +6,6 @@
 //! products are accumulated in f64 and rounded to f32 once. Not here: any blocking or
 //! vectorization (this is the oracle, not a kernel).
 
-use super::shape_rules::broadcast_dims;
 use super::{Result, f32_data, invalid, strides};
 use crate::ir::tensor::Tensor;
 
@@ -47,9 +46,9 @@ fn load_matrix(dst: &mut Vec<f32>, m: &[f32], rows: usize, cols: usize, t: bool)
     }
 }
 
-/// `matmul`: `op(A)·op(B)` over the last two dims; leading (batch) dims must have equal
-/// rank and broadcast per §6.
-pub(super) fn matmul(a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: bool) -> Result<Tensor> {
+/// `matmul`: `op(A)·op(B)` over the last two dims; the leading (batch) dims broadcast
+/// to those of `out` (§6).
+pub(super) fn matmul(a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: bool, out_shape: &[usize]) -> Result<Tensor> {
     let op = "matmul";
     let xa = f32_data(op, "A", a)?;
     let xb = f32_data(op, "B", b)?;
@@ -64,7 +63,10 @@ pub(super) fn matmul(a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: boo
     if ka != kb {
         return Err(invalid(op, format!("inner extents differ: A {:?}, B {:?}", a.shape, b.shape)));
     }
-    let batch = broadcast_dims(op, &a.shape[..rank - 2], &b.shape[..rank - 2])?;
+    if out_shape.len() != rank {
+        return Err(invalid(op, format!("result shape {out_shape:?} does not have rank {rank}")));
+    }
+    let batch = out_shape[..rank - 2].to_vec();
     let batch_count: usize = batch.iter().product();
     let (a_strides, b_strides) = (strides(&a.shape[..rank - 2]), strides(&b.shape[..rank - 2]));
     let mut out = Vec::with_capacity(batch_count * m * n);
@@ -87,9 +89,7 @@ pub(super) fn matmul(a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: boo
         }
         super::window::next_index(&mut index, &batch);
     }
-    let mut shape = batch;
-    shape.extend([m, n]);
-    Ok(Tensor::f32(shape, out))
+    Ok(Tensor::f32(out_shape.to_vec(), out))
 }
 
 /// `linear`: input `[N, Cin]`, filter `[Cout, Cin]`, bias a single value or `[1, Cout]`.

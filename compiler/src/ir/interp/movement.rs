@@ -1,14 +1,15 @@
-//! Data movement ops (spec §3.8): `reshape`, `squeeze`, `unsqueeze`, `transpose`,
-//! `split`, `concat`, `stack`, `unstack`, `slice` (1.0.4 rules, negative strides),
-//! `tile`, `pad` (every border) and `gather`.
+//! Data movement ops (spec §3.8): `transpose`, `split`, `concat`, `stack`, `unstack`,
+//! `slice` (1.0.4 rules, negative strides), `tile`, `pad` (every border) and `gather`.
+//! (`reshape`, `squeeze` and `unsqueeze` keep the data and take the shape `ir::infer`
+//! computes; `eval_op` does that itself.)
 //!
 //! Each computes, for every output element, the input offset it copies, then gathers;
 //! all work on any dtype. Not here: anything that computes new values (see
 //! `elementwise`), and layout changes (the interpreter is row-major throughout).
 
-use super::shape_rules::{reshape_dims, slice_range};
 use super::window::{border_map, next_index};
 use super::{InterpError, Result, bool_data, f32_data, i32_data, invalid, strides, take, take_or};
+use crate::ir::infer::slice_ranges;
 use crate::ir::op::Border;
 use crate::ir::tensor::{Tensor, TensorData};
 use crate::ir::types::DType;
@@ -23,37 +24,6 @@ fn offsets(out_shape: &[usize], mut source: impl FnMut(&[usize]) -> usize) -> Ve
         next_index(&mut index, out_shape);
     }
     result
-}
-
-pub(super) fn reshape(shape: &[i64], axis_start: usize, axis_count: i64, input: &Tensor) -> Result<Tensor> {
-    let dims = reshape_dims("reshape", &input.shape, shape, axis_start, axis_count)?;
-    Ok(Tensor { shape: dims, data: input.data.clone() })
-}
-
-pub(super) fn squeeze(axes: &[usize], input: &Tensor) -> Result<Tensor> {
-    let rank = input.shape.len();
-    for (i, &a) in axes.iter().enumerate() {
-        if a >= rank || input.shape[a] != 1 || axes[..i].contains(&a) {
-            return Err(invalid(
-                "squeeze",
-                format!("axes {axes:?} must be distinct dims of extent 1 in {:?}", input.shape),
-            ));
-        }
-    }
-    let shape = (0..rank).filter(|d| !axes.contains(d)).map(|d| input.shape[d]).collect();
-    Ok(Tensor { shape, data: input.data.clone() })
-}
-
-pub(super) fn unsqueeze(axes: &[usize], input: &Tensor) -> Result<Tensor> {
-    let rank = input.shape.len() + axes.len();
-    for (i, &a) in axes.iter().enumerate() {
-        if a >= rank || axes[..i].contains(&a) {
-            return Err(invalid("unsqueeze", format!("axes {axes:?} must be distinct and below output rank {rank}")));
-        }
-    }
-    let mut dims = input.shape.iter();
-    let shape = (0..rank).map(|d| if axes.contains(&d) { 1 } else { dims.next().copied().unwrap_or(1) }).collect();
-    Ok(Tensor { shape, data: input.data.clone() })
 }
 
 /// `output.shape[i] = input.shape[axes[i]]`; dims past `axes.len()` stay in place.
@@ -188,27 +158,18 @@ pub(super) fn stack(axis: usize, inputs: &[&Tensor]) -> Result<Tensor> {
     Ok(Tensor { shape, data })
 }
 
-/// NNEF 1.0.4 `slice`; unlisted axes are kept whole.
+/// NNEF 1.0.4 `slice` (negative strides run backwards); the per-axis ranges come from
+/// `ir::infer::slice_ranges`, the one implementation of the rule.
 pub(super) fn slice(axes: &[usize], begin: &[i64], end: &[i64], stride: &[i64], input: &Tensor) -> Result<Tensor> {
-    let op = "slice";
-    let rank = input.shape.len();
-    if begin.len() != axes.len() || end.len() != axes.len() || !(stride.is_empty() || stride.len() == axes.len()) {
-        return Err(invalid(op, "axes, begin, end and stride must have equal lengths"));
-    }
-    // Per dim: first index, step, count.
-    let mut ranges: Vec<(i64, i64, usize)> = input.shape.iter().map(|&n| (0, 1, n)).collect();
-    for (i, &a) in axes.iter().enumerate() {
-        if a >= rank || axes[..i].contains(&a) {
-            return Err(invalid(op, format!("axes {axes:?} must be distinct and below rank {rank}")));
-        }
-        let s = stride.get(i).copied().unwrap_or(1);
-        let (first, count) = slice_range(op, input.shape[a], begin[i], end[i], s)?;
-        ranges[a] = (first, s, count);
-    }
+    let ranges = slice_ranges(&input.shape, axes, begin, end, stride).map_err(|e| invalid("slice", e.message))?;
     let st = strides(&input.shape);
-    let shape: Vec<usize> = ranges.iter().map(|r| r.2).collect();
+    let shape: Vec<usize> = ranges.iter().map(|r| r.count).collect();
     let src = offsets(&shape, |idx| {
-        idx.iter().zip(&ranges).zip(&st).map(|((&i, &(f, s, _)), &stride)| (f + i as i64 * s) as usize * stride).sum()
+        idx.iter()
+            .zip(&ranges)
+            .zip(&st)
+            .map(|((&i, r), &stride)| (r.start as i64 + i as i64 * r.stride) as usize * stride)
+            .sum()
     });
     Ok(Tensor { shape, data: take(&input.data, &src) })
 }
