@@ -594,3 +594,41 @@ fn run_graph() {
     let e = run(&bad, &[f(&[1, 1, 2, 2], &[0.0; 4])]).unwrap_err();
     assert!(matches!(e, InterpError::ResultType { .. }), "{e}");
 }
+
+// ---------------------------------------------------------------- speed
+
+/// ResNet-18 at 224×224 with random weights: the interpreter must stay usable as an
+/// oracle for real models in the unoptimized dev profile. Ignored by default (several
+/// seconds); run with `cargo test -p nnefc-compiler --lib resnet18_speed -- --ignored`.
+#[test]
+#[ignore]
+fn resnet18_speed() {
+    let start = std::time::Instant::now();
+    let conv = |x: &Tensor, cout: usize, k: usize, stride: usize, seed: u64| {
+        let w = random(&[cout, x.shape[1], k, k], seed);
+        let attrs = conv_attrs(Border::Constant, &[(k / 2, k / 2), (k / 2, k / 2)], &[stride, stride], &[], 1);
+        ev(Op::Conv(attrs), &[x, &w, &random(&[1, cout], seed + 1)])
+    };
+    let relu = |x: &Tensor| ev(Op::Unary(UnaryOp::Relu), &[x]);
+    let mut x = random(&[1, 3, 224, 224], 1);
+    x = relu(&conv(&x, 64, 7, 2, 2));
+    x = ev(Op::MaxPool(window(&[1, 1, 3, 3], Border::Ignore, &[(0, 0), (0, 0), (1, 1), (1, 1)], &[1, 1, 2, 2])), &[&x]);
+    let mut seed = 10;
+    for (cout, first_stride) in [(64, 1), (128, 2), (256, 2), (512, 2)] {
+        for block in 0..2 {
+            let stride = if block == 0 { first_stride } else { 1 };
+            seed += 10;
+            let y = relu(&conv(&x, cout, 3, stride, seed));
+            let y = conv(&y, cout, 3, 1, seed + 2);
+            let skip = if stride != 1 || x.shape[1] != cout { conv(&x, cout, 1, stride, seed + 4) } else { x.clone() };
+            x = relu(&ev(Op::Binary(BinaryOp::Add), &[&y, &skip]));
+        }
+    }
+    x = ev(Op::Reduce { op: ReduceOp::Mean, axes: vec![2, 3] }, &[&x]);
+    x = ev(Op::Reshape { shape: vec![1, 512], axis_start: 0, axis_count: -1 }, &[&x]);
+    let out = ev(Op::Linear, &[&x, &random(&[1000, 512], 99), &random(&[1, 1000], 98)]);
+    assert_eq!(out.shape, [1, 1000]);
+    let elapsed = start.elapsed();
+    eprintln!("resnet18 224x224: {elapsed:?}");
+    assert!(elapsed.as_secs() < 60, "took {elapsed:?}");
+}
