@@ -111,6 +111,65 @@ fn unary_functions() {
     assert!(matches!(err(Op::Unary(UnaryOp::Exp), &[&i(&[1], &[1])]), InterpError::Invalid { op: "exp", .. }));
 }
 
+/// Every float unary op on a few points, as text (a regression table; the values were
+/// checked against the formulas in spec §3.2 and §4.2 when blessed).
+#[test]
+fn unary_table() {
+    use expect_test::expect;
+    let ops = [
+        UnaryOp::Neg, UnaryOp::Rcp, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sin, UnaryOp::Cos, UnaryOp::Tan,
+        UnaryOp::Asin, UnaryOp::Acos, UnaryOp::Atan, UnaryOp::Sinh, UnaryOp::Cosh, UnaryOp::Tanh,
+        UnaryOp::Asinh, UnaryOp::Acosh, UnaryOp::Atanh, UnaryOp::Abs, UnaryOp::Sign, UnaryOp::Floor,
+        UnaryOp::Ceil, UnaryOp::Round, UnaryOp::Sqr, UnaryOp::Sqrt, UnaryOp::Rsqr, UnaryOp::Rsqrt,
+        UnaryOp::Log2, UnaryOp::Relu, UnaryOp::Sigmoid, UnaryOp::Softplus, UnaryOp::Silu, UnaryOp::Gelu,
+        UnaryOp::Elu { alpha: 1.0 }, UnaryOp::Selu { alpha: 1.6732632, lambda: 1.050701 },
+        UnaryOp::LeakyRelu { alpha: 0.2 },
+    ];
+    let x = f(&[5], &[-1.5, -0.5, 0.0, 0.5, 2.0]);
+    let mut text = String::new();
+    for u in ops {
+        let y = ev(Op::Unary(u), &[&x]);
+        let cells: Vec<String> = y.as_f32().unwrap().iter().map(|v| format!("{v:>10.5}")).collect();
+        text += &format!("{:<10} {}\n", Op::Unary(u).mnemonic(), cells.join(" "));
+    }
+    expect![[r#"
+        neg           1.50000    0.50000   -0.00000   -0.50000   -2.00000
+        rcp          -0.66667   -2.00000        inf    2.00000    0.50000
+        exp           0.22313    0.60653    1.00000    1.64872    7.38906
+        log               NaN        NaN       -inf   -0.69315    0.69315
+        sin          -0.99749   -0.47943    0.00000    0.47943    0.90930
+        cos           0.07074    0.87758    1.00000    0.87758   -0.41615
+        tan         -14.10142   -0.54630    0.00000    0.54630   -2.18504
+        asin              NaN   -0.52360    0.00000    0.52360        NaN
+        acos              NaN    2.09440    1.57080    1.04720        NaN
+        atan         -0.98279   -0.46365    0.00000    0.46365    1.10715
+        sinh         -2.12928   -0.52110    0.00000    0.52110    3.62686
+        cosh          2.35241    1.12763    1.00000    1.12763    3.76220
+        tanh         -0.90515   -0.46212    0.00000    0.46212    0.96403
+        asinh        -1.19476   -0.48121    0.00000    0.48121    1.44364
+        acosh             NaN        NaN        NaN        NaN    1.31696
+        atanh             NaN   -0.54931    0.00000    0.54931        NaN
+        abs           1.50000    0.50000    0.00000    0.50000    2.00000
+        sign         -1.00000   -1.00000    0.00000    1.00000    1.00000
+        floor        -2.00000   -1.00000    0.00000    0.00000    2.00000
+        ceil         -1.00000   -0.00000    0.00000    1.00000    2.00000
+        round        -2.00000   -1.00000    0.00000    1.00000    2.00000
+        sqr           2.25000    0.25000    0.00000    0.25000    4.00000
+        sqrt              NaN        NaN    0.00000    0.70711    1.41421
+        rsqr          0.44444    4.00000        inf    4.00000    0.25000
+        rsqrt             NaN        NaN        inf    1.41421    0.70711
+        log2              NaN        NaN       -inf   -1.00000    1.00000
+        relu          0.00000    0.00000    0.00000    0.50000    2.00000
+        sigmoid       0.18243    0.37754    0.50000    0.62246    0.88080
+        softplus      0.20141    0.47408    0.69315    0.97408    2.12693
+        silu         -0.27364   -0.18877    0.00000    0.31123    1.76159
+        gelu         -0.10834   -0.14961    0.00000    0.35039    1.93566
+        elu          -0.77687   -0.39347    0.00000    0.50000    2.00000
+        selu         -1.36581   -0.69176    0.00000    0.52535    2.10140
+        leaky_relu   -0.30000   -0.10000    0.00000    0.50000    2.00000
+    "#]].assert_eq(&text);
+}
+
 #[test]
 fn broadcasting_is_left_aligned() {
     let x = f(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
