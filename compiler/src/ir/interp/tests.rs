@@ -654,6 +654,51 @@ fn run_graph() {
     assert!(matches!(e, InterpError::ResultType { .. }), "{e}");
 }
 
+/// `run` on a graph given in the IR text form; the outputs printed one per line.
+fn run_text(text: &str, inputs: &[Tensor]) -> String {
+    let g = crate::ir::parse::parse(text).unwrap_or_else(|e| panic!("{e}"));
+    if let Err(errors) = crate::ir::verify::verify(&g) {
+        panic!("{}", crate::ir::verify::render_errors(&errors));
+    }
+    let outputs = run(&g, inputs).unwrap_or_else(|e| panic!("{e}"));
+    outputs
+        .iter()
+        .map(|t| {
+            let values: Vec<String> = match &t.data {
+                crate::ir::tensor::TensorData::F32(v) => v.iter().map(|x| format!("{x:.4}")).collect(),
+                crate::ir::tensor::TensorData::I32(v) => v.iter().map(|x| x.to_string()).collect(),
+                crate::ir::tensor::TensorData::Bool(v) => v.iter().map(|x| x.to_string()).collect(),
+            };
+            format!("{} [{}]\n", t.ty(), values.join(", "))
+        })
+        .collect()
+}
+
+#[test]
+fn graph_from_text() {
+    use expect_test::expect;
+    // Edge detector, 2x2 max pool, flatten, softmax, and a reversed slice of the pool.
+    let text = r#"nnefir 1
+graph g(%x: f32[1,1,4,4]) -> (%p, %s, %r, %i) {
+  %w: f32[1,1,3,3] = const [0.0,0.0,0.0, 0.0,1.0,-1.0, 0.0,0.0,0.0]
+  %b: f32[] = const [0.0]
+  %c: f32[1,1,4,4] = conv(%x, %w, %b) border=replicate padding=[] stride=[1,1] dilation=[1,1] groups=1
+  %p: f32[1,1,2,2] = max_pool(%c) size=[1,1,2,2] border=ignore padding=[] stride=[1,1,2,2] dilation=[]
+  %f: f32[1,4] = reshape(%p) shape=[1,-1] axis_start=0 axis_count=-1
+  %s: f32[1,4] = softmax(%f) axes=[1]
+  %r: f32[1,4] = slice(%f) axes=[1] begin=[-1] end=[-5] stride=[-1]
+  %i: i32[1,1] = argmax_reduce(%f) axes=[1]
+}
+"#;
+    let x = f(&[1, 1, 4, 4], &[0.0, 1.0, 3.0, 6.0, 0.0, 2.0, 2.0, 2.0, 5.0, 4.0, 3.0, 2.0, 0.0, 0.0, 9.0, 9.0]);
+    expect![[r#"
+        f32[1,1,2,2] [0.0000, 0.0000, 1.0000, 1.0000]
+        f32[1,4] [0.1345, 0.1345, 0.3655, 0.3655]
+        f32[1,4] [1.0000, 1.0000, 0.0000, 0.0000]
+        i32[1,1] [2]
+    "#]].assert_eq(&run_text(text, &[x]));
+}
+
 // ---------------------------------------------------------------- speed
 
 /// ResNet-18 at 224×224 with random weights: the interpreter must stay usable as an
