@@ -202,18 +202,30 @@ unsafe fn blocked(
         ASrc::Packed(_) => m,
         ASrc::Strided { .. } => MC,
     };
+    // B with unit column stride is read in place (rows of `nr` contiguous floats); only a
+    // trailing partial panel is packed, so the kernel never reads past column n.
+    let direct_b = p.csb == 1;
+    // Equal k blocks (e.g. 576 = 3·192, not 256 + 256 + 64) keep every block efficient.
+    let kc_step = k.div_ceil(k.div_ceil(KC));
     let mut jc = 0;
     while jc < n {
         let nc = NC.min(n - jc);
+        let full_panels = if direct_b { nc / nr } else { 0 };
         let mut pc = 0;
         while pc < k {
-            let kc = KC.min(k - pc);
+            let kc = kc_step.min(k - pc);
             let (first, last) = (pc == 0, pc + kc == k);
-            // SAFETY: the (pc, jc) block of B is inside B; the packed block needs
-            // ceil(nc/nr)·nr·kc ≤ kc·ceil(min(n,NC)/NR_MAX)·NR_MAX floats (nr divides NR_MAX).
-            unsafe {
-                pack_b_panels(nr, kc, nc, p.b.offset(pc as isize * p.rsb + jc as isize * p.csb), p.rsb, p.csb, bpack)
-            };
+            // SAFETY: the (pc, jc) block of B is inside B. The packed part (all of it, or the
+            // partial panel after the full ones) needs at most ceil(nc/nr)·nr·kc ≤
+            // kc_step·ceil(min(n,NC)/NR_MAX)·NR_MAX floats (nr divides NR_MAX).
+            let b_block = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
+            let packed_cols = nc - full_panels * nr;
+            if packed_cols > 0 {
+                // SAFETY: as above; the packed columns start after the full panels.
+                unsafe {
+                    pack_b_panels(nr, kc, packed_cols, b_block.offset((full_panels * nr) as isize * p.csb), p.rsb, p.csb, bpack)
+                };
+            }
             let mut ic = 0;
             while ic < m {
                 let mc = m_block.min(m - ic);
@@ -236,13 +248,20 @@ unsafe fn blocked(
                     // SAFETY: panel ir/MR of the current A block.
                     let ap = unsafe { abase.add((ir / MR) * panel_stride) };
                     let mut jr = 0;
+                    let mut q = 0;
                     while jr < nc {
                         let cols = nr.min(nc - jr);
                         let col = jc + jr;
-                        // SAFETY (block): the B panel jr/nr is inside the packed block; (row, col)
-                        // is an element of C; bias offsets row / col are in range when present.
+                        // SAFETY (block): the B panel is either in place (q < full_panels: nr
+                        // columns of B from column jc + jr) or panel q - full_panels of the
+                        // packed part; (row, col) is an element of C; bias offsets row / col
+                        // are in range when present.
                         unsafe {
-                            let bp = bpack.add((jr / nr) * kc * nr).cast_const();
+                            let (bp, rsb) = if q < full_panels {
+                                (b_block.add(jr), p.rsb)
+                            } else {
+                                (bpack.add((q - full_panels) * kc * nr).cast_const(), nr as isize)
+                            };
                             let cp = p.c.offset(row as isize * p.rsc).add(col);
                             let te = TileEpi {
                                 accumulate: accumulate || !first,
@@ -253,12 +272,13 @@ unsafe fn blocked(
                                 hi: epi.hi,
                             };
                             if mr == MR && cols == nr {
-                                (kern.tile)(kc, ap, bp, cp, p.rsc, &te);
+                                (kern.tile)(kc, ap, bp, rsb, cp, p.rsc, &te);
                             } else {
-                                edge_tile(kern, kc, ap, bp, cp, p.rsc, mr, cols, &te);
+                                edge_tile(kern, kc, ap, bp, rsb, cp, p.rsc, mr, cols, &te);
                             }
                         }
                         jr += nr;
+                        q += 1;
                     }
                     ir += MR;
                 }
@@ -281,6 +301,7 @@ unsafe fn edge_tile(
     kc: usize,
     ap: *const f32,
     bp: *const f32,
+    rsb: isize,
     c: *mut f32,
     rsc: isize,
     mr: usize,
@@ -317,7 +338,7 @@ unsafe fn edge_tile(
             lo: te.lo,
             hi: te.hi,
         };
-        (kern.tile)(kc, ap, bp, tmp.as_mut_ptr(), nr as isize, &local);
+        (kern.tile)(kc, ap, bp, rsb, tmp.as_mut_ptr(), nr as isize, &local);
         for r in 0..mr {
             for j in 0..cols {
                 *c.offset(r as isize * rsc).add(j) = tmp[r * nr + j];

@@ -233,3 +233,37 @@ pub fn try_pack_a(
     }
     Ok(out)
 }
+
+/// [`nnefc_sgemm`] / [`nnefc_sgemm_packed_a`] with a chosen kernel instead of the detected
+/// one (benchmarks and tests). Returns `false`, doing nothing, if `id` is not available.
+/// With `a_is_packed`, `a` is packed A and `rsa`/`csa` are ignored.
+///
+/// # Safety
+/// As for [`nnefc_sgemm`] (or [`nnefc_sgemm_packed_a`] with `a_is_packed`).
+#[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sgemm_with_kernel(
+    id: KernelId,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    rsa: isize,
+    csa: isize,
+    a_is_packed: bool,
+    b: *const f32,
+    rsb: isize,
+    csb: isize,
+    c: *mut f32,
+    rsc: isize,
+    epilogue: &GemmEpilogue,
+    scratch: *mut u8,
+) -> bool {
+    let Some(kern) = kernels::kernel(id) else {
+        return false;
+    };
+    let a = if a_is_packed { driver::ASrc::Packed(a) } else { driver::ASrc::Strided { a, rsa, csa } };
+    // SAFETY: forwarded caller contract.
+    unsafe { driver::sgemm(kern, driver::Problem { m, n, k, a, b, rsb, csb, c, rsc }, epilogue, scratch) };
+    true
+}

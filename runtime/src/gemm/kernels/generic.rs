@@ -17,13 +17,16 @@ pub(crate) static KERNEL: Kernel = Kernel {
 };
 
 /// # Safety
-/// See [`super::TileFn`]: `a` holds `kc·MR` floats, `b` holds `kc·NR`, C addresses an
-/// `MR × NR` tile, the epilogue's bias pointers address `MR` / `NR` floats.
-unsafe fn tile(kc: usize, a: *const f32, b: *const f32, c: *mut f32, rsc: isize, epi: &TileEpi) {
-    // SAFETY: the panels are kc·MR and kc·NR floats long (caller contract).
-    let (a, b) = unsafe { (core::slice::from_raw_parts(a, kc * MR), core::slice::from_raw_parts(b, kc * NR)) };
+/// See [`super::TileFn`]: `a` holds `kc·MR` floats, B rows `kk < kc` hold `NR` floats at
+/// `b + kk·rsb`, C addresses an `MR × NR` tile, the epilogue's bias pointers address
+/// `MR` / `NR` floats.
+unsafe fn tile(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *mut f32, rsc: isize, epi: &TileEpi) {
+    // SAFETY: the A panel is kc·MR floats long (caller contract).
+    let a = unsafe { core::slice::from_raw_parts(a, kc * MR) };
     let mut acc = [[0.0f32; NR]; MR];
-    for (av, bv) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
+    for (kk, av) in a.chunks_exact(MR).enumerate() {
+        // SAFETY: B row kk < kc has NR floats (caller contract).
+        let bv: [f32; NR] = unsafe { b.offset(kk as isize * rsb).cast::<[f32; NR]>().read_unaligned() };
         for r in 0..MR {
             for j in 0..NR {
                 acc[r][j] += av[r] * bv[j];

@@ -30,9 +30,11 @@ pub(crate) struct TileEpi {
     pub hi: f32,
 }
 
-/// A micro-kernel: `tile(kc, a_panel, b_panel, c, rsc, epi)` writes a full `MR × nr` tile
-/// of C at `c` (row stride `rsc`, unit column stride). `kc ≥ 1`.
-pub(crate) type TileFn = unsafe fn(usize, *const f32, *const f32, *mut f32, isize, &TileEpi);
+/// A micro-kernel: `tile(kc, a_panel, b, rsb, c, rsc, epi)` writes a full `MR × nr` tile
+/// of C at `c` (row stride `rsc`, unit column stride). `kc ≥ 1`. B row `kk` is the `nr`
+/// contiguous floats at `b + kk·rsb` (`rsb = nr` for a packed panel; B's own row stride
+/// when the kernel reads an unpacked row-major B directly).
+pub(crate) type TileFn = unsafe fn(usize, *const f32, *const f32, isize, *mut f32, isize, &TileEpi);
 
 /// A matrix-vector problem: `y[o] = act((acc ? y[o] : 0) + Σ_kk x[kk]·M[kk, o] + bias[o])`
 /// for `o in 0..len`, with `x[kk]` at `x + kk·incx`, `M[kk, o]` at

@@ -56,10 +56,10 @@ pub(crate) static AVX512: Kernel = Kernel {
 /// 6×16 AVX2 tile.
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA; `a` holds `kc·MR` floats, `b` holds `kc·16`, C addresses a
+/// The CPU has AVX2 and FMA; `a` holds `kc·MR` floats, B rows `kk < kc` hold 16 floats at `b + kk·rsb`, C addresses a
 /// 6×16 tile with row stride `rsc`, bias pointers (if non-null) address 6 / 16 floats.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile_avx2(kc: usize, a: *const f32, b: *const f32, c: *mut f32, rsc: isize, epi: &TileEpi) {
+unsafe fn tile_avx2(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *mut f32, rsc: isize, epi: &TileEpi) {
     // SAFETY: every load/store below stays inside the panels, tile and bias described in
     // the contract; the target features are present.
     unsafe {
@@ -74,7 +74,7 @@ unsafe fn tile_avx2(kc: usize, a: *const f32, b: *const f32, c: *mut f32, rsc: i
                 acc_r[1] = _mm256_fmadd_ps(av, b1, acc_r[1]);
             }
             ap = ap.add(MR);
-            bp = bp.add(16);
+            bp = bp.offset(rsb);
         }
         let zero = _mm256_setzero_ps();
         let (lo, hi) = (_mm256_set1_ps(epi.lo), _mm256_set1_ps(epi.hi));
@@ -104,10 +104,10 @@ unsafe fn tile_avx2(kc: usize, a: *const f32, b: *const f32, c: *mut f32, rsc: i
 /// 6×32 AVX-512 tile.
 ///
 /// # Safety
-/// The CPU has AVX-512F; `a` holds `kc·MR` floats, `b` holds `kc·32`, C addresses a 6×32
+/// The CPU has AVX-512F; `a` holds `kc·MR` floats, B rows `kk < kc` hold 32 floats at `b + kk·rsb`, C addresses a 6×32
 /// tile with row stride `rsc`, bias pointers (if non-null) address 6 / 32 floats.
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_avx512(kc: usize, a: *const f32, b: *const f32, c: *mut f32, rsc: isize, epi: &TileEpi) {
+unsafe fn tile_avx512(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *mut f32, rsc: isize, epi: &TileEpi) {
     // SAFETY: every load/store below stays inside the panels, tile and bias described in
     // the contract; the target feature is present.
     unsafe {
@@ -122,7 +122,7 @@ unsafe fn tile_avx512(kc: usize, a: *const f32, b: *const f32, c: *mut f32, rsc:
                 acc_r[1] = _mm512_fmadd_ps(av, b1, acc_r[1]);
             }
             ap = ap.add(MR);
-            bp = bp.add(32);
+            bp = bp.offset(rsb);
         }
         let zero = _mm512_setzero_ps();
         let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
