@@ -37,6 +37,9 @@ pub(crate) fn has_avx512f() -> bool {
     }
 }
 
+/// How many B rows ahead the tile loops prefetch.
+const PF_ROWS: isize = 8;
+
 pub(crate) static AVX2: Kernel = Kernel {
     id: KernelId::Avx2,
     nr: 16,
@@ -115,9 +118,20 @@ unsafe fn tile_avx512(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *m
     // SAFETY: every load/store below stays inside the panels, tile and bias described in
     // the contract; the target feature is present.
     unsafe {
+        // The C tile is read (accumulate) or written only after the k loop: start
+        // fetching its 12 lines now so the epilogue does not wait for them.
+        for r in 0..MR {
+            let row = c.wrapping_offset(r as isize * rsc);
+            _mm_prefetch::<_MM_HINT_T0>(row.cast());
+            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(16).cast());
+        }
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
         let (mut ap, mut bp) = (a, b);
         for _ in 0..kc {
+            // B rows may still be in L3 or memory on the first A panel of a block; fetch a
+            // few rows ahead (a hint: it never faults, even past the end).
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_offset(PF_ROWS * rsb).cast());
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_offset(PF_ROWS * rsb + 16).cast());
             let b0 = _mm512_loadu_ps(bp);
             let b1 = _mm512_loadu_ps(bp.add(16));
             for (r, acc_r) in acc.iter_mut().enumerate() {
@@ -283,15 +297,15 @@ unsafe fn panel_avx2(g: &Gemv) {
                 let xs = _mm256_castps128_ps256(xs);
                 let a = &mut acc[(kk >> 2) & 1];
                 let grp = pan.add(kk * MR);
-                for v in 0..3 {
-                    let xv = _mm256_permutevar8x32_ps(xs, idx[v]);
-                    a[v] = _mm256_fmadd_ps(_mm256_loadu_ps(grp.add(8 * v)), xv, a[v]);
+                for (v, (av, &ix)) in a.iter_mut().zip(&idx).enumerate() {
+                    let xv = _mm256_permutevar8x32_ps(xs, ix);
+                    *av = _mm256_fmadd_ps(_mm256_loadu_ps(grp.add(8 * v)), xv, *av);
                 }
                 kk += 4;
             }
             let mut lanes = [0.0f32; 24];
-            for v in 0..3 {
-                _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * v), _mm256_add_ps(acc[0][v], acc[1][v]));
+            for (v, (&a0, &a1)) in acc[0].iter().zip(&acc[1]).enumerate() {
+                _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * v), _mm256_add_ps(a0, a1));
             }
             let mut rows = [0.0f32; MR];
             for (l, s) in lanes.iter().enumerate() {
