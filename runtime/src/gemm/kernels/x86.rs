@@ -70,9 +70,14 @@ unsafe fn tile_avx2(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *mut
     // SAFETY: every load/store below stays inside the panels, tile and bias described in
     // the contract; the target features are present.
     unsafe {
+        // See the AVX-512 tile for why C and B are prefetched.
+        for r in 0..MR {
+            _mm_prefetch::<_MM_HINT_T0>(c.wrapping_offset(r as isize * rsc).cast());
+        }
         let mut acc = [[_mm256_setzero_ps(); 2]; MR];
         let (mut ap, mut bp) = (a, b);
         for _ in 0..kc {
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_offset(PF_ROWS * rsb).cast());
             let b0 = _mm256_loadu_ps(bp);
             let b1 = _mm256_loadu_ps(bp.add(8));
             for (r, acc_r) in acc.iter_mut().enumerate() {
