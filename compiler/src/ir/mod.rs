@@ -11,9 +11,14 @@
 //! the text form. The IR knows nothing of NNEF syntax or of Cranelift.
 
 pub mod graph;
+pub mod infer;
+pub mod interp;
 pub mod op;
+pub mod parse;
+pub mod print;
 pub mod tensor;
 pub mod types;
+pub mod verify;
 
 pub use graph::{ConstId, Constant, Graph, Node, NodeId, Value, ValueDef, ValueId};
 pub use op::{BinaryOp, Border, ConvAttrs, Op, ReduceOp, ResampleMethod, RoiPoolOp, UnaryOp, WindowAttrs};

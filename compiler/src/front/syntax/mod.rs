@@ -1,3 +1,173 @@
-//! NNEF syntax: the AST and the lalrpop parser that builds it.
+//! NNEF syntax: the AST, the tokenizer, the lalrpop parser that builds the AST, and a
+//! printer that writes an AST back as canonical NNEF text.
+//!
+//! Two entry points: [`parse_document`] for a `graph.nnef` (version and graph required)
+//! and [`parse_library`] for the stdlib (fragments only). Both stop at the first syntax
+//! error and return it as a [`Diagnostic`] pointing at the offending token. Expressions
+//! nested deeper than [`MAX_NESTING`] levels are refused, so later recursive passes
+//! cannot overflow the stack. Nothing here resolves names, checks types or knows which
+//! extensions a document enabled (compositional syntax is accepted everywhere).
 
 pub mod ast;
+mod lexer;
+pub mod print;
+
+#[cfg(test)]
+mod tests;
+
+use crate::diag::{Diagnostic, FileId, Span};
+use lalrpop_util::ParseError;
+use lexer::{Lexer, SyntaxError, Tok};
+
+pub use lexer::MAX_NESTING;
+
+lalrpop_util::lalrpop_mod!(
+    #[allow(clippy::all, unused_parens, unused_imports, dead_code)]
+    grammar,
+    "/front/syntax/nnef.rs"
+);
+
+/// Parses a `graph.nnef`: `version`, `extension`s, `fragment`s, then exactly one `graph`.
+pub fn parse_document(file: FileId, text: &str) -> Result<ast::Document, Diagnostic> {
+    grammar::DocumentFileParser::new().parse(file, Lexer::new(text)).map_err(|e| to_diagnostic(file, text, e))
+}
+
+/// Parses a fragment library such as `stdlib.nnef`: fragment definitions and
+/// declarations only, no `version`, `extension` or `graph`.
+pub fn parse_library(file: FileId, text: &str) -> Result<ast::Document, Diagnostic> {
+    grammar::LibraryFileParser::new().parse(file, Lexer::new(text)).map_err(|e| to_diagnostic(file, text, e))
+}
+
+fn to_diagnostic(file: FileId, text: &str, err: ParseError<usize, Tok<'_>, SyntaxError>) -> Diagnostic {
+    match err {
+        ParseError::User { error } => {
+            Diagnostic::error(error.message).at(Span::new(file, error.start, error.end), error.label)
+        }
+        ParseError::UnrecognizedToken { token: (start, tok, end), expected } => {
+            let found = describe_token(&tok, text.get(start..end).unwrap_or(""));
+            let diag = Diagnostic::error(format!("unexpected {found}; {}", describe_expected(&expected)))
+                .at(Span::new(file, start, end), "");
+            if expected.iter().any(|e| e == "\";\"") && starts_line(text, start) {
+                diag.with_note("is a `;` missing at the end of the previous line?")
+            } else {
+                diag
+            }
+        }
+        ParseError::UnrecognizedEof { location, expected } => {
+            Diagnostic::error(format!("unexpected end of file; {}", describe_expected(&expected)))
+                .at(Span::new(file, location, location), "")
+        }
+        ParseError::ExtraToken { token: (start, tok, end) } => {
+            let found = describe_token(&tok, text.get(start..end).unwrap_or(""));
+            Diagnostic::error(format!("unexpected {found}; expected end of file"))
+                .at(Span::new(file, start, end), "")
+        }
+        ParseError::InvalidToken { location } => {
+            // Only lalrpop's built-in lexer produces this; ours reports `User` errors.
+            Diagnostic::error("invalid token").at(Span::new(file, location, location), "")
+        }
+    }
+}
+
+/// How a token is named in "unexpected ..." messages.
+fn describe_token(tok: &Tok<'_>, source: &str) -> String {
+    match tok {
+        Tok::Ident(name) => format!("identifier `{name}`"),
+        Tok::Integer(_) | Tok::Real(_) => format!("number `{source}`"),
+        Tok::Str(_) => "string literal".to_string(),
+        Tok::TypeArg(_) => format!("type argument `{source}`"),
+        Tok::Version
+        | Tok::Extension
+        | Tok::Fragment
+        | Tok::Graph
+        | Tok::Tensor
+        | Tok::KwInteger
+        | Tok::KwScalar
+        | Tok::KwLogical
+        | Tok::KwString
+        | Tok::True
+        | Tok::False
+        | Tok::For
+        | Tok::In
+        | Tok::If
+        | Tok::Else
+        | Tok::Yield
+        | Tok::LengthOf
+        | Tok::ShapeOf
+        | Tok::RangeOf => format!("keyword `{source}`"),
+        _ => format!("`{source}`"),
+    }
+}
+
+/// Terminals that can start an expression. When all are expected, the message says
+/// "expression" instead of listing eighteen tokens.
+const EXPRESSION_START: &[&str] = &[
+    "IDENT",
+    "INTEGER",
+    "REAL",
+    "STRING",
+    "\"true\"",
+    "\"false\"",
+    "\"(\"",
+    "\"[\"",
+    "\"-\"",
+    "\"+\"",
+    "\"!\"",
+    "\"length_of\"",
+    "\"range_of\"",
+    "\"shape_of\"",
+    "\"integer\"",
+    "\"scalar\"",
+    "\"logical\"",
+    "\"string\"",
+];
+
+/// Terminals that can continue an expression (binary operators and `[`). When all
+/// are expected, the message says "operator" instead of listing them.
+const OPERATOR: &[&str] = &[
+    "\"in\"", "\"[\"", "\"<\"", "\">\"", "\"<=\"", "\">=\"", "\"==\"", "\"!=\"", "\"&&\"", "\"||\"", "\"+\"",
+    "\"-\"", "\"*\"", "\"/\"", "\"^\"",
+];
+
+/// Turns lalrpop's terminal names (`"\"(\""`, `IDENT`) into "expected one of: ..." text.
+fn describe_expected(expected: &[String]) -> String {
+    let has_all = |group: &[&str]| group.iter().all(|t| expected.iter().any(|e| e == t));
+    let mut groups: Vec<(&str, &[&str])> = Vec::new();
+    if has_all(EXPRESSION_START) {
+        groups.push(("expression", EXPRESSION_START));
+    }
+    if has_all(OPERATOR) {
+        groups.push(("operator", OPERATOR));
+    }
+    let mut names: Vec<String> = groups.iter().map(|(name, _)| name.to_string()).collect();
+    for e in expected {
+        if groups.iter().any(|(_, members)| members.contains(&e.as_str())) {
+            continue;
+        }
+        names.push(terminal_name(e));
+    }
+    match names.as_slice() {
+        [] => "expected end of file".to_string(),
+        [one] => format!("expected {one}"),
+        _ => format!("expected one of: {}", names.join(", ")),
+    }
+}
+
+/// True when only whitespace separates `offset` from an earlier line, i.e. the token at
+/// `offset` starts a line and the statement before it was probably not terminated.
+fn starts_line(text: &str, offset: usize) -> bool {
+    let before = text.get(..offset).unwrap_or("");
+    let trimmed = before.trim_end_matches([' ', '\t', '\r']);
+    trimmed.ends_with('\n') && !trimmed.trim().is_empty()
+}
+
+fn terminal_name(terminal: &str) -> String {
+    match terminal {
+        "IDENT" => "identifier".to_string(),
+        "INTEGER" => "integer literal".to_string(),
+        "REAL" => "real literal".to_string(),
+        "STRING" => "string literal".to_string(),
+        "TYPEARG" => "type argument `<T>`".to_string(),
+        quoted => format!("`{}`", quoted.trim_matches('"')),
+    }
+}
