@@ -15,6 +15,8 @@ pub mod infer;
 pub mod interp;
 pub mod op;
 pub mod rewrite;
+pub mod parse;
+pub mod print;
 pub mod tensor;
 pub mod types;
 
