@@ -14,6 +14,7 @@ pub mod graph;
 pub mod infer;
 pub mod interp;
 pub mod op;
+pub mod rewrite;
 pub mod parse;
 pub mod print;
 pub mod tensor;
