@@ -157,7 +157,7 @@ fn run_one(pass: &mut dyn Pass, graph: &mut Graph, opts: &PassOptions, report: &
             verify(graph, name)?;
         }
         if opts.dump_after {
-            report.dumps.push((name, crate::ir::print::print_graph(graph)));
+            report.dumps.push((name, crate::ir::print::print(graph)));
         }
     }
     Ok(changed)
