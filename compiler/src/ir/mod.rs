@@ -11,6 +11,7 @@
 //! the text form. The IR knows nothing of NNEF syntax or of Cranelift.
 
 pub mod graph;
+pub mod infer;
 pub mod op;
 pub mod tensor;
 pub mod types;

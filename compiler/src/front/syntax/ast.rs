@@ -188,17 +188,42 @@ pub enum ExprKind {
     /// `(a, b)`; a parenthesized single expression is *not* a tuple.
     Tuple(Vec<Expr>),
     /// `name<T>(args)` — an operation / fragment invocation.
-    Invocation { name: Ident, generic: Option<TypeSpec>, args: Vec<Arg> },
+    Invocation {
+        name: Ident,
+        generic: Option<TypeSpec>,
+        args: Vec<Arg>,
+    },
     /// `length_of(x)`, `scalar(x)`, ...
-    Builtin { func: Builtin, arg: Box<Expr> },
-    Unary { op: UnaryOp, operand: Box<Expr> },
-    Binary { op: BinaryOp, lhs: Box<Expr>, rhs: Box<Expr> },
+    Builtin {
+        func: Builtin,
+        arg: Box<Expr>,
+    },
+    Unary {
+        op: UnaryOp,
+        operand: Box<Expr>,
+    },
+    Binary {
+        op: BinaryOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
     /// `a if cond else b` — evaluated lazily.
-    IfElse { cond: Box<Expr>, then: Box<Expr>, otherwise: Box<Expr> },
+    IfElse {
+        cond: Box<Expr>,
+        then: Box<Expr>,
+        otherwise: Box<Expr>,
+    },
     /// `x[i]` or `x[a:b]` (either end may be open).
-    Subscript { base: Box<Expr>, index: Box<Index> },
+    Subscript {
+        base: Box<Expr>,
+        index: Box<Index>,
+    },
     /// `[for i in xs, j in ys if cond yield body]`; iterators advance in lockstep.
-    Comprehension { iters: Vec<(Ident, Expr)>, filter: Option<Box<Expr>>, body: Box<Expr> },
+    Comprehension {
+        iters: Vec<(Ident, Expr)>,
+        filter: Option<Box<Expr>>,
+        body: Box<Expr>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -272,11 +272,11 @@ impl<'a> Iterator for Lexer<'a> {
             self.pos += len;
             return Some(Ok((start, tok, self.pos)));
         }
-        if b == b'<' {
-            if let Some((arg, end)) = self.try_type_arg() {
-                self.pos = end;
-                return Some(Ok((start, Tok::TypeArg(arg), end)));
-            }
+        if b == b'<'
+            && let Some((arg, end)) = self.try_type_arg()
+        {
+            self.pos = end;
+            return Some(Ok((start, Tok::TypeArg(arg), end)));
         }
         let single = match b {
             b'(' => Some(Tok::LParen),
@@ -348,9 +348,5 @@ impl<'a> Iterator for Lexer<'a> {
 }
 
 fn describe_char(ch: char) -> String {
-    if ch.is_ascii_graphic() {
-        format!("`{ch}`")
-    } else {
-        format!("{:?} (U+{:04X})", ch, ch as u32)
-    }
+    if ch.is_ascii_graphic() { format!("`{ch}`") } else { format!("{:?} (U+{:04X})", ch, ch as u32) }
 }

@@ -25,17 +25,13 @@ lalrpop_util::lalrpop_mod!(
 
 /// Parses a `graph.nnef`: `version`, `extension`s, `fragment`s, then exactly one `graph`.
 pub fn parse_document(file: FileId, text: &str) -> Result<ast::Document, Diagnostic> {
-    grammar::DocumentFileParser::new()
-        .parse(file, Lexer::new(text))
-        .map_err(|e| to_diagnostic(file, text, e))
+    grammar::DocumentFileParser::new().parse(file, Lexer::new(text)).map_err(|e| to_diagnostic(file, text, e))
 }
 
 /// Parses a fragment library such as `stdlib.nnef`: fragment definitions and
 /// declarations only, no `version`, `extension` or `graph`.
 pub fn parse_library(file: FileId, text: &str) -> Result<ast::Document, Diagnostic> {
-    grammar::LibraryFileParser::new()
-        .parse(file, Lexer::new(text))
-        .map_err(|e| to_diagnostic(file, text, e))
+    grammar::LibraryFileParser::new().parse(file, Lexer::new(text)).map_err(|e| to_diagnostic(file, text, e))
 }
 
 fn to_diagnostic(file: FileId, text: &str, err: ParseError<usize, Tok<'_>, SyntaxError>) -> Diagnostic {
@@ -45,8 +41,13 @@ fn to_diagnostic(file: FileId, text: &str, err: ParseError<usize, Tok<'_>, Synta
         }
         ParseError::UnrecognizedToken { token: (start, tok, end), expected } => {
             let found = describe_token(&tok, text.get(start..end).unwrap_or(""));
-            Diagnostic::error(format!("unexpected {found}; {}", describe_expected(&expected)))
-                .at(Span::new(file, start, end), "")
+            let diag = Diagnostic::error(format!("unexpected {found}; {}", describe_expected(&expected)))
+                .at(Span::new(file, start, end), "");
+            if expected.iter().any(|e| e == "\";\"") && starts_line(text, start) {
+                diag.with_note("is a `;` missing at the end of the previous line?")
+            } else {
+                diag
+            }
         }
         ParseError::UnrecognizedEof { location, expected } => {
             Diagnostic::error(format!("unexpected end of file; {}", describe_expected(&expected)))
@@ -117,15 +118,26 @@ const EXPRESSION_START: &[&str] = &[
     "\"string\"",
 ];
 
+/// Terminals that can continue an expression (binary operators and `[`). When all
+/// are expected, the message says "operator" instead of listing them.
+const OPERATOR: &[&str] = &[
+    "\"in\"", "\"[\"", "\"<\"", "\">\"", "\"<=\"", "\">=\"", "\"==\"", "\"!=\"", "\"&&\"", "\"||\"", "\"+\"",
+    "\"-\"", "\"*\"", "\"/\"", "\"^\"",
+];
+
 /// Turns lalrpop's terminal names (`"\"(\""`, `IDENT`) into "expected one of: ..." text.
 fn describe_expected(expected: &[String]) -> String {
-    let mut names: Vec<String> = Vec::new();
-    let all_expr = EXPRESSION_START.iter().all(|t| expected.iter().any(|e| e == t));
-    if all_expr {
-        names.push("expression".to_string());
+    let has_all = |group: &[&str]| group.iter().all(|t| expected.iter().any(|e| e == t));
+    let mut groups: Vec<(&str, &[&str])> = Vec::new();
+    if has_all(EXPRESSION_START) {
+        groups.push(("expression", EXPRESSION_START));
     }
+    if has_all(OPERATOR) {
+        groups.push(("operator", OPERATOR));
+    }
+    let mut names: Vec<String> = groups.iter().map(|(name, _)| name.to_string()).collect();
     for e in expected {
-        if all_expr && EXPRESSION_START.contains(&e.as_str()) {
+        if groups.iter().any(|(_, members)| members.contains(&e.as_str())) {
             continue;
         }
         names.push(terminal_name(e));
@@ -135,6 +147,14 @@ fn describe_expected(expected: &[String]) -> String {
         [one] => format!("expected {one}"),
         _ => format!("expected one of: {}", names.join(", ")),
     }
+}
+
+/// True when only whitespace separates `offset` from an earlier line, i.e. the token at
+/// `offset` starts a line and the statement before it was probably not terminated.
+fn starts_line(text: &str, offset: usize) -> bool {
+    let before = text.get(..offset).unwrap_or("");
+    let trimmed = before.trim_end_matches([' ', '\t', '\r']);
+    trimmed.ends_with('\n') && !trimmed.trim().is_empty()
 }
 
 fn terminal_name(terminal: &str) -> String {

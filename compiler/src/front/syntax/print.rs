@@ -59,7 +59,7 @@ pub fn fragment(f: &FragmentDef) -> String {
         .collect();
     let results: Vec<String> =
         f.results.iter().map(|r| format!("{}: {}", r.name.name, type_spec(&r.ty))).collect();
-    let _ = write!(out, "( {} ) -> ( {} )", params.join(", "), results.join(", "));
+    let _ = write!(out, "{} -> {}", paren_list(&params), paren_list(&results));
     match &f.body {
         None => out.push_str(";\n"),
         Some(body) => {
@@ -71,8 +71,19 @@ pub fn fragment(f: &FragmentDef) -> String {
 }
 
 pub fn graph(g: &GraphDef) -> String {
-    let names = |v: &[Ident]| v.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ");
-    format!("graph {}( {} ) -> ( {} )\n{}", g.name.name, names(&g.params), names(&g.results), block(&g.body))
+    let names = |v: &[Ident]| v.iter().map(|i| i.name.clone()).collect::<Vec<_>>();
+    format!(
+        "graph {}{} -> {}\n{}",
+        g.name.name,
+        paren_list(&names(&g.params)),
+        paren_list(&names(&g.results)),
+        block(&g.body)
+    )
+}
+
+/// `( a, b )` in the spacing of the NNEF examples, `()` when empty.
+fn paren_list(items: &[String]) -> String {
+    if items.is_empty() { "()".to_string() } else { format!("( {} )", items.join(", ")) }
 }
 
 fn block(body: &[Assignment]) -> String {
