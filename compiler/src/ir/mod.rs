@@ -13,6 +13,8 @@
 pub mod graph;
 pub mod infer;
 pub mod op;
+pub mod parse;
+pub mod print;
 pub mod tensor;
 pub mod types;
 
