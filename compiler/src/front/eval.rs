@@ -53,6 +53,8 @@ pub struct Evaluator<'a> {
     pub external_name: Option<String>,
     /// Variables by label, so shared weights become one constant.
     pub labels: HashMap<String, (ValueId, Vec<usize>)>,
+    /// Every identifier the graph body assigns, for "used before assignment" messages.
+    pub graph_lhs: HashMap<String, Span>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -71,6 +73,7 @@ impl<'a> Evaluator<'a> {
             stack: Vec::new(),
             external_name: None,
             labels: HashMap::new(),
+            graph_lhs: HashMap::new(),
         }
     }
 
@@ -141,7 +144,15 @@ impl<'a> Evaluator<'a> {
     fn undeclared(&self, name: &str, span: Span, scope: &Scope) -> Diagnostic {
         let mut d = Diagnostic::error(format!("undeclared identifier `{name}`"))
             .at(span, "not assigned before this use");
-        let close = scope.vars.keys().filter(|k| edit_close(k, name)).min();
+        if scope.in_graph
+            && let Some(later) = self.graph_lhs.get(name)
+        {
+            return Diagnostic::error(format!("`{name}` is used before it is assigned"))
+                .at(span, "used here")
+                .with_label(*later, "assigned later here")
+                .with_note("NNEF assignments must come in dependency order: move this statement after the assignment");
+        }
+        let close = scope.vars.keys().filter(|k| name.len() >= 2 && edit_close(k, name)).min();
         if let Some(k) = close {
             d = d.with_note(format!("did you mean `{k}`?"));
         } else if self.table.get(name).is_some() {

@@ -9,7 +9,7 @@
 //! module does not know any op's semantics beyond its signature.
 
 use super::eval::{CallFrame, EResult, Evaluator, Scope};
-use super::index::{Fragment, Origin};
+use super::index::Fragment;
 use super::lower::is_native;
 use super::syntax::ast::{Arg, Assignment, Expr, ExprKind, FragmentDef, GraphDef, Ident, PrimType, TypeSpec};
 use super::value::{Value, describe_spec, prim_name};
@@ -317,9 +317,9 @@ impl<'a> Evaluator<'a> {
                 Ok(())
             }
             (ExprKind::Array(pats), v) | (ExprKind::Tuple(pats), v) => {
-                let kind = if matches!(lhs.kind, ExprKind::Array(_)) { "array" } else { "tuple" };
+                let kind = if matches!(lhs.kind, ExprKind::Array(_)) { "an array" } else { "a tuple" };
                 Err(Diagnostic::error("the left-hand side does not match the value's structure")
-                    .at(lhs.span, format!("a {kind} of {} name{}", pats.len(), if pats.len() == 1 { "" } else { "s" }))
+                    .at(lhs.span, format!("{kind} of {} name{}", pats.len(), if pats.len() == 1 { "" } else { "s" }))
                     .with_note(format!("the right-hand side gives `{}`{}", self.describe(&v), match &v {
                         Value::Array(a) | Value::Tuple(a) => format!(" with {} item{}", a.len(), if a.len() == 1 { "" } else { "s" }),
                         _ => String::new(),
@@ -360,6 +360,14 @@ impl<'a> Evaluator<'a> {
             }
         }
         let mut scope = Scope::new(true, None);
+        self.graph_lhs.clear();
+        for a in &g.body {
+            let mut names = Vec::new();
+            lhs_names(&a.lhs, &mut names);
+            for (n, span) in names {
+                self.graph_lhs.entry(n).or_insert(span);
+            }
+        }
         for a in &g.body {
             if let Err(d) = self.graph_assignment(a, &params, &mut scope) {
                 errors.push(d);
@@ -449,10 +457,3 @@ pub fn signature(def: &FragmentDef) -> String {
     format!("signature: {}{generic}({}) -> ({})", def.name.name, params.join(", "), results.join(", "))
 }
 
-#[allow(dead_code)]
-fn origin_word(o: Origin) -> &'static str {
-    match o {
-        Origin::Stdlib => "standard library",
-        Origin::User => "document",
-    }
-}

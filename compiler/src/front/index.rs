@@ -97,18 +97,28 @@ impl FragmentTable {
     }
 }
 
+/// Optimal-string-alignment distance: edits plus adjacent transpositions (`rleu` → `relu` is 1).
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
     }
-    prev[b.len()]
+    for j in 0..=b.len() {
+        d[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 /// Spec §8.2 rules 6–11 and 13 for one fragment.
@@ -354,6 +364,16 @@ pub fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
 pub fn check_features(doc: &Document) -> Result<Features, Diagnostics> {
     let mut feats = Features::default();
     let mut errors = Vec::new();
+    // Rule 1: every 1.0.x revision writes `version 1.0;`.
+    if let Some(v) = &doc.version
+        && (v.major, v.minor) > (1, 0)
+    {
+        errors.push(
+            Diagnostic::error(format!("unsupported NNEF version {}.{}", v.major, v.minor))
+                .at(v.span, "expected `1.0`")
+                .with_note("nnefc reads NNEF 1.0 (revisions 1.0.0 to 1.0.5 all write `version 1.0;`)"),
+        );
+    }
     for ext in &doc.extensions {
         for name in &ext.names {
             match name.name.as_str() {
