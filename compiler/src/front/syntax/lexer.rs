@@ -180,15 +180,36 @@ impl<'a> Lexer<'a> {
         }
         if matches!(self.peek_byte(end), Some(b'e' | b'E')) {
             let mut digits = end + 1;
-            if matches!(self.peek_byte(digits), Some(b'+' | b'-')) {
+            let signed = matches!(self.peek_byte(digits), Some(b'+' | b'-'));
+            if signed {
                 digits += 1;
             }
             if self.peek_byte(digits).is_some_and(|b| b.is_ascii_digit()) {
                 real = true;
                 end = self.scan_while(digits, |b| b.is_ascii_digit());
+            } else if signed || !self.peek_byte(end + 1).is_some_and(is_ident_continue) {
+                // `1e`, `1e+`: an exponent without digits. (`1ex` is left to become a
+                // number followed by an identifier, which the parser rejects.)
+                self.pos = digits;
+                return Err(SyntaxError::new(
+                    format!("malformed real literal `{}`", &self.text[start..digits]),
+                    "expected digits after the exponent",
+                    start,
+                    digits,
+                ));
             }
-            // Otherwise the `e` is not part of the number; the identifier that follows
-            // makes a syntax error of its own.
+        }
+        // `1.0.5` (a version with a patch level) or `1..2`: say so instead of
+        // reporting a stray `.`.
+        if real && self.peek_byte(end) == Some(b'.') {
+            let bad_end = self.scan_while(end, |b| b.is_ascii_digit() || b == b'.');
+            self.pos = bad_end;
+            return Err(SyntaxError::new(
+                format!("malformed number `{}`", &self.text[start..bad_end]),
+                "a number has at most one `.`",
+                start,
+                bad_end,
+            ));
         }
         self.pos = end;
         let text = &self.text[start..end];

@@ -850,6 +850,9 @@ fn document_errors() {
         ("missing version", "graph g(x) -> (y) { y = x; }\n".into()),
         ("integer version", "version 1;\n".into()),
         ("exponent version", "version 1e0;\n".into()),
+        ("version with patch level", "version 1.0.5;\n".into()),
+        ("exponent without digits", g("y = f(x, k = 1e);")),
+        ("signed exponent without digits", g("y = f(x, k = 2.5e-);")),
         ("version without semicolon", "version 1.0\ngraph g() -> () { }\n".into()),
         ("missing graph", "version 1.0;\n".into()),
         ("text after graph", "version 1.0;\ngraph g() -> () { x = f(); }\ny = 1;\n".into()),
@@ -891,286 +894,307 @@ fn document_errors() {
         &cases,
         false,
         expect![[r#"
-        == empty file
-        error: unexpected end of file; expected `version`
-          ┌─ test.nnef:1:1
-          │
-        1 │ 
-          │ ^
+            == empty file
+            error: unexpected end of file; expected `version`
+              ┌─ test.nnef:1:1
+              │
+            1 │ 
+              │ ^
 
-        == missing version
-        error: unexpected keyword `graph`; expected `version`
-          ┌─ test.nnef:1:1
-          │
-        1 │ graph g(x) -> (y) { y = x; }
-          │ ^^^^^
+            == missing version
+            error: unexpected keyword `graph`; expected `version`
+              ┌─ test.nnef:1:1
+              │
+            1 │ graph g(x) -> (y) { y = x; }
+              │ ^^^^^
 
-        == integer version
-        error: unexpected end of file; expected one of: `extension`, `fragment`, `graph`
-          ┌─ test.nnef:1:11
-          │
-        1 │ version 1;
-          │           ^
+            == integer version
+            error: invalid version number
+              ┌─ test.nnef:1:9
+              │
+            1 │ version 1;
+              │         ^ expected `<major>.<minor>`, e.g. `1.0`
 
-        == exponent version
-        error: unexpected end of file; expected one of: `extension`, `fragment`, `graph`
-          ┌─ test.nnef:1:13
-          │
-        1 │ version 1e0;
-          │             ^
+            == exponent version
+            error: invalid version number `1e0`
+              ┌─ test.nnef:1:9
+              │
+            1 │ version 1e0;
+              │         ^^^ expected `<major>.<minor>`, e.g. `1.0`
 
-        == version without semicolon
-        error: unexpected keyword `graph`; expected `;`
-          ┌─ test.nnef:2:1
-          │
-        2 │ graph g() -> () { }
-          │ ^^^^^
-          │
-          = is a `;` missing at the end of the previous line?
+            == version with patch level
+            error: malformed number `1.0.5`
+              ┌─ test.nnef:1:9
+              │
+            1 │ version 1.0.5;
+              │         ^^^^^ a number has at most one `.`
 
-        == missing graph
-        error: unexpected end of file; expected one of: `extension`, `fragment`, `graph`
-          ┌─ test.nnef:1:13
-          │
-        1 │ version 1.0;
-          │             ^
+            == exponent without digits
+            error: malformed real literal `1e`
+              ┌─ test.nnef:4:18
+              │
+            4 │     y = f(x, k = 1e);
+              │                  ^^ expected digits after the exponent
 
-        == text after graph
-        error: unexpected identifier `y`; expected end of file
-          ┌─ test.nnef:3:1
-          │
-        3 │ y = 1;
-          │ ^
+            == signed exponent without digits
+            error: malformed real literal `2.5e-`
+              ┌─ test.nnef:4:18
+              │
+            4 │     y = f(x, k = 2.5e-);
+              │                  ^^^^^ expected digits after the exponent
 
-        == two graphs
-        error: unexpected keyword `graph`; expected end of file
-          ┌─ test.nnef:3:1
-          │
-        3 │ graph h() -> () { x = f(); }
-          │ ^^^^^
+            == version without semicolon
+            error: unexpected keyword `graph`; expected `;`
+              ┌─ test.nnef:2:1
+              │
+            2 │ graph g() -> () { }
+              │ ^^^^^
+              │
+              = is a `;` missing at the end of the previous line?
 
-        == extension without names
-        error: unexpected `;`; expected identifier
-          ┌─ test.nnef:2:10
-          │
-        2 │ extension;
-          │          ^
+            == missing graph
+            error: unexpected end of file; expected one of: `extension`, `fragment`, `graph`
+              ┌─ test.nnef:1:13
+              │
+            1 │ version 1.0;
+              │             ^
 
-        == graph missing arrow
-        error: unexpected `(`; expected `->`
-          ┌─ test.nnef:2:12
-          │
-        2 │ graph g(x) (y) { y = x; }
-          │            ^
+            == text after graph
+            error: unexpected identifier `y`; expected end of file
+              ┌─ test.nnef:3:1
+              │
+            3 │ y = 1;
+              │ ^
 
-        == empty graph body
-        error: unexpected `}`; expected one of: identifier, `(`, `[`
-          ┌─ test.nnef:4:1
-          │
-        4 │ }
-          │ ^
+            == two graphs
+            error: unexpected keyword `graph`; expected end of file
+              ┌─ test.nnef:3:1
+              │
+            3 │ graph h() -> () { x = f(); }
+              │ ^^^^^
 
-        == unterminated single-quoted string
-        error: unterminated string literal
-          ┌─ test.nnef:4:18
-          │
-        4 │     y = f(x, s = 'abc);
-          │                  ^ this string has no closing '
+            == extension without names
+            error: unexpected `;`; expected identifier
+              ┌─ test.nnef:2:10
+              │
+            2 │ extension;
+              │          ^
 
-        == unterminated double-quoted string
-        error: unterminated string literal
-          ┌─ test.nnef:4:18
-          │
-        4 │     y = f(x, s = "abc);
-          │                  ^ this string has no closing "
+            == graph missing arrow
+            error: unexpected `(`; expected `->`
+              ┌─ test.nnef:2:12
+              │
+            2 │ graph g(x) (y) { y = x; }
+              │            ^
 
-        == invalid character
-        error: invalid character `$`
-          ┌─ test.nnef:4:11
-          │
-        4 │     y = x $ 2;
-          │           ^ not valid in NNEF
+            == empty graph body
+            error: unexpected `}`; expected one of: identifier, `(`, `[`
+              ┌─ test.nnef:4:1
+              │
+            4 │ }
+              │ ^
 
-        == non-ASCII character
-        error: invalid character 'µ' (U+00B5)
-          ┌─ test.nnef:4:9
-          │
-        4 │     y = µ(x);
-          │         ^ not valid in NNEF
+            == unterminated single-quoted string
+            error: unterminated string literal
+              ┌─ test.nnef:4:18
+              │
+            4 │     y = f(x, s = 'abc);
+              │                  ^ this string has no closing '
 
-        == integer overflow
-        error: integer literal `99999999999999999999` is too large
-          ┌─ test.nnef:4:18
-          │
-        4 │     y = f(x, n = 99999999999999999999);
-          │                  ^^^^^^^^^^^^^^^^^^^^ does not fit in a 64-bit signed integer
+            == unterminated double-quoted string
+            error: unterminated string literal
+              ┌─ test.nnef:4:18
+              │
+            4 │     y = f(x, s = "abc);
+              │                  ^ this string has no closing "
 
-        == real overflow
-        error: real literal `1e999` is out of range
-          ┌─ test.nnef:4:18
-          │
-        4 │     y = f(x, n = 1e999);
-          │                  ^^^^^ does not fit in a 64-bit float
+            == invalid character
+            error: invalid character `$`
+              ┌─ test.nnef:4:11
+              │
+            4 │     y = x $ 2;
+              │           ^ not valid in NNEF
 
-        == missing semicolon
-        error: unexpected identifier `z`; expected one of: operator, `if`, `;`
-          ┌─ test.nnef:5:5
-          │
-        5 │     z = g(y);
-          │     ^
-          │
-          = is a `;` missing at the end of the previous line?
+            == non-ASCII character
+            error: invalid character 'µ' (U+00B5)
+              ┌─ test.nnef:4:9
+              │
+            4 │     y = µ(x);
+              │         ^ not valid in NNEF
 
-        == trailing comma in arguments
-        error: unexpected `)`; expected expression
-          ┌─ test.nnef:4:13
-          │
-        4 │     y = f(x,);
-          │             ^
+            == integer overflow
+            error: integer literal `99999999999999999999` is too large
+              ┌─ test.nnef:4:18
+              │
+            4 │     y = f(x, n = 99999999999999999999);
+              │                  ^^^^^^^^^^^^^^^^^^^^ does not fit in a 64-bit signed integer
 
-        == expression on the left
-        error: unexpected `+`; expected one of: `=`, `,`
-          ┌─ test.nnef:4:7
-          │
-        4 │     y + 1 = f(x);
-          │       ^
+            == real overflow
+            error: real literal `1e999` is out of range
+              ┌─ test.nnef:4:18
+              │
+            4 │     y = f(x, n = 1e999);
+              │                  ^^^^^ does not fit in a 64-bit float
 
-        == one-element tuple on the left
-        error: unexpected `)`; expected `,`
-          ┌─ test.nnef:4:7
-          │
-        4 │     (y) = f(x);
-          │       ^
+            == missing semicolon
+            error: unexpected identifier `z`; expected one of: operator, `if`, `;`
+              ┌─ test.nnef:5:5
+              │
+            5 │     z = g(y);
+              │     ^
+              │
+              = is a `;` missing at the end of the previous line?
 
-        == unbalanced parentheses
-        error: unexpected `;`; expected one of: `)`, `,`
-          ┌─ test.nnef:4:14
-          │
-        4 │     y = f((x);
-          │              ^
+            == trailing comma in arguments
+            error: unexpected `)`; expected expression
+              ┌─ test.nnef:4:13
+              │
+            4 │     y = f(x,);
+              │             ^
 
-        == end of file inside an expression
-        error: unexpected end of file; expected expression
-          ┌─ test.nnef:4:13
-          │
-        4 │     y = f(x,
-          │             ^
+            == expression on the left
+            error: unexpected `+`; expected one of: `=`, `,`
+              ┌─ test.nnef:4:7
+              │
+            4 │     y + 1 = f(x);
+              │       ^
 
-        == double colon range
-        error: unexpected `:`; expected `]`
-          ┌─ test.nnef:4:14
-          │
-        4 │     y = x[1:2:3];
-          │              ^
+            == one-element tuple on the left
+            error: unexpected `)`; expected `,`
+              ┌─ test.nnef:4:7
+              │
+            4 │     (y) = f(x);
+              │       ^
 
-        == comprehension without yield
-        error: unexpected identifier `i`; expected one of: operator, type argument `<T>`, `if`, `yield`, `(`, `,`
-          ┌─ test.nnef:4:21
-          │
-        4 │     y = [for i in x i];
-          │                     ^
+            == unbalanced parentheses
+            error: unexpected `;`; expected one of: `)`, `,`
+              ┌─ test.nnef:4:14
+              │
+            4 │     y = f((x);
+              │              ^
 
-        == if-else as a comprehension iterable
-        error: unexpected keyword `else`; expected `yield`
-          ┌─ test.nnef:4:26
-          │
-        4 │     y = [for i in a if c else b yield i];
-          │                          ^^^^
+            == end of file inside an expression
+            error: unexpected end of file; expected expression
+              ┌─ test.nnef:4:13
+              │
+            4 │     y = f(x,
+              │             ^
 
-        == if without else
-        error: unexpected `;`; expected `else`
-          ┌─ test.nnef:4:15
-          │
-        4 │     y = x if c;
-          │               ^
+            == double colon range
+            error: unexpected `:`; expected `]`
+              ┌─ test.nnef:4:14
+              │
+            4 │     y = x[1:2:3];
+              │              ^
 
-        == keyword as an identifier
-        error: unexpected keyword `graph`; expected one of: identifier, `(`, `[`
-          ┌─ test.nnef:4:5
-          │
-        4 │     graph = f(x);
-          │     ^^^^^
+            == comprehension without yield
+            error: unexpected identifier `i`; expected one of: operator, type argument `<T>`, `if`, `yield`, `(`, `,`
+              ┌─ test.nnef:4:21
+              │
+            4 │     y = [for i in x i];
+              │                     ^
 
-        == keyword in an expression
-        error: unexpected keyword `for`; expected expression
-          ┌─ test.nnef:4:14
-          │
-        4 │     y = f(x, for);
-          │              ^^^
+            == if-else as a comprehension iterable
+            error: unexpected keyword `else`; expected `yield`
+              ┌─ test.nnef:4:26
+              │
+            4 │     y = [for i in a if c else b yield i];
+              │                          ^^^^
 
-        == array type as a generic argument
-        error: unexpected `[`; expected `(`
-          ┌─ test.nnef:4:21
-          │
-        4 │     y = cast<integer[]>(x);
-          │                     ^
+            == if without else
+            error: unexpected `;`; expected `else`
+              ┌─ test.nnef:4:15
+              │
+            4 │     y = x if c;
+              │               ^
 
-        == empty tuple
-        error: unexpected `)`; expected expression
-          ┌─ test.nnef:4:10
-          │
-        4 │     y = ();
-          │          ^
+            == keyword as an identifier
+            error: unexpected keyword `graph`; expected one of: identifier, `(`, `[`
+              ┌─ test.nnef:4:5
+              │
+            4 │     graph = f(x);
+              │     ^^^^^
 
-        == type keyword without call
-        error: unexpected `;`; expected `(`
-          ┌─ test.nnef:4:15
-          │
-        4 │     y = scalar;
-          │               ^
+            == keyword in an expression
+            error: unexpected keyword `for`; expected expression
+              ┌─ test.nnef:4:14
+              │
+            4 │     y = f(x, for);
+              │              ^^^
 
-        == statement outside a body
-        error: unexpected identifier `y`; expected one of: `extension`, `fragment`, `graph`
-          ┌─ test.nnef:2:1
-          │
-        2 │ y = f(x);
-          │ ^
+            == array type as a generic argument
+            error: unexpected `[`; expected `(`
+              ┌─ test.nnef:4:21
+              │
+            4 │     y = cast<integer[]>(x);
+              │                     ^
 
-        == fragment with invalid generic
-        error: invalid generic declaration
-          ┌─ test.nnef:2:12
-          │
-        2 │ fragment f<integer>(x: tensor<?>) -> (y: tensor<?>);
-          │            ^^^^^^^ expected `<?>` or `<? = type>`
+            == empty tuple
+            error: unexpected `)`; expected expression
+              ┌─ test.nnef:4:10
+              │
+            4 │     y = ();
+              │          ^
 
-        == non-literal default
-        error: unexpected identifier `a`; expected one of: integer literal, real literal, string literal, `true`, `false`, `(`, `[`, `-`
-          ┌─ test.nnef:2:43
-          │
-        2 │ fragment f(x: tensor<scalar>, k: scalar = a) -> (y: tensor<scalar>);
-          │                                           ^
+            == type keyword without call
+            error: unexpected `;`; expected `(`
+              ┌─ test.nnef:4:15
+              │
+            4 │     y = scalar;
+              │               ^
 
-        == negative default that is not a number
-        error: unexpected identifier `a`; expected one of: integer literal, real literal
-          ┌─ test.nnef:2:25
-          │
-        2 │ fragment f(k: scalar = -a) -> (y: tensor<scalar>);
-          │                         ^
+            == statement outside a body
+            error: unexpected identifier `y`; expected one of: `extension`, `fragment`, `graph`
+              ┌─ test.nnef:2:1
+              │
+            2 │ y = f(x);
+              │ ^
 
-        == nested tensor type
-        error: unexpected keyword `tensor`; expected `>`
-          ┌─ test.nnef:2:22
-          │
-        2 │ fragment f(x: tensor<tensor<scalar>>) -> (y: tensor<scalar>);
-          │                      ^^^^^^
+            == fragment with invalid generic
+            error: invalid generic declaration
+              ┌─ test.nnef:2:12
+              │
+            2 │ fragment f<integer>(x: tensor<?>) -> (y: tensor<?>);
+              │            ^^^^^^^ expected `<?>` or `<? = type>`
 
-        == missing parameter type
-        error: unexpected `)`; expected `:`
-          ┌─ test.nnef:2:13
-          │
-        2 │ fragment f(x) -> (y: tensor<scalar>);
-          │             ^
+            == non-literal default
+            error: unexpected identifier `a`; expected one of: integer literal, real literal, string literal, `true`, `false`, `(`, `[`, `-`
+              ┌─ test.nnef:2:43
+              │
+            2 │ fragment f(x: tensor<scalar>, k: scalar = a) -> (y: tensor<scalar>);
+              │                                           ^
 
-        == fragment without terminator
-        error: unexpected keyword `graph`; expected one of: `{`, `;`
-          ┌─ test.nnef:3:1
-          │
-        3 │ graph g() -> () { x = f(); }
-          │ ^^^^^
-          │
-          = is a `;` missing at the end of the previous line?
+            == negative default that is not a number
+            error: unexpected identifier `a`; expected one of: integer literal, real literal
+              ┌─ test.nnef:2:25
+              │
+            2 │ fragment f(k: scalar = -a) -> (y: tensor<scalar>);
+              │                         ^
 
-    "#]],
+            == nested tensor type
+            error: unexpected keyword `tensor`; expected `>`
+              ┌─ test.nnef:2:22
+              │
+            2 │ fragment f(x: tensor<tensor<scalar>>) -> (y: tensor<scalar>);
+              │                      ^^^^^^
+
+            == missing parameter type
+            error: unexpected `)`; expected `:`
+              ┌─ test.nnef:2:13
+              │
+            2 │ fragment f(x) -> (y: tensor<scalar>);
+              │             ^
+
+            == fragment without terminator
+            error: unexpected keyword `graph`; expected one of: `{`, `;`
+              ┌─ test.nnef:3:1
+              │
+            3 │ graph g() -> () { x = f(); }
+              │ ^^^^^
+              │
+              = is a `;` missing at the end of the previous line?
+
+        "#]],
     );
 }
 
@@ -1420,4 +1444,15 @@ proptest! {
         }
         prop_assert_eq!(rhs, Some(e), "{}", text);
     }
+}
+
+/// Guards against a parser generated from another worktree's grammar (see `build.rs`).
+#[test]
+fn generated_parser_matches_grammar() {
+    let generated_from = include_str!(concat!(env!("OUT_DIR"), "/front/syntax/nnef.lalrpop.source"));
+    assert!(
+        generated_from == include_str!("nnef.lalrpop"),
+        "the parser in OUT_DIR was generated from a different nnef.lalrpop (shared target dir?); \
+         run `touch compiler/src/front/syntax/nnef.lalrpop` and rebuild"
+    );
 }
