@@ -14,7 +14,9 @@ use super::index::FragmentTable;
 use super::syntax::ast::{BinaryOp, Builtin, Expr, ExprKind, Index, Literal, PrimType, UnaryOp};
 use super::value::{Value, prim_of_dtype, render_scalar};
 use crate::diag::{Diagnostic, Span};
-use crate::ir::{Graph, Tensor, ValueId};
+use super::quant::QuantEntry;
+use super::quantize::VarData;
+use crate::ir::{Graph, ValueId};
 use std::collections::HashMap;
 
 /// Identifiers visible in one graph or fragment body.
@@ -47,7 +49,7 @@ pub struct Evaluator<'a> {
     pub graph: Graph,
     pub warnings: Vec<Diagnostic>,
     pub opts: &'a FrontOptions,
-    pub variables: &'a dyn Fn(&str) -> Option<Tensor>,
+    pub variables: &'a dyn Fn(&str) -> VarData,
     pub stack: Vec<CallFrame>,
     /// Name of the graph input the current `external` invocation defines.
     pub external_name: Option<String>,
@@ -55,6 +57,11 @@ pub struct Evaluator<'a> {
     pub labels: HashMap<String, (ValueId, Vec<usize>)>,
     /// Every identifier the graph body assigns, for "used before assignment" messages.
     pub graph_lhs: HashMap<String, Span>,
+    /// The single identifier the current graph statement assigns (names variables for
+    /// `graph.quant` lookups).
+    pub current_ident: Option<String>,
+    /// `graph.quant` entries by tensor identifier.
+    pub quant: HashMap<String, QuantEntry>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -62,7 +69,7 @@ impl<'a> Evaluator<'a> {
         table: &'a FragmentTable,
         graph_name: &str,
         opts: &'a FrontOptions,
-        variables: &'a dyn Fn(&str) -> Option<Tensor>,
+        variables: &'a dyn Fn(&str) -> VarData,
     ) -> Evaluator<'a> {
         Evaluator {
             table,
@@ -74,6 +81,8 @@ impl<'a> Evaluator<'a> {
             external_name: None,
             labels: HashMap::new(),
             graph_lhs: HashMap::new(),
+            current_ident: None,
+            quant: HashMap::new(),
         }
     }
 

@@ -382,6 +382,13 @@ impl<'a> Evaluator<'a> {
                     .with_note(format!("assign it with `{} = external<scalar>(shape = [...]);`", p.name)));
             }
         }
+        let mut unknown: Vec<_> = self.quant.values().filter(|e| !scope.vars.contains_key(&e.tensor)).collect();
+        unknown.sort_by_key(|e| e.span.start);
+        for e in unknown {
+            errors.push(Diagnostic::error(format!("graph.quant names `{}`, which the graph does not assign", e.tensor))
+                .at(e.tensor_span, "unknown tensor identifier")
+                .with_note("keys are graph identifiers (the left-hand side of an assignment), not variable labels"));
+        }
         for r in &g.results {
             match scope.vars.get(&r.name) {
                 None => errors.push(Diagnostic::error(format!("graph output `{}` is never assigned", r.name))
@@ -421,9 +428,29 @@ impl<'a> Evaluator<'a> {
                 }
             }
         }
+        self.current_ident = match &a.lhs.kind {
+            ExprKind::Ident(n) => Some(n.clone()),
+            _ => None,
+        };
         let v = self.eval(&a.rhs, scope)?;
         self.external_name = None;
-        self.bind_lhs(&a.lhs, v, scope, &mut HashSet::new())
+        self.current_ident = None;
+        let mut fresh = HashSet::new();
+        self.bind_lhs(&a.lhs, v, scope, &mut fresh)?;
+        // Simulated quantization of the tensors graph.quant names.
+        let mut fresh: Vec<String> = fresh.into_iter().collect();
+        fresh.sort();
+        for name in fresh {
+            if let Some((Value::Tensor(id), span)) = scope.vars.get(&name).cloned()
+                && let Some(q) = self.apply_quant(&name, id, scope)?
+            {
+                if self.graph.values[q.index()].name.is_none() {
+                    self.graph.values[q.index()].name = Some(format!("{name}.quantized"));
+                }
+                scope.vars.insert(name, (Value::Tensor(q), span));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -11,6 +11,7 @@
 use super::eval::{EResult, Evaluator};
 use super::expand::Bound;
 use super::index::Fragment;
+use super::quantize::VarData;
 use super::syntax::ast::PrimType;
 use super::value::{Value, dtype_of_prim, prim_name};
 use crate::diag::{Diagnostic, Span};
@@ -617,16 +618,27 @@ impl Evaluator<'_> {
             }
             return Ok(Value::Tensor(*id));
         }
+        let ident = self.current_ident.clone();
         let tensor = match (self.variables)(&label) {
-            Some(t) => t,
-            None if self.opts.allow_missing_variables => {
+            VarData::Plain(t) => t,
+            VarData::Quantized(dat) => {
+                if dat.shape != shape {
+                    return Err(Diagnostic::error(format!("the data of variable '{label}' has the wrong shape"))
+                        .at(span, format!("declared {shape:?}, the file `{label}.dat` holds {:?}", dat.shape)));
+                }
+                self.dequantize(ident.as_deref(), &dat, &label, span)?
+            }
+            VarData::Error(msg) => {
+                return Err(Diagnostic::error(format!("cannot use the data of variable '{label}'")).at(lspan, msg));
+            }
+            VarData::Missing if self.opts.allow_missing_variables => {
                 self.warnings.push(
                     Diagnostic::warning(format!("no data for variable '{label}': using zeros"))
                         .at(lspan, format!("expected a file `{label}.dat`")),
                 );
                 Tensor::zeros(dtype, shape.clone())
             }
-            None => {
+            VarData::Missing => {
                 return Err(Diagnostic::error(format!("no data for variable '{label}'"))
                     .at(lspan, format!("expected a file `{label}.dat` next to graph.nnef")));
             }

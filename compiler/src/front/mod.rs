@@ -16,6 +16,7 @@ pub mod index;
 pub mod load;
 pub mod lower;
 pub mod quant;
+pub mod quantize;
 pub mod syntax;
 pub mod typeck;
 pub mod value;
@@ -26,6 +27,7 @@ mod tests;
 use crate::diag::{Diagnostic, Diagnostics, SourceMap};
 use crate::ir;
 use std::collections::BTreeMap;
+use quantize::VarData;
 use std::path::Path;
 
 /// Our standard library: primitives as body-less declarations, compounds with bodies.
@@ -85,23 +87,27 @@ impl std::fmt::Debug for FrontError {
     }
 }
 
-/// Loads a model (folder or bare `graph.nnef`) and lowers it.
+/// Loads a model (folder, `.tgz`/`.tar`, or bare `graph.nnef`) and lowers it,
+/// applying `graph.quant` when present.
 pub fn load_and_lower(path: &Path, opts: &FrontOptions) -> Result<Lowered, FrontError> {
-    let no_source = |msg: String| FrontError { diagnostics: Diagnostic::error(msg).into(), sources: SourceMap::new() };
-    // Interim reader until `load::load_model` (archives, graph.quant) is merged.
-    let (dir, graph_path) = if path.is_dir() {
-        (path.to_path_buf(), path.join("graph.nnef"))
-    } else {
-        (path.parent().map(Path::to_path_buf).unwrap_or_default(), path.to_path_buf())
+    let src = load::load_model(path).map_err(|e| FrontError {
+        diagnostics: Diagnostic::error(format!("cannot load the model: {e}")).into(),
+        sources: SourceMap::new(),
+    })?;
+    let lookup = |label: &str| -> VarData {
+        let bytes = match src.variable(label) {
+            Ok(b) => b,
+            Err(load::LoadError::MissingVariable { .. } | load::LoadError::BareGraph { .. }) => return VarData::Missing,
+            Err(e) => return VarData::Error(e.to_string()),
+        };
+        match dat::read_dat(&bytes) {
+            Ok(t) if t.quant.is_some() => VarData::Quantized(t),
+            Ok(t) => VarData::Plain(t.data),
+            Err(e) => VarData::Error(format!("{}: {e}", src.variable_path(label))),
+        }
     };
-    let text = std::fs::read_to_string(&graph_path)
-        .map_err(|e| no_source(format!("cannot read `{}`: {e}", graph_path.display())))?;
-    let lookup = |label: &str| -> Option<ir::Tensor> {
-        let rel = label.trim_start_matches('/');
-        let bytes = std::fs::read(dir.join(format!("{rel}.dat"))).ok()?;
-        dat::read_dat(&bytes).ok().map(|t| t.data)
-    };
-    lower_source(&graph_path.display().to_string(), &text, &lookup, opts)
+    let quant = src.quant.as_ref().map(|q| (q.path.as_str(), q.text.as_str()));
+    lower_model(&src.graph.path, &src.graph.text, quant, &lookup, opts)
 }
 
 /// Lowers NNEF text; `variables` gives the data of each `variable` label.
@@ -111,9 +117,22 @@ pub fn lower_source(
     variables: &dyn Fn(&str) -> Option<ir::Tensor>,
     opts: &FrontOptions,
 ) -> Result<Lowered, FrontError> {
+    let lookup = |label: &str| variables(label).map_or(VarData::Missing, VarData::Plain);
+    lower_model(name, text, None, &lookup, opts)
+}
+
+/// Lowers NNEF text with an optional `graph.quant` (name, text).
+pub fn lower_model(
+    name: &str,
+    text: &str,
+    quant: Option<(&str, &str)>,
+    variables: &dyn Fn(&str) -> VarData,
+    opts: &FrontOptions,
+) -> Result<Lowered, FrontError> {
     let mut sources = SourceMap::new();
     let user_file = sources.add(name, text);
     let std_file = sources.add("<stdlib>/stdlib.nnef", STDLIB);
+    let quant_file = quant.map(|(qn, qt)| sources.add(qn, qt));
     let fail = |d: Diagnostics, sources: SourceMap| FrontError { diagnostics: d, sources };
     let doc = match syntax::parse_document(user_file, text) {
         Ok(d) => d,
@@ -134,6 +153,15 @@ pub fn lower_source(
         return Err(fail(Diagnostic::error("the document has no `graph`").into(), sources));
     };
     let mut ev = eval::Evaluator::new(&table, &graph_def.name.name, opts, variables);
+    if let (Some(file), Some((_, qt))) = (quant_file, quant) {
+        let entries = match quant::parse_quant(qt, file) {
+            Ok(e) => e,
+            Err(d) => return Err(fail(d, sources)),
+        };
+        for e in entries {
+            ev.quant.insert(e.tensor.clone(), e);
+        }
+    }
     if let Err(d) = ev.run_graph(graph_def) {
         return Err(fail(d, sources));
     }

@@ -135,3 +135,81 @@ fn json_int_array(text: &str, key: &str) -> Option<Vec<usize>> {
     let close = rest.find(']')?;
     rest[open + 1..close].split(',').map(|x| x.trim().parse().ok()).collect()
 }
+
+fn lower_with_quant(graph: &str, quant: &str, vars: &dyn Fn(&str) -> quantize::VarData) -> String {
+    let opts = FrontOptions::default();
+    match lower_model("graph.nnef", graph, Some(("graph.quant", quant)), vars, &opts) {
+        Ok(l) => ir::print::print_with(&l.graph, ir::print::PrintOptions { const_data: true }),
+        Err(e) => e.render(),
+    }
+}
+
+/// graph.quant: quantized codes are decoded with the entry, and every named tensor gets
+/// the quantization fragment inserted after it (simulated quantization).
+#[test]
+fn graph_quant_dequantizes_and_simulates() {
+    let graph = "version 1.0;\ngraph g( x ) -> ( y )\n{\n    x = external(shape = [2]);\n    w = variable(shape = [2], label = 'w');\n    y = mul(x, w);\n}\n";
+    let quant = "\"w\": zero_point_linear_quantize(zero_point = 128, scale = 0.5, bits = 8, signed = false, symmetric = false);\n\"y\": linear_quantize(min = -1.0, max = 1.0, bits = 4);\n";
+    let vars = |label: &str| match label {
+        "w" => quantize::VarData::Quantized(dat::DatTensor {
+            shape: vec![2],
+            item: dat::ItemType { kind: dat::ItemKind::QuantizedUnsigned, bits: 8 },
+            data: ir::Tensor::f32(vec![2], vec![130.0, 126.0]),
+            quant: Some(dat::QuantParams::GraphQuant),
+        }),
+        _ => quantize::VarData::Missing,
+    };
+    expect_test::expect![[r#"
+        nnefir 1
+        graph g(%v0 "x": f32[2]) -> (%v20) {
+          %c0 "w": f32[2] = const "w" [1.0,-1.0]
+          %c1: i32[] = const [128]
+          %c2: f32[] = const [0.5]
+          %c3: f32[] = const [0.0]
+          %c4: f32[] = const [255.0]
+          %c5: f32[] = const [-1.0]
+          %c6: f32[] = const [1.0]
+          %c7: f32[] = const [15.0]
+          %c8: f32[] = const [0.0]
+          %c9: f32[] = const [0.0]
+          %c10: f32[] = const [15.0]
+          %v1: f32[] = cast(%c1) to=f32
+          %v2: f32[2] = div(%c0, %c2)
+          %v3: f32[2] = round(%v2)
+          %v4: f32[2] = add(%v3, %v1)
+          %v5: f32[2] = clamp(%v4, %c3, %c4)
+          %v6: f32[2] = sub(%v5, %v1)
+          %v7 "w.quantized": f32[2] = mul(%v6, %c2)
+          %v8 "y": f32[2] = mul(%v0, %v7)
+          %v9: f32[2] = clamp(%v8, %c5, %c6)
+          %v10: f32[2] = sub(%v9, %c5)
+          %v11: f32[] = sub(%c6, %c5)
+          %v12: f32[2] = div(%v10, %v11)
+          %v13: f32[2] = mul(%v12, %c7)
+          %v14: f32[2] = round(%v13)
+          %v15: f32[2] = sub(%v14, %c8)
+          %v16: f32[2] = add(%v15, %c9)
+          %v17: f32[2] = div(%v16, %c10)
+          %v18: f32[] = sub(%c6, %c5)
+          %v19: f32[2] = mul(%v17, %v18)
+          %v20 "y.quantized": f32[2] = add(%v19, %c5)
+        }
+    "#]]
+    .assert_eq(&lower_with_quant(graph, quant, &vars));
+}
+
+#[test]
+fn graph_quant_unknown_tensor() {
+    let graph = "version 1.0;\ngraph g( x ) -> ( y )\n{\n    x = external(shape = [2]);\n    y = relu(x);\n}\n";
+    let quant = "\"z\": linear_quantize(min = -1.0, max = 1.0, bits = 8);\n";
+    expect_test::expect![[r#"
+        error: graph.quant names `z`, which the graph does not assign
+          ┌─ graph.quant:1:1
+          │
+        1 │ "z": linear_quantize(min = -1.0, max = 1.0, bits = 8);
+          │ ^^^ unknown tensor identifier
+          │
+          = keys are graph identifiers (the left-hand side of an assignment), not variable labels
+
+    "#]].assert_eq(&lower_with_quant(graph, quant, &|_| quantize::VarData::Missing));
+}
