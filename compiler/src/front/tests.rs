@@ -26,6 +26,9 @@ fn run_case(path: &Path) -> String {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     match lower_source(&name, &text, &|_| None, &opts) {
         Ok(l) => {
+            if let Err(errs) = ir::verify::verify(&l.graph) {
+                return format!("IR verifier rejects the lowered graph:\n{}", ir::verify::render_errors(&errs));
+            }
             // Literal constants show their data; variables (zeros here) only their label.
             let printed = ir::print::print_with(&l.graph, ir::print::PrintOptions { const_data: true });
             let mut out = String::new();
@@ -101,6 +104,9 @@ fn shared_models_lower() {
             Ok(l) => l,
             Err(e) => panic!("{}: {}", m.display(), e.render()),
         };
+        if let Err(errs) = ir::verify::verify(&l.graph) {
+            panic!("{}: {}", m.display(), ir::verify::render_errors(&errs));
+        }
         let meta = std::fs::read_to_string(m.join("meta.json")).unwrap_or_default();
         let expected = json_int_array(&meta, "output_shape");
         let out = l.graph.outputs.first().map(|o| l.graph.ty(*o).shape());
