@@ -19,3 +19,4 @@ pub use graph::{ConstId, Constant, Graph, Node, NodeId, Value, ValueDef, ValueId
 pub use op::{BinaryOp, Border, ConvAttrs, Op, ReduceOp, ResampleMethod, RoiPoolOp, UnaryOp, WindowAttrs};
 pub use tensor::{Tensor, TensorData};
 pub use types::{DType, Dim, Layout, TensorType};
+pub mod plan;

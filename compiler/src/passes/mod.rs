@@ -1,1 +1,3 @@
 //! Optimization passes over the IR (in progress).
+
+pub mod memory_plan;
