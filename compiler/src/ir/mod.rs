@@ -11,7 +11,10 @@
 //! the text form. The IR knows nothing of NNEF syntax or of Cranelift.
 
 pub mod graph;
+pub mod infer;
 pub mod op;
+pub mod parse;
+pub mod print;
 pub mod tensor;
 pub mod types;
 
