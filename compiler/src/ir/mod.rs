@@ -12,6 +12,7 @@
 
 pub mod graph;
 pub mod infer;
+pub mod interp;
 pub mod op;
 pub mod parse;
 pub mod print;
