@@ -1,0 +1,72 @@
+//! Prints GFLOP/s of the GEMM engine for each kernel available on this CPU, on the shapes
+//! that matter for CNN inference: a square 256³ product, a ResNet-like conv as GEMM
+//! (m = 64 output channels, n = 56·56 pixels, k = 64·3·3), and batch-1 linear layers as
+//! GEMV. Run with `cargo run --release -p nnefc-runtime --example gemm_bench`.
+//! It measures single-threaded throughput only (best of several timed batches).
+
+use nnefc_runtime::gemm::{KernelId, available_kernels, sgemm_with_kernel};
+use nnefc_runtime::{GemmEpilogue, pack_a, sgemm_scratch_bytes};
+use std::time::{Duration, Instant};
+
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Line([u8; 64]);
+
+/// One benchmark shape and operand layout.
+struct Shape {
+    name: &'static str,
+    m: usize,
+    n: usize,
+    k: usize,
+    packed: bool,
+    /// B stored transposed (k contiguous per column).
+    b_transposed: bool,
+}
+
+fn bench(id: KernelId, s: &Shape) -> f64 {
+    let (m, n, k) = (s.m, s.n, s.k);
+    let a: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1).collect();
+    let packed = pack_a(m, k, &a, k, 1);
+    let (rsb, csb) = if s.b_transposed { (1, k as isize) } else { (n as isize, 1) };
+    let mut c = vec![0.0f32; m * n];
+    let mut scratch = vec![Line([0; 64]); sgemm_scratch_bytes(m, n, k).div_ceil(64).max(1)];
+    let epi = GemmEpilogue::NONE;
+    let mut run = || {
+        let ap = if s.packed { packed.as_ptr() } else { a.as_ptr() };
+        // SAFETY: buffers are sized for the row-major (or transposed-B) shapes above.
+        unsafe {
+            sgemm_with_kernel(id, m, n, k, ap, k as isize, 1, s.packed, b.as_ptr(), rsb, csb, c.as_mut_ptr(), n as isize, &epi, scratch.as_mut_ptr().cast());
+        }
+    };
+    run();
+    let flops = 2.0 * (m * n * k) as f64;
+    let reps = ((2e8 / flops) as usize).max(1);
+    let mut best = Duration::MAX;
+    for _ in 0..7 {
+        let t = Instant::now();
+        for _ in 0..reps {
+            run();
+        }
+        best = best.min(t.elapsed() / reps as u32);
+    }
+    std::hint::black_box(&c);
+    flops / best.as_secs_f64() / 1e9
+}
+
+fn main() {
+    let shapes = [
+        Shape { name: "256x256x256", m: 256, n: 256, k: 256, packed: false, b_transposed: false },
+        Shape { name: "256x256x256 packed A", m: 256, n: 256, k: 256, packed: true, b_transposed: false },
+        Shape { name: "conv m=64 n=3136 k=576 packed A", m: 64, n: 3136, k: 576, packed: true, b_transposed: false },
+        Shape { name: "conv m=64 n=3136 k=576", m: 64, n: 3136, k: 576, packed: false, b_transposed: false },
+        Shape { name: "gemv m=1 n=1000 k=512 (B row-major)", m: 1, n: 1000, k: 512, packed: false, b_transposed: false },
+        Shape { name: "gemv m=1 n=1000 k=512 (B = Wᵀ)", m: 1, n: 1000, k: 512, packed: false, b_transposed: true },
+        Shape { name: "gemv m=1000 n=1 k=512 packed A", m: 1000, n: 1, k: 512, packed: true, b_transposed: false },
+    ];
+    for id in available_kernels() {
+        for s in &shapes {
+            println!("{:<8} {:<40} {:7.1} GFLOP/s", format!("{id:?}"), s.name, bench(id, s));
+        }
+    }
+}

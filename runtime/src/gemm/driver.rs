@@ -1,0 +1,348 @@
+//! The BLIS-style blocking loops around the micro-kernels: n blocks of `NC` columns, k
+//! blocks of `KC`, B packed into scratch per (n, k) block, A packed per `MC` rows (unless
+//! pre-packed), then `MR × nr` tiles, with edge tiles computed through a stack buffer.
+//! Also routes degenerate shapes (`k == 0`, `m == 1`, `n == 1`, small n with packed A) to
+//! the scalar epilogue or the GEMV paths. It does not allocate or spawn threads.
+
+use super::kernels::{Gemv, Kernel, TileEpi, activate};
+use super::pack::{pack_a_panels, pack_b_panels};
+use super::{GemmEpilogue, KC, MC, MR, NC, NR_MAX};
+
+/// Where A comes from.
+#[derive(Clone, Copy)]
+pub(crate) enum ASrc {
+    /// Element `(i, kk)` at `a[i·rsa + kk·csa]`.
+    Strided { a: *const f32, rsa: isize, csa: isize },
+    /// The packed-A format (see the `gemm` module docs).
+    Packed(*const f32),
+}
+
+/// One GEMM call's operands (see `nnefc_sgemm`).
+pub(crate) struct Problem {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub a: ASrc,
+    pub b: *const f32,
+    pub rsb: isize,
+    pub csb: isize,
+    pub c: *mut f32,
+    pub rsc: isize,
+}
+
+/// Where the packed blocks live in the caller's scratch. Computed with `NR_MAX`, never the
+/// running kernel's `nr`, so the size is the same on every CPU.
+pub(crate) struct ScratchLayout {
+    /// Byte offset of the packed A block (64-byte aligned).
+    pub a_offset: usize,
+    /// Total bytes.
+    pub total_bytes: usize,
+}
+
+impl ScratchLayout {
+    pub(crate) fn new(m: usize, n: usize, k: usize) -> ScratchLayout {
+        let kc = k.min(KC);
+        let b_floats = kc * n.min(NC).div_ceil(NR_MAX) * NR_MAX;
+        let a_floats = m.min(MC).div_ceil(MR) * MR * kc;
+        let a_offset = (b_floats * 4).div_ceil(64) * 64;
+        ScratchLayout { a_offset, total_bytes: a_offset + a_floats * 4 }
+    }
+}
+
+/// Runs one GEMM with kernel `kern`.
+///
+/// # Safety
+/// The operands, epilogue bias and scratch satisfy the contract of `nnefc_sgemm` /
+/// `nnefc_sgemm_packed_a`.
+pub(crate) unsafe fn sgemm(kern: &Kernel, p: Problem, epi: &GemmEpilogue, scratch: *mut u8) {
+    if p.m == 0 || p.n == 0 {
+        return;
+    }
+    let nul = core::ptr::null::<f32>();
+    let bias_row = if epi.bias_kind == 1 { epi.bias } else { nul };
+    let bias_col = if epi.bias_kind == 2 { epi.bias } else { nul };
+    let accumulate = epi.accumulate != 0;
+    // SAFETY (all calls below): forwarded caller contract; each routine's extra stride
+    // precondition is checked right before it is called.
+    unsafe {
+        if p.k == 0 {
+            epilogue_only(&p, bias_row, bias_col, epi);
+            return;
+        }
+        if try_gemv(kern, &p, bias_row, bias_col, epi) {
+            return;
+        }
+        blocked(kern, &p, bias_row, bias_col, accumulate, epi, scratch);
+    }
+}
+
+/// `k == 0`: the product is zero, only the epilogue remains.
+///
+/// # Safety
+/// C and the bias are valid for the problem.
+unsafe fn epilogue_only(p: &Problem, bias_row: *const f32, bias_col: *const f32, epi: &GemmEpilogue) {
+    for i in 0..p.m {
+        for j in 0..p.n {
+            // SAFETY: (i, j) is an element of C; bias elements i / j exist if non-null.
+            unsafe {
+                let cp = p.c.offset(i as isize * p.rsc).add(j);
+                let mut v = if epi.accumulate != 0 { *cp } else { 0.0 };
+                if !bias_row.is_null() {
+                    v += *bias_row.add(i);
+                }
+                if !bias_col.is_null() {
+                    v += *bias_col.add(j);
+                }
+                *cp = activate(v, epi.activation, epi.lo, epi.hi);
+            }
+        }
+    }
+}
+
+/// Matrix-vector shapes: returns whether the problem was handled.
+///
+/// # Safety
+/// The problem's operands are valid.
+unsafe fn try_gemv(kern: &Kernel, p: &Problem, bias_row: *const f32, bias_col: *const f32, epi: &GemmEpilogue) -> bool {
+    // Bias along the GEMV output (`along`) or one value for all outputs (`across`).
+    let pick = |along: *const f32, across: *const f32| -> (*const f32, isize) {
+        if !along.is_null() {
+            (along, 1)
+        } else {
+            (across, 0)
+        }
+    };
+    let base = |len, x, incx, mat, stride_k, stride_out, y, incy, (bias, bias_inc): (*const f32, isize)| Gemv {
+        len,
+        k: p.k,
+        x,
+        incx,
+        mat,
+        stride_k,
+        stride_out,
+        y,
+        incy,
+        bias,
+        bias_inc,
+        accumulate: epi.accumulate != 0,
+        act: epi.activation,
+        lo: epi.lo,
+        hi: epi.hi,
+    };
+    // SAFETY (all calls): the GEMV descriptions below address exactly the elements of A, B,
+    // C and the bias the GEMM would; each form's stride precondition is tested first.
+    unsafe {
+        if p.m == 1 {
+            // y = row 0 of C, x = row 0 of A, M = B.
+            let (x, incx) = match p.a {
+                ASrc::Strided { a, csa, .. } => (a, csa),
+                ASrc::Packed(ap) => (ap, MR as isize),
+            };
+            let g = base(p.n, x, incx, p.b, p.rsb, p.csb, p.c, 1, pick(bias_col, bias_row));
+            if p.csb == 1 {
+                (kern.gemv_axpy)(&g);
+                return true;
+            }
+            if p.rsb == 1 && incx == 1 {
+                (kern.gemv_dot)(&g);
+                return true;
+            }
+        }
+        match p.a {
+            ASrc::Strided { a, rsa, csa } if p.n == 1 => {
+                // y = column 0 of C, x = column 0 of B, M = Aᵀ.
+                let g = base(p.m, p.b, p.rsb, a, csa, rsa, p.c, p.rsc, pick(bias_row, bias_col));
+                if rsa == 1 {
+                    (kern.gemv_axpy)(&g);
+                    return true;
+                }
+                if csa == 1 && p.rsb == 1 {
+                    (kern.gemv_dot)(&g);
+                    return true;
+                }
+            }
+            ASrc::Packed(ap) if p.n <= 4 => {
+                // One streaming pass over packed A per column of B.
+                for j in 0..p.n {
+                    let col_bias = if bias_col.is_null() { nul_f32() } else { bias_col.add(j) };
+                    let g = base(p.m, p.b.offset(j as isize * p.csb), p.rsb, ap, 0, 0, p.c.add(j), p.rsc, pick(bias_row, col_bias));
+                    (kern.gemv_panel)(&g);
+                }
+                return true;
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+fn nul_f32() -> *const f32 {
+    core::ptr::null()
+}
+
+/// The general path: cache-blocked loops over packed panels.
+///
+/// # Safety
+/// The problem's operands are valid and `scratch` holds `ScratchLayout::new(m, n, k)` bytes.
+unsafe fn blocked(
+    kern: &Kernel,
+    p: &Problem,
+    bias_row: *const f32,
+    bias_col: *const f32,
+    accumulate: bool,
+    epi: &GemmEpilogue,
+    scratch: *mut u8,
+) {
+    let (m, n, k, nr) = (p.m, p.n, p.k, kern.nr);
+    let layout = ScratchLayout::new(m, n, k);
+    let bpack = scratch.cast::<f32>();
+    // SAFETY: a_offset lies within the scratch (it is at most total_bytes).
+    let apack = unsafe { scratch.add(layout.a_offset) }.cast::<f32>();
+    let m_block = match p.a {
+        ASrc::Packed(_) => m,
+        ASrc::Strided { .. } => MC,
+    };
+    // B with unit column stride is read in place (rows of `nr` contiguous floats); only a
+    // trailing partial panel is packed, so the kernel never reads past column n.
+    let direct_b = p.csb == 1;
+    // Equal k blocks (e.g. 576 = 3·192, not 256 + 256 + 64) keep every block efficient.
+    let kc_step = k.div_ceil(k.div_ceil(KC));
+    let mut jc = 0;
+    while jc < n {
+        let nc = NC.min(n - jc);
+        let full_panels = if direct_b { nc / nr } else { 0 };
+        let mut pc = 0;
+        while pc < k {
+            let kc = kc_step.min(k - pc);
+            let (first, last) = (pc == 0, pc + kc == k);
+            // SAFETY: the (pc, jc) block of B is inside B. The packed part (all of it, or the
+            // partial panel after the full ones) needs at most ceil(nc/nr)·nr·kc ≤
+            // kc_step·ceil(min(n,NC)/NR_MAX)·NR_MAX floats (nr divides NR_MAX).
+            let b_block = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
+            let packed_cols = nc - full_panels * nr;
+            if packed_cols > 0 {
+                // SAFETY: as above; the packed columns start after the full panels.
+                unsafe {
+                    pack_b_panels(nr, kc, packed_cols, b_block.offset((full_panels * nr) as isize * p.csb), p.rsb, p.csb, bpack)
+                };
+            }
+            let mut ic = 0;
+            while ic < m {
+                let mc = m_block.min(m - ic);
+                // SAFETY: for packed A, panel ic/MR at k offset pc is inside the packed buffer;
+                // for strided A the (ic, pc) block is inside A and the packed block fits the
+                // scratch's A region (mc ≤ MC, kc ≤ KC).
+                let (abase, panel_stride) = unsafe {
+                    match p.a {
+                        ASrc::Packed(ap) => (ap.add((ic / MR) * k * MR + pc * MR), k * MR),
+                        ASrc::Strided { a, rsa, csa } => {
+                            pack_a_panels(mc, kc, a.offset(ic as isize * rsa + pc as isize * csa), rsa, csa, apack);
+                            (apack.cast_const(), kc * MR)
+                        }
+                    }
+                };
+                let mut ir = 0;
+                while ir < mc {
+                    let mr = MR.min(mc - ir);
+                    let row = ic + ir;
+                    // SAFETY: panel ir/MR of the current A block.
+                    let ap = unsafe { abase.add((ir / MR) * panel_stride) };
+                    let mut jr = 0;
+                    let mut q = 0;
+                    while jr < nc {
+                        let cols = nr.min(nc - jr);
+                        let col = jc + jr;
+                        // SAFETY (block): the B panel is either in place (q < full_panels: nr
+                        // columns of B from column jc + jr) or panel q - full_panels of the
+                        // packed part; (row, col) is an element of C; bias offsets row / col
+                        // are in range when present.
+                        unsafe {
+                            let (bp, rsb) = if q < full_panels {
+                                (b_block.add(jr), p.rsb)
+                            } else {
+                                (bpack.add((q - full_panels) * kc * nr).cast_const(), nr as isize)
+                            };
+                            let cp = p.c.offset(row as isize * p.rsc).add(col);
+                            let te = TileEpi {
+                                accumulate: accumulate || !first,
+                                bias_row: if last && !bias_row.is_null() { bias_row.add(row) } else { nul_f32() },
+                                bias_col: if last && !bias_col.is_null() { bias_col.add(col) } else { nul_f32() },
+                                act: if last { epi.activation } else { 0 },
+                                lo: epi.lo,
+                                hi: epi.hi,
+                            };
+                            if mr == MR && cols == nr {
+                                (kern.tile)(kc, ap, bp, rsb, cp, p.rsc, &te);
+                            } else {
+                                edge_tile(kern, kc, ap, bp, rsb, cp, p.rsc, mr, cols, &te);
+                            }
+                        }
+                        jr += nr;
+                        q += 1;
+                    }
+                    ir += MR;
+                }
+                ic += mc;
+            }
+            pc += kc;
+        }
+        jc += nc;
+    }
+}
+
+/// A partial tile (`mr ≤ MR` rows, `cols ≤ nr` columns): run the full kernel on a stack
+/// tile with zero-padded bias, then copy the valid part to C.
+///
+/// # Safety
+/// As for the kernel, but C, `bias_row` and `bias_col` only need `mr` rows / `cols` columns.
+#[allow(clippy::too_many_arguments)]
+unsafe fn edge_tile(
+    kern: &Kernel,
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    rsb: isize,
+    c: *mut f32,
+    rsc: isize,
+    mr: usize,
+    cols: usize,
+    te: &TileEpi,
+) {
+    let nr = kern.nr;
+    let mut tmp = [0.0f32; MR * NR_MAX];
+    let mut brow = [0.0f32; MR];
+    let mut bcol = [0.0f32; NR_MAX];
+    // SAFETY: only the valid mr × cols part of C and the valid bias entries are touched;
+    // tmp holds MR·nr ≤ MR·NR_MAX floats.
+    unsafe {
+        for r in 0..mr {
+            if te.accumulate {
+                for j in 0..cols {
+                    tmp[r * nr + j] = *c.offset(r as isize * rsc).add(j);
+                }
+            }
+            if !te.bias_row.is_null() {
+                brow[r] = *te.bias_row.add(r);
+            }
+        }
+        if !te.bias_col.is_null() {
+            for (j, slot) in bcol.iter_mut().enumerate().take(cols) {
+                *slot = *te.bias_col.add(j);
+            }
+        }
+        let local = TileEpi {
+            accumulate: te.accumulate,
+            bias_row: if te.bias_row.is_null() { nul_f32() } else { brow.as_ptr() },
+            bias_col: if te.bias_col.is_null() { nul_f32() } else { bcol.as_ptr() },
+            act: te.act,
+            lo: te.lo,
+            hi: te.hi,
+        };
+        (kern.tile)(kc, ap, bp, rsb, tmp.as_mut_ptr(), nr as isize, &local);
+        for r in 0..mr {
+            for j in 0..cols {
+                *c.offset(r as isize * rsc).add(j) = tmp[r * nr + j];
+            }
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! The micro-kernel table and the one-time choice among its entries by CPU detection.
+//!
+//! Each [`Kernel`] computes full `MR × nr` tiles of C from a packed A panel (`kc × MR`) and
+//! a packed B panel (`kc × nr`), applying the tile epilogue in registers, and provides the
+//! matrix-vector paths compiled for the same instruction set. It does not block for caches
+//! or handle edge tiles (the driver does).
+
+use core::sync::atomic::{AtomicU8, Ordering};
+
+mod generic;
+#[cfg(target_arch = "aarch64")]
+mod neon;
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+mod x86;
+
+/// The epilogue applied by a micro-kernel to one tile:
+/// `C = act((accumulate ? C : 0) + A·B + bias_row[r] + bias_col[j])`.
+pub(crate) struct TileEpi {
+    /// Add the tile's current contents of C.
+    pub accumulate: bool,
+    /// Null, or `MR` values (one per tile row).
+    pub bias_row: *const f32,
+    /// Null, or `nr` values (one per tile column).
+    pub bias_col: *const f32,
+    /// 0 none, 1 ReLU, 2 clamp to `[lo, hi]`.
+    pub act: u32,
+    /// Clamp lower bound.
+    pub lo: f32,
+    /// Clamp upper bound.
+    pub hi: f32,
+}
+
+/// A micro-kernel: `tile(kc, a_panel, b, rsb, c, rsc, epi)` writes a full `MR × nr` tile
+/// of C at `c` (row stride `rsc`, unit column stride). `kc ≥ 1`. B row `kk` is the `nr`
+/// contiguous floats at `b + kk·rsb` (`rsb = nr` for a packed panel; B's own row stride
+/// when the kernel reads an unpacked row-major B directly).
+pub(crate) type TileFn = unsafe fn(usize, *const f32, *const f32, isize, *mut f32, isize, &TileEpi);
+
+/// A matrix-vector problem: `y[o] = act((acc ? y[o] : 0) + Σ_kk x[kk]·M[kk, o] + bias[o])`
+/// for `o in 0..len`, with `x[kk]` at `x + kk·incx`, `M[kk, o]` at
+/// `mat + kk·stride_k + o·stride_out`, `y[o]` at `y + o·incy`, `bias[o]` at
+/// `bias + o·bias_inc` (`bias_inc = 0` broadcasts one value; null = no bias).
+/// For the panel form, `mat` is packed A (`len` = m rows) and the strides are unused.
+pub(crate) struct Gemv {
+    pub len: usize,
+    pub k: usize,
+    pub x: *const f32,
+    pub incx: isize,
+    pub mat: *const f32,
+    pub stride_k: isize,
+    pub stride_out: isize,
+    pub y: *mut f32,
+    pub incy: isize,
+    pub bias: *const f32,
+    pub bias_inc: isize,
+    pub accumulate: bool,
+    pub act: u32,
+    pub lo: f32,
+    pub hi: f32,
+}
+
+/// A matrix-vector routine (see [`Gemv`] for which strides each form requires).
+pub(crate) type GemvFn = unsafe fn(&Gemv);
+
+/// One instruction-set flavour of the contraction engine.
+pub(crate) struct Kernel {
+    /// Which flavour.
+    pub id: KernelId,
+    /// Tile width (columns of C per micro-kernel call); divides `NR_MAX`.
+    pub nr: usize,
+    /// The micro-kernel.
+    pub tile: TileFn,
+    /// GEMV with `stride_out == 1`: streams rows of M, vectorised along the output.
+    pub gemv_axpy: GemvFn,
+    /// GEMV with `stride_k == 1` and `incx == 1`: one dot product per output.
+    pub gemv_dot: GemvFn,
+    /// GEMV over packed A (`mat` in the packed-A format, `len = m`).
+    pub gemv_panel: GemvFn,
+}
+
+/// Identifies a kernel flavour (for tests and benchmarks; generated code never names one).
+#[doc(hidden)]
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelId {
+    /// Portable Rust (auto-vectorised for the compile-time baseline, e.g. SSE2).
+    Generic = 1,
+    /// x86-64 AVX2 + FMA, 6×16 tiles.
+    Avx2 = 2,
+    /// x86-64 AVX-512F, 6×32 tiles.
+    Avx512 = 3,
+    /// aarch64 NEON, 6×16 tiles.
+    Neon = 4,
+}
+
+impl KernelId {
+    /// Every flavour, slowest first.
+    pub const ALL: [KernelId; 4] = [KernelId::Generic, KernelId::Avx2, KernelId::Avx512, KernelId::Neon];
+
+    fn from_u8(v: u8) -> Option<KernelId> {
+        KernelId::ALL.iter().copied().find(|id| *id as u8 == v)
+    }
+
+    /// Whether this flavour is compiled in and supported by the running CPU.
+    pub fn is_available(self) -> bool {
+        kernel(self).is_some()
+    }
+}
+
+/// The flavours usable on this CPU, slowest first.
+#[doc(hidden)]
+pub fn available_kernels() -> impl Iterator<Item = KernelId> {
+    KernelId::ALL.into_iter().filter(|id| id.is_available())
+}
+
+/// The kernel of flavour `id`, if compiled in and supported by the running CPU.
+pub(crate) fn kernel(id: KernelId) -> Option<&'static Kernel> {
+    match id {
+        KernelId::Generic => Some(&generic::KERNEL),
+        #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+        KernelId::Avx2 if x86::has_avx2_fma() => Some(&x86::AVX2),
+        #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+        KernelId::Avx512 if x86::has_avx512f() => Some(&x86::AVX512),
+        #[cfg(target_arch = "aarch64")]
+        KernelId::Neon => Some(&neon::KERNEL),
+        _ => None,
+    }
+}
+
+/// The cached choice: 0 = not chosen yet, else a `KernelId` value.
+static SELECTED: AtomicU8 = AtomicU8::new(0);
+
+/// The fastest kernel for this CPU, detected on first use and cached. Racing first calls
+/// may both detect; they store the same value.
+pub(crate) fn selected() -> &'static Kernel {
+    let cached = SELECTED.load(Ordering::Relaxed);
+    if let Some(k) = KernelId::from_u8(cached).and_then(kernel) {
+        return k;
+    }
+    let best = KernelId::ALL
+        .into_iter()
+        .rev()
+        .find_map(kernel)
+        .unwrap_or(&generic::KERNEL);
+    SELECTED.store(best.id as u8, Ordering::Relaxed);
+    best
+}
+
+/// Applies activation `act` to one value (scalar edge and GEMV paths).
+#[inline(always)]
+pub(crate) fn activate(v: f32, act: u32, lo: f32, hi: f32) -> f32 {
+    match act {
+        1 => {
+            if v < 0.0 {
+                0.0
+            } else {
+                v
+            }
+        }
+        2 => v.max(lo).min(hi),
+        _ => v,
+    }
+}

@@ -1,0 +1,269 @@
+//! GEMM: the contraction engine generated code calls for matmul, linear layers and
+//! convolution (via im2col). This module is the C ABI surface and the layout contracts;
+//! `driver` does the cache blocking, `kernels` the register-blocked micro-kernels, `gemv`
+//! the matrix-vector paths.
+//!
+//! # Semantics
+//! `C[m×n] = A[m×k] · B[k×n]`, then the [`GemmEpilogue`]: optionally add the old C
+//! (`accumulate`), then a bias per row or per column, then an activation. A and B are read
+//! through arbitrary element strides (so transposed views cost nothing to describe); C has a
+//! row stride and unit column stride.
+//!
+//! # Packed A (fixed at compile time, independent of the CPU that runs the code)
+//! [`pack_a`] writes A as `ceil(m / MR)` row panels of [`MR`] = 6 rows. Panel `p` holds,
+//! for every `kk in 0..k` in order, the `MR` values `A[p·MR + r][kk]` (`r in 0..MR`); rows
+//! past `m` are zero. So element `(i, kk)` sits at `(i / MR)·k·MR + kk·MR + i % MR`, and the
+//! whole buffer has [`packed_a_len`]`(m, k) = ceil(m/MR)·MR·k` floats. The format has no
+//! k-blocking (a k block `[pc, pc+kc)` of a panel is the contiguous slice starting at
+//! `pc·MR`), so it does not depend on any cache parameter either. Every micro-kernel
+//! (AVX-512, AVX2, NEON, portable) reads exactly this format.
+//!
+//! # What it does not do
+//! No threading, no allocation inside the `extern "C"` functions, no integer or f16
+//! types, no strided C columns.
+
+mod driver;
+mod gemv;
+mod kernels;
+mod pack;
+#[cfg(all(test, feature = "std"))]
+mod tests;
+
+#[doc(hidden)]
+pub use kernels::{KernelId, available_kernels};
+
+/// Rows per panel of packed A: the `MR` of every micro-kernel. Part of the packed format.
+pub const MR: usize = 6;
+
+/// Depth of a k block (`KC`): B is packed `KC × NC` at a time.
+pub(crate) const KC: usize = 256;
+/// Width of an n block (`NC`): a packed `KC × NC` block of B stays in the L2 cache.
+pub(crate) const NC: usize = 512;
+/// Height of an m block (`MC`) when A is packed at run time (multiple of `MR`).
+pub(crate) const MC: usize = 144;
+/// The widest micro-kernel tile (`NR`) of any kernel; scratch sizes are computed with it so
+/// they do not depend on the CPU.
+pub(crate) const NR_MAX: usize = 32;
+
+/// What happens to the product before it is stored in C.
+///
+/// Order: `C = activation((accumulate ? C_old : 0) + A·B + bias)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GemmEpilogue {
+    /// Bias values (null = no bias). Length `m` for `bias_kind == 1`, `n` for `bias_kind == 2`.
+    pub bias: *const f32,
+    /// 0: no bias; 1: one value per row of C (length m); 2: one per column (length n).
+    /// Other values are reserved and mean no bias.
+    pub bias_kind: u32,
+    /// 0: none; 1: ReLU (`max(x, 0)`); 2: clamp to `[lo, hi]`. Other values are reserved and
+    /// mean none.
+    pub activation: u32,
+    /// Lower clamp bound (activation 2).
+    pub lo: f32,
+    /// Upper clamp bound (activation 2).
+    pub hi: f32,
+    /// 1: add the product to the existing C (before bias and activation); 0: overwrite C.
+    pub accumulate: u32,
+}
+
+impl GemmEpilogue {
+    /// No bias, no activation, overwrite C.
+    pub const NONE: GemmEpilogue = GemmEpilogue {
+        bias: core::ptr::null(),
+        bias_kind: 0,
+        activation: 0,
+        lo: 0.0,
+        hi: 0.0,
+        accumulate: 0,
+    };
+}
+
+impl Default for GemmEpilogue {
+    fn default() -> Self {
+        GemmEpilogue::NONE
+    }
+}
+
+/// `C[m×n] (row stride rsc, unit column stride) = A[m×k]·B[k×n]`, then the epilogue.
+///
+/// Element `(i, kk)` of A is `a[i·rsa + kk·csa]`, element `(kk, j)` of B is
+/// `b[kk·rsb + j·csb]`, element `(i, j)` of C is `c[i·rsc + j]`. `k == 0` gives
+/// `C = 0` (or the old C with `accumulate`) followed by bias and activation.
+/// Single-threaded; does not allocate; never unwinds.
+///
+/// # Safety
+/// - `a`, `b`, `c` must address every element of A, B, C described above (they may be
+///   dangling only if the corresponding matrix is empty); C must not overlap A, B, the bias
+///   or the scratch.
+/// - `epilogue` is null (meaning [`GemmEpilogue::NONE`]) or points to a valid epilogue whose
+///   `bias` (if its `bias_kind` is 1 or 2) points to `m` or `n` floats.
+/// - `scratch` points to at least [`sgemm_scratch_bytes`]`(m, n, k)` writable bytes aligned to
+///   64 (it may be dangling if that is 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nnefc_sgemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    rsa: isize,
+    csa: isize,
+    b: *const f32,
+    rsb: isize,
+    csb: isize,
+    c: *mut f32,
+    rsc: isize,
+    epilogue: *const GemmEpilogue,
+    scratch: *mut u8,
+) {
+    // SAFETY: the caller upholds this function's contract, which is the driver's.
+    unsafe {
+        let epi = read_epilogue(epilogue);
+        driver::sgemm(
+            kernels::selected(),
+            driver::Problem { m, n, k, a: driver::ASrc::Strided { a, rsa, csa }, b, rsb, csb, c, rsc },
+            &epi,
+            scratch,
+        );
+    }
+}
+
+/// Like [`nnefc_sgemm`] with A pre-packed by [`pack_a`] (see the module docs for the format).
+///
+/// # Safety
+/// As for [`nnefc_sgemm`]; `a_packed` must point to [`packed_a_len`]`(m, k)` floats produced
+/// by [`pack_a`] for the same `m` and `k`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nnefc_sgemm_packed_a(
+    m: usize,
+    n: usize,
+    k: usize,
+    a_packed: *const f32,
+    b: *const f32,
+    rsb: isize,
+    csb: isize,
+    c: *mut f32,
+    rsc: isize,
+    epilogue: *const GemmEpilogue,
+    scratch: *mut u8,
+) {
+    // SAFETY: the caller upholds this function's contract, which is the driver's.
+    unsafe {
+        let epi = read_epilogue(epilogue);
+        driver::sgemm(
+            kernels::selected(),
+            driver::Problem { m, n, k, a: driver::ASrc::Packed(a_packed), b, rsb, csb, c, rsc },
+            &epi,
+            scratch,
+        );
+    }
+}
+
+/// Copies the epilogue out of the caller's memory; null means none.
+///
+/// # Safety
+/// `p` is null or points to a valid `GemmEpilogue`.
+unsafe fn read_epilogue(p: *const GemmEpilogue) -> GemmEpilogue {
+    if p.is_null() {
+        GemmEpilogue::NONE
+    } else {
+        // SAFETY: non-null and valid by the caller's contract.
+        unsafe { p.read_unaligned() }
+    }
+}
+
+/// Number of floats [`pack_a`] produces for an `m × k` matrix: `ceil(m / MR) · MR · k`.
+pub fn packed_a_len(m: usize, k: usize) -> usize {
+    m.div_ceil(MR) * MR * k
+}
+
+/// Bytes of scratch [`nnefc_sgemm`] and [`nnefc_sgemm_packed_a`] need for this shape.
+///
+/// Independent of the CPU (so the compiler can plan the workspace) and bounded by about
+/// 0.7 MiB whatever the shape.
+pub fn sgemm_scratch_bytes(m: usize, n: usize, k: usize) -> usize {
+    let layout = driver::ScratchLayout::new(m, n, k);
+    layout.total_bytes
+}
+
+/// Packs A (`m × k`, element `(i, kk)` at `a[i·rsa + kk·csa]`) into the packed-A format
+/// (see the module docs), for weights baked into an object at compile time.
+///
+/// # Panics
+/// If `a` is too short for the described matrix. Use [`try_pack_a`] to get an error instead.
+#[cfg(feature = "std")]
+pub fn pack_a(m: usize, k: usize, a: &[f32], rsa: usize, csa: usize) -> std::vec::Vec<f32> {
+    match try_pack_a(m, k, a, rsa, csa) {
+        Ok(v) => v,
+        Err(_) => panic!(
+            "pack_a: a slice of {} floats is too short for a {m}×{k} matrix with strides ({rsa}, {csa})",
+            a.len()
+        ),
+    }
+}
+
+/// [`pack_a`] that reports a too-short `a` (or an overflowing size) as
+/// [`Status::ShapeMismatch`](crate::Status::ShapeMismatch) instead of panicking.
+#[cfg(feature = "std")]
+pub fn try_pack_a(
+    m: usize,
+    k: usize,
+    a: &[f32],
+    rsa: usize,
+    csa: usize,
+) -> Result<std::vec::Vec<f32>, crate::Error> {
+    let shape_err = crate::Error::Status(crate::Status::ShapeMismatch);
+    if m > 0 && k > 0 {
+        let last = (m - 1)
+            .checked_mul(rsa)
+            .and_then(|r| (k - 1).checked_mul(csa).and_then(|c| r.checked_add(c)))
+            .ok_or(shape_err)?;
+        if last >= a.len() || isize::try_from(last).is_err() {
+            return Err(shape_err);
+        }
+    }
+    let len = m.div_ceil(MR).checked_mul(MR * k).ok_or(shape_err)?;
+    let mut out = std::vec![0.0f32; len];
+    if len > 0 {
+        // SAFETY: the bounds check above guarantees every (i, kk) with i < m, kk < k is
+        // inside `a`; `out` holds ceil(m/MR)·MR·k floats, exactly what pack_rows writes.
+        unsafe {
+            pack::pack_a_panels(m, k, a.as_ptr(), rsa as isize, csa as isize, out.as_mut_ptr())
+        };
+    }
+    Ok(out)
+}
+
+/// [`nnefc_sgemm`] / [`nnefc_sgemm_packed_a`] with a chosen kernel instead of the detected
+/// one (benchmarks and tests). Returns `false`, doing nothing, if `id` is not available.
+/// With `a_is_packed`, `a` is packed A and `rsa`/`csa` are ignored.
+///
+/// # Safety
+/// As for [`nnefc_sgemm`] (or [`nnefc_sgemm_packed_a`] with `a_is_packed`).
+#[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sgemm_with_kernel(
+    id: KernelId,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    rsa: isize,
+    csa: isize,
+    a_is_packed: bool,
+    b: *const f32,
+    rsb: isize,
+    csb: isize,
+    c: *mut f32,
+    rsc: isize,
+    epilogue: &GemmEpilogue,
+    scratch: *mut u8,
+) -> bool {
+    let Some(kern) = kernels::kernel(id) else {
+        return false;
+    };
+    let a = if a_is_packed { driver::ASrc::Packed(a) } else { driver::ASrc::Strided { a, rsa, csa } };
+    // SAFETY: forwarded caller contract.
+    unsafe { driver::sgemm(kern, driver::Problem { m, n, k, a, b, rsb, csb, c, rsc }, epilogue, scratch) };
+    true
+}

@@ -1,0 +1,279 @@
+//! Tests of every kernel available on this CPU (each forced through the driver directly)
+//! against a naive triple loop in f64: many shapes (including the edge sizes 1…257),
+//! transposed and general strides, packed and unpacked A, every epilogue. They also check
+//! that the scratch bound holds and that nothing outside C is written.
+
+use super::driver::{self, ASrc, Problem};
+use super::kernels::{KernelId, available_kernels, kernel};
+use super::*;
+use std::vec::Vec;
+
+const SIZES: [usize; 16] = [1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 255, 257];
+
+/// xorshift64*: deterministic test data without dependencies.
+struct Rng(u64);
+impl Rng {
+    fn next_f32(&mut self) -> f32 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let v = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40;
+        (v as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.next_f32()).collect()
+    }
+}
+
+/// How an operand is laid out in memory.
+#[derive(Clone, Copy, Debug)]
+enum Layout {
+    RowMajor,
+    ColMajor,
+    /// Both strides ≠ 1 (every other element of a row-major matrix with padding).
+    Strided,
+}
+
+impl Layout {
+    /// (row stride, column stride, buffer length) for a rows × cols matrix.
+    fn strides(self, rows: usize, cols: usize) -> (usize, usize, usize) {
+        match self {
+            Layout::RowMajor => (cols + 3, 1, rows * (cols + 3)),
+            Layout::ColMajor => (1, rows + 2, cols * (rows + 2)),
+            Layout::Strided => (2 * cols + 1, 2, rows * (2 * cols + 1)),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Epi {
+    bias_kind: u32,
+    activation: u32,
+    accumulate: bool,
+}
+
+const EPIS: [Epi; 6] = [
+    Epi { bias_kind: 0, activation: 0, accumulate: false },
+    Epi { bias_kind: 0, activation: 0, accumulate: true },
+    Epi { bias_kind: 1, activation: 1, accumulate: false },
+    Epi { bias_kind: 2, activation: 2, accumulate: false },
+    Epi { bias_kind: 2, activation: 1, accumulate: true },
+    Epi { bias_kind: 1, activation: 2, accumulate: true },
+];
+
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Line([u8; 64]);
+
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    m: usize,
+    n: usize,
+    k: usize,
+    la: Layout,
+    lb: Layout,
+    packed: bool,
+    epi: Epi,
+}
+
+/// Runs one case with kernel `id` and compares with the naive product.
+fn run_case(id: KernelId, case: Case, rng: &mut Rng) {
+    let Case { m, n, k, la, lb, packed, epi } = case;
+    let kern = kernel(id).expect("only available kernels are tested");
+    let (rsa, csa, alen) = la.strides(m, k);
+    let (rsb, csb, blen) = lb.strides(k, n);
+    let a = rng.vec(alen.max(1));
+    let b = rng.vec(blen.max(1));
+    let rsc = n + 5;
+    let c0 = rng.vec(m * rsc);
+    let bias = rng.vec(m.max(n));
+    let (lo, hi) = (-0.25f32, 0.5f32);
+
+    // Naive reference in f64.
+    let mut expected = c0.clone();
+    let mut max_abs = 0.0f64;
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = if epi.accumulate { c0[i * rsc + j] as f64 } else { 0.0 };
+            for kk in 0..k {
+                s += a[i * rsa + kk * csa] as f64 * b[kk * rsb + j * csb] as f64;
+            }
+            s += match epi.bias_kind {
+                1 => bias[i] as f64,
+                2 => bias[j] as f64,
+                _ => 0.0,
+            };
+            s = match epi.activation {
+                1 => s.max(0.0),
+                2 => s.max(lo as f64).min(hi as f64),
+                _ => s,
+            };
+            max_abs = max_abs.max(s.abs());
+            expected[i * rsc + j] = s as f32;
+        }
+    }
+
+    let ge = GemmEpilogue {
+        bias: if epi.bias_kind == 0 { core::ptr::null() } else { bias.as_ptr() },
+        bias_kind: epi.bias_kind,
+        activation: epi.activation,
+        lo,
+        hi,
+        accumulate: epi.accumulate as u32,
+    };
+    let bytes = sgemm_scratch_bytes(m, n, k);
+    let guard = 64;
+    let mut scratch = std::vec![Line([0xAB; 64]); (bytes + guard).div_ceil(64)];
+    let packed_a = if packed { pack_a(m, k, &a, rsa, csa) } else { Vec::new() };
+    assert_eq!(packed_a.len(), if packed { packed_a_len(m, k) } else { 0 });
+    let mut c = c0.clone();
+    let a_src = if packed {
+        ASrc::Packed(packed_a.as_ptr())
+    } else {
+        ASrc::Strided { a: a.as_ptr(), rsa: rsa as isize, csa: csa as isize }
+    };
+    // SAFETY: every buffer above is sized for the strides used; scratch holds `bytes` + guard.
+    unsafe {
+        driver::sgemm(
+            kern,
+            Problem { m, n, k, a: a_src, b: b.as_ptr(), rsb: rsb as isize, csb: csb as isize, c: c.as_mut_ptr(), rsc: rsc as isize },
+            &ge,
+            scratch.as_mut_ptr().cast::<u8>(),
+        );
+    }
+    let tol = 1e-4 * max_abs.max(1.0);
+    for i in 0..m {
+        for j in 0..rsc {
+            let (got, want) = (c[i * rsc + j], expected[i * rsc + j]);
+            if j >= n {
+                assert_eq!(got.to_bits(), want.to_bits(), "{id:?} {case:?}: wrote padding at ({i}, {j})");
+            } else {
+                assert!(
+                    ((got - want) as f64).abs() <= tol,
+                    "{id:?} {case:?}: C[{i}][{j}] = {got}, expected {want} (tol {tol})"
+                );
+            }
+        }
+    }
+    let flat: Vec<u8> = scratch.iter().flat_map(|l| l.0).collect();
+    assert!(flat[bytes..].iter().all(|&x| x == 0xAB), "{id:?} {case:?}: scratch overrun past {bytes} bytes");
+}
+
+#[test]
+fn every_kernel_is_listed() {
+    let ids: Vec<KernelId> = available_kernels().collect();
+    assert!(ids.contains(&KernelId::Generic));
+    assert!(ids.contains(&kernels::selected().id));
+}
+
+/// All m × n pairs of the edge sizes; k, layouts, packing and epilogue rotate.
+#[test]
+fn all_kernels_match_naive_on_edge_sizes() {
+    let layouts = [Layout::RowMajor, Layout::ColMajor, Layout::Strided];
+    for id in available_kernels() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ id as u64);
+        let mut idx = 0usize;
+        for &m in &SIZES {
+            for &n in &SIZES {
+                let k = SIZES[(idx * 7 + 3) % SIZES.len()];
+                let case = Case {
+                    m,
+                    n,
+                    k,
+                    la: layouts[idx % 3],
+                    lb: layouts[(idx / 3) % 3],
+                    packed: idx.is_multiple_of(2),
+                    epi: EPIS[(idx / 2) % EPIS.len()],
+                };
+                run_case(id, case, &mut rng);
+                idx += 1;
+            }
+        }
+    }
+}
+
+/// Every k size (including 0 and > KC), every epilogue, packed and unpacked, on shapes that
+/// hit full tiles, edge tiles and the GEMV paths.
+#[test]
+fn all_kernels_every_k_and_epilogue() {
+    let shapes = [(1, 100), (100, 1), (7, 3), (13, 33), (12, 64), (6, 4), (1, 1)];
+    for id in available_kernels() {
+        let mut rng = Rng(42 + id as u64);
+        for (m, n) in shapes {
+            for k in core::iter::once(0).chain(SIZES) {
+                for (e, epi) in EPIS.iter().enumerate() {
+                    for packed in [false, true] {
+                        let la = if (k + e) % 2 == 0 { Layout::RowMajor } else { Layout::ColMajor };
+                        let lb = [Layout::RowMajor, Layout::ColMajor, Layout::Strided][(k + e) % 3];
+                        run_case(id, Case { m, n, k, la, lb, packed, epi: *epi }, &mut rng);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Shapes spanning several n, k and m blocks (n > NC, k > KC, m > MC).
+#[test]
+fn all_kernels_multi_block() {
+    for id in available_kernels() {
+        let mut rng = Rng(7 + id as u64);
+        for (m, n, k, packed) in [(150, 600, 300, false), (145, 1030, 520, true), (64, 3136 / 4, 576, true)] {
+            for (la, lb) in [(Layout::RowMajor, Layout::RowMajor), (Layout::ColMajor, Layout::ColMajor)] {
+                run_case(id, Case { m, n, k, la, lb, packed, epi: EPIS[4] }, &mut rng);
+            }
+        }
+    }
+}
+
+/// The exported entry points (which use the detected kernel) on a few shapes.
+#[test]
+fn extern_entry_points() {
+    let mut rng = Rng(3);
+    let (m, n, k) = (9, 17, 33);
+    let a = rng.vec(m * k);
+    let b = rng.vec(k * n);
+    let mut naive = std::vec![0.0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            naive[i * n + j] = (0..k).map(|kk| a[i * k + kk] * b[kk * n + j]).sum();
+        }
+    }
+    let mut scratch = std::vec![Line([0; 64]); sgemm_scratch_bytes(m, n, k).div_ceil(64)];
+    let packed = pack_a(m, k, &a, k, 1);
+    for use_packed in [false, true] {
+        let mut c = std::vec![0.0f32; m * n];
+        // SAFETY: buffers sized for the row-major shapes; null epilogue means none.
+        unsafe {
+            if use_packed {
+                nnefc_sgemm_packed_a(m, n, k, packed.as_ptr(), b.as_ptr(), n as isize, 1, c.as_mut_ptr(), n as isize, core::ptr::null(), scratch.as_mut_ptr().cast());
+            } else {
+                nnefc_sgemm(m, n, k, a.as_ptr(), k as isize, 1, b.as_ptr(), n as isize, 1, c.as_mut_ptr(), n as isize, core::ptr::null(), scratch.as_mut_ptr().cast());
+            }
+        }
+        for (got, want) in c.iter().zip(&naive) {
+            assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "{got} vs {want}");
+        }
+    }
+}
+
+#[test]
+fn packed_format_is_documented_layout() {
+    // 7 × 2 matrix, A[i][kk] = 10·i + kk: two panels, the second padded with zero rows.
+    let a: Vec<f32> = (0..7).flat_map(|i| (0..2).map(move |kk| (10 * i + kk) as f32)).collect();
+    let p = pack_a(7, 2, &a, 2, 1);
+    assert_eq!(p.len(), packed_a_len(7, 2));
+    assert_eq!(p.len(), 24);
+    assert_eq!(&p[..12], &[0., 10., 20., 30., 40., 50., 1., 11., 21., 31., 41., 51.]);
+    assert_eq!(&p[12..], &[60., 0., 0., 0., 0., 0., 61., 0., 0., 0., 0., 0.]);
+    assert!(try_pack_a(7, 2, &a[..13], 2, 1).is_err());
+    assert_eq!(try_pack_a(0, 5, &[], 0, 0), Ok(Vec::new()));
+}
+
+#[test]
+fn scratch_is_bounded_and_zero_when_unused() {
+    assert_eq!(sgemm_scratch_bytes(100, 100, 0), 0);
+    let big = sgemm_scratch_bytes(usize::MAX / 8, usize::MAX / 8, usize::MAX / 8);
+    assert!(big <= 1 << 20, "{big}");
+    assert_eq!(big % 64, 0);
+}
