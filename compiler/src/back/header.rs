@@ -11,14 +11,7 @@ use super::{ModelInterface, TensorInfo};
 use crate::ir::DType;
 use std::fmt::Write;
 
-/// Values of the `PREFIX_*_DTYPE` macros and of `DTYPE_*` in the Rust bindings.
-pub fn dtype_code(d: DType) -> u32 {
-    match d {
-        DType::F32 => 0,
-        DType::I32 => 1,
-        DType::Bool => 2,
-    }
-}
+use super::abi::dtype_code;
 
 fn c_string(s: &str) -> String {
     let mut o = String::from("\"");
@@ -76,6 +69,34 @@ pub fn c_header(m: &ModelInterface) -> String {
     }
     let _ = writeln!(
         o,
+        "
+#ifndef NNEFC_MODEL_INFO_DEFINED
+#define NNEFC_MODEL_INFO_DEFINED
+#include <stddef.h>
+#include <stdint.h>
+/* Run-time descriptor (layout of nnefc_runtime::TensorInfo / ModelInfo). */
+typedef struct nnefc_tensor_info {{
+    const char *name;
+    uint32_t dtype; /* NNEFC_DTYPE_* */
+    uint32_t rank;
+    const size_t *dims;
+}} nnefc_tensor_info;
+typedef struct nnefc_model_info {{
+    const char *name;
+    size_t num_inputs;
+    const nnefc_tensor_info *inputs;
+    size_t num_outputs;
+    const nnefc_tensor_info *outputs;
+    size_t workspace_size;
+    size_t workspace_align;
+}} nnefc_model_info;
+#endif
+
+/* Names, dtypes and shapes of the inputs and outputs, readable at run time. */
+extern const nnefc_model_info {p}_info;"
+    );
+    let _ = writeln!(
+        o,
         "\n/* Runs the model. inputs/outputs are arrays of pointers in graph order.
    workspace points to {up}_WORKSPACE_SIZE bytes aligned to {up}_WORKSPACE_ALIGN.
    Returns 0 on success, a non-zero status otherwise (1: null pointer, 2: misaligned
@@ -117,6 +138,13 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         r#"
     unsafe extern "C" {{
         fn {p}_run(inputs: *const *const u8, outputs: *const *mut u8, workspace: *mut u8) -> i32;
+        static {p}_info: nnefc_runtime::ModelInfo;
+    }}
+
+    /// The descriptor the object exports (names, dtypes, shapes, workspace size).
+    pub fn info() -> &'static nnefc_runtime::ModelInfo {{
+        // SAFETY: the object defines this symbol as an immutable, 'static ModelInfo.
+        unsafe {{ &*core::ptr::addr_of!({p}_info) }}
     }}
 
     /// Why a call failed.

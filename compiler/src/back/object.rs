@@ -7,7 +7,7 @@
 //! Symbols are declared in program order and named from the prefix, so the same input
 //! gives the same bytes. Not here: what the kernels compute (`select`, `emit`).
 
-use super::abi::Status;
+use super::abi::{self, Status};
 use super::emit::math::Caps;
 use super::emit::{KernelEmitter, kernel_params};
 use super::kernel::{BufKind, Kernel, Program, Step};
@@ -95,7 +95,7 @@ pub(crate) fn build(program: &Program, iface: &ModelInterface, opts: &BackendOpt
         }
     }
     define_entry(&mut cx, program, &kernel_ids, opts)?;
-    let _ = iface;
+    abi::define_info(&mut cx.module, iface)?;
     let product = cx.module.finish();
     product.emit().map_err(cl("emit object"))
 }
@@ -227,7 +227,7 @@ fn define_entry(cx: &mut Ctx, program: &Program, kernels: &[Option<FuncId>], opt
             check(&mut b, z, Status::NullPointer);
             let low = b.ins().band_imm_s(ws, 63);
             let mis = b.ins().icmp_imm_s(IntCC::NotEqual, low, 0);
-            check(&mut b, mis, Status::MisalignedWorkspace);
+            check(&mut b, mis, Status::Misaligned);
         }
         let flags = MemFlagsData::new().with_notrap().with_readonly();
         let psize = i32::from(ptr.bytes() as u8);

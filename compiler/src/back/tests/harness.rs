@@ -35,7 +35,7 @@ pub fn runtime_lib() -> &'static Path {
     })
 }
 
-fn scratch_dir() -> PathBuf {
+pub fn scratch_dir() -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
     let d = target_dir().join("backend-tests/tmp").join(format!("{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
     std::fs::create_dir_all(&d).expect("create scratch dir");
@@ -106,6 +106,16 @@ impl Loaded {
             .zip(&out_bytes)
             .map(|(t, b)| Tensor::from_le_bytes(t.dtype, t.shape.clone(), b).expect("output size"))
             .collect())
+    }
+
+    /// A data symbol of the loaded object, viewed as a `T`.
+    pub fn symbol<T>(&self, name: &str) -> &T {
+        // SAFETY: the caller names a symbol the object defines with type T; the
+        // reference lives no longer than the library.
+        unsafe {
+            let s: libloading::Symbol<'_, *const T> = self._lib.get(name.as_bytes()).expect("symbol");
+            &**s
+        }
     }
 
     /// Calls the entry point with raw pointers (for the status tests).

@@ -2,5 +2,6 @@
 //! into a shared library, loads it and runs it; the op tests compare that with the
 //! reference interpreter. `math_accuracy` measures the inline polynomials.
 
+mod abi;
 mod harness;
 mod ops;
