@@ -4,4 +4,5 @@
 
 mod abi;
 mod harness;
+mod math;
 mod ops;
