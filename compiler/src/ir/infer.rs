@@ -1342,30 +1342,30 @@ fn infer_conv(
         Some(attrs.groups)
     };
     if let Some(g) = g {
-        if let Dim::Known(c) = c {
-            if g == 0 || c % g != 0 {
-                return fail(format!("groups = {g} does not divide input channels {c}"));
-            }
+        if let Dim::Known(c) = c
+            && (g == 0 || c % g != 0)
+        {
+            return fail(format!("groups = {g} does not divide input channels {c}"));
         }
-        if let Dim::Known(co) = cout {
-            if g == 0 || co % g != 0 {
-                return fail(format!(
-                    "groups = {g} does not divide output channels {co} (filter {w})"
-                ));
-            }
+        if let Dim::Known(co) = cout
+            && (g == 0 || co % g != 0)
+        {
+            return fail(format!(
+                "groups = {g} does not divide output channels {co} (filter {w})"
+            ));
         }
-        if let (Dim::Known(c), Dim::Known(k)) = (c, cpg) {
-            if k.saturating_mul(g) != c {
-                let per_group = if g == 1 {
-                    String::new()
-                } else {
-                    format!(" ({k} per group × {g} groups)")
-                };
-                return fail(format!(
-                    "conv filter {w} expects {} input channels{per_group}, input {x} has {c}",
-                    k.saturating_mul(g)
-                ));
-            }
+        if let (Dim::Known(c), Dim::Known(k)) = (c, cpg)
+            && k.saturating_mul(g) != c
+        {
+            let per_group = if g == 1 {
+                String::new()
+            } else {
+                format!(" ({k} per group × {g} groups)")
+            };
+            return fail(format!(
+                "conv filter {w} expects {} input channels{per_group}, input {x} has {c}",
+                k.saturating_mul(g)
+            ));
         }
     }
     check_bias(op, bias, cout)?;
@@ -1412,23 +1412,23 @@ fn infer_deconv(
     };
     let mut cout = Dim::Unknown;
     if let Some(g) = g {
-        if let Some(c) = cin.merge(fin).and_then(|d| d.known()) {
-            if g == 0 || c % g != 0 {
-                return fail(format!("groups = {g} does not divide input channels {c}"));
-            }
+        if let Some(c) = cin.merge(fin).and_then(|d| d.known())
+            && (g == 0 || c % g != 0)
+        {
+            return fail(format!("groups = {g} does not divide input channels {c}"));
         }
         if let Dim::Known(k) = per_group {
             cout = Dim::Known(k.saturating_mul(g));
         }
     }
-    if let Some(&n) = attrs.output_shape.first() {
-        if x.dims[0].merge(Dim::Known(n)).is_none() {
-            return fail(format!(
-                "deconv output_shape {} has batch {n} but input {x} has {}",
-                list(&attrs.output_shape),
-                x.dims[0]
-            ));
-        }
+    if let Some(&n) = attrs.output_shape.first()
+        && x.dims[0].merge(Dim::Known(n)).is_none()
+    {
+        return fail(format!(
+            "deconv output_shape {} has batch {n} but input {x} has {}",
+            list(&attrs.output_shape),
+            x.dims[0]
+        ));
     }
     if let Some(&c) = attrs.output_shape.get(1) {
         cout = cout.merge(Dim::Known(c)).ok_or_else(|| {
