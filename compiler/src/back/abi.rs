@@ -41,7 +41,9 @@ pub(crate) fn info_image(iface: &ModelInterface) -> (Vec<u8>, Vec<(usize, usize)
     let strings_at = dims_at + ndims * 8;
     let mut img = vec![0u8; strings_at];
     let mut relocs = Vec::new();
-    let put = |img: &mut Vec<u8>, at: usize, bytes: &[u8]| img[at..at + bytes.len()].copy_from_slice(bytes);
+    let put = |img: &mut Vec<u8>, at: usize, bytes: &[u8]| {
+        img[at..at + bytes.len()].copy_from_slice(bytes)
+    };
     let mut strings: Vec<u8> = Vec::new();
     let mut string = |s: &str| -> usize {
         let at = strings_at + strings.len();
@@ -78,12 +80,19 @@ pub(crate) fn info_image(iface: &ModelInterface) -> (Vec<u8>, Vec<(usize, usize)
 }
 
 /// Defines the exported `PREFIX_info` data object.
-pub(crate) fn define_info(module: &mut ObjectModule, iface: &ModelInterface) -> Result<(), CodegenError> {
+pub(crate) fn define_info(
+    module: &mut ObjectModule,
+    iface: &ModelInterface,
+) -> Result<(), CodegenError> {
     if module.target_config().pointer_bytes() != 8 {
-        return Err(CodegenError::Unsupported("model descriptor on a target without 64-bit pointers".into()));
+        return Err(CodegenError::Unsupported(
+            "model descriptor on a target without 64-bit pointers".into(),
+        ));
     }
     let name = format!("{}_info", iface.prefix);
-    let id = module.declare_data(&name, Linkage::Export, false, false).map_err(|e| CodegenError::Cranelift(format!("{name}: {e}")))?;
+    let id = module
+        .declare_data(&name, Linkage::Export, false, false)
+        .map_err(|e| CodegenError::Cranelift(format!("{name}: {e}")))?;
     let (img, relocs) = info_image(iface);
     let mut dd = DataDescription::new();
     dd.define(img.into_boxed_slice());
@@ -92,5 +101,7 @@ pub(crate) fn define_info(module: &mut ObjectModule, iface: &ModelInterface) -> 
     for (at, target) in relocs {
         dd.write_data_addr(at as u32, me, target as i64);
     }
-    module.define_data(id, &dd).map_err(|e| CodegenError::Cranelift(format!("{name}: {e}")))
+    module
+        .define_data(id, &dd)
+        .map_err(|e| CodegenError::Cranelift(format!("{name}: {e}")))
 }

@@ -45,11 +45,19 @@ impl Cx<'_, '_> {
     }
     pub fn fc(&mut self, x: f32) -> Value {
         let s = self.b.ins().f32const(x);
-        if self.lanes == 4 { self.b.ins().splat(F32X4, s) } else { s }
+        if self.lanes == 4 {
+            self.b.ins().splat(F32X4, s)
+        } else {
+            s
+        }
     }
     pub fn ic(&mut self, x: i32) -> Value {
         let s = self.b.ins().iconst(I32, i64::from(x));
-        if self.lanes == 4 { self.b.ins().splat(I32X4, s) } else { s }
+        if self.lanes == 4 {
+            self.b.ins().splat(I32X4, s)
+        } else {
+            s
+        }
     }
     pub fn f2i_bits(&mut self, x: Value) -> Value {
         let t = self.ity();
@@ -70,7 +78,11 @@ impl Cx<'_, '_> {
     pub fn sel(&mut self, c: Value, a: Value, b: Value) -> Value {
         if self.lanes == 4 {
             let ty = self.b.func.dfg.value_type(a);
-            let m = if self.b.func.dfg.value_type(c) == ty { c } else { self.b.ins().bitcast(ty, MemFlagsData::new(), c) };
+            let m = if self.b.func.dfg.value_type(c) == ty {
+                c
+            } else {
+                self.b.ins().bitcast(ty, MemFlagsData::new(), c)
+            };
             self.b.ins().bitselect(m, a, b)
         } else {
             self.b.ins().select(c, a, b)
@@ -162,7 +174,17 @@ impl Cx<'_, '_> {
         let c2 = self.fc(2.121_944_4e-4);
         let r = self.mla(n, c1, x);
         let r = self.mla(n, c2, r);
-        let p = self.poly(r, &[1.987_569_1e-4, 1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5]);
+        let p = self.poly(
+            r,
+            &[
+                1.987_569_1e-4,
+                1.398_2e-3,
+                8.333_452e-3,
+                4.166_579_6e-2,
+                0.166_666_65,
+                0.5,
+            ],
+        );
         let r2 = self.fmul(r, r);
         let one = self.fc(1.0);
         let pr = self.mla(p, r2, r);
@@ -294,7 +316,12 @@ impl Cx<'_, '_> {
         let ps = self.mla(ps, z, z);
         // Octant j (even, 0..7 after masking); for sin: j&2 picks cos poly, j&4 flips sign.
         // For cos, shift the octant by 2 and the sign flips with (j+2)&4.
-        let j = if cos { let two = self.ic(2); self.b.ins().iadd(j, two) } else { j };
+        let j = if cos {
+            let two = self.ic(2);
+            self.b.ins().iadd(j, two)
+        } else {
+            j
+        };
         let two = self.ic(2);
         let four = self.ic(4);
         let zero_i = self.ic(0);
@@ -340,7 +367,15 @@ impl Cx<'_, '_> {
         let off = self.sel(mid, q, zero);
         let off = self.sel(big, h, off);
         let z = self.fmul(xr, xr);
-        let p = self.poly(z, &[8.053_744_5e-2, -1.387_768_9e-1, 1.997_771_1e-1, -3.333_294_9e-1]);
+        let p = self.poly(
+            z,
+            &[
+                8.053_744_5e-2,
+                -1.387_768_9e-1,
+                1.997_771_1e-1,
+                -3.333_295e-1,
+            ],
+        );
         let p = self.fmul(p, z);
         let r = self.mla(p, xr, xr);
         let r = self.fadd(r, off);

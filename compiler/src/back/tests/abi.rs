@@ -9,9 +9,21 @@ fn sample() -> Graph {
     let mut g = Graph::new("g");
     let x = g.add_input("image", TensorType::new(DType::F32, &[2, 3]));
     let m = g.add_input("mask", TensorType::new(DType::Bool, &[2, 3]));
-    let y = g.add_node(Op::Unary(UnaryOp::Exp), vec![x], vec![TensorType::new(DType::F32, &[2, 3])])[0];
-    let z = g.add_node(Op::Select, vec![m, y, x], vec![TensorType::new(DType::F32, &[2, 3])])[0];
-    let c = g.add_node(Op::Cast { to: DType::I32 }, vec![z], vec![TensorType::new(DType::I32, &[2, 3])])[0];
+    let y = g.add_node(
+        Op::Unary(UnaryOp::Exp),
+        vec![x],
+        vec![TensorType::new(DType::F32, &[2, 3])],
+    )[0];
+    let z = g.add_node(
+        Op::Select,
+        vec![m, y, x],
+        vec![TensorType::new(DType::F32, &[2, 3])],
+    )[0];
+    let c = g.add_node(
+        Op::Cast { to: DType::I32 },
+        vec![z],
+        vec![TensorType::new(DType::I32, &[2, 3])],
+    )[0];
     g.values[z.index()].name = Some("prob".into());
     g.values[c.index()].name = Some("class".into());
     g.outputs.extend([z, c]);
@@ -20,17 +32,35 @@ fn sample() -> Graph {
 
 #[test]
 fn descriptor_layout_matches_runtime() {
-    assert_eq!(std::mem::size_of::<nnefc_runtime::ModelInfo>(), crate::back::abi::MODEL_INFO_SIZE);
-    assert_eq!(std::mem::size_of::<nnefc_runtime::TensorInfo>(), crate::back::abi::TENSOR_INFO_SIZE);
+    assert_eq!(
+        std::mem::size_of::<nnefc_runtime::ModelInfo>(),
+        crate::back::abi::MODEL_INFO_SIZE
+    );
+    assert_eq!(
+        std::mem::size_of::<nnefc_runtime::TensorInfo>(),
+        crate::back::abi::TENSOR_INFO_SIZE
+    );
     assert_eq!(std::mem::offset_of!(nnefc_runtime::TensorInfo, dims), 16);
-    assert_eq!(std::mem::offset_of!(nnefc_runtime::ModelInfo, workspace_align), 48);
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::ModelInfo, workspace_align),
+        48
+    );
     // The stack epilogue written by `object::epilogue`.
     assert_eq!(std::mem::size_of::<nnefc_runtime::GemmEpilogue>(), 32);
-    assert_eq!(std::mem::offset_of!(nnefc_runtime::GemmEpilogue, bias_kind), 8);
-    assert_eq!(std::mem::offset_of!(nnefc_runtime::GemmEpilogue, activation), 12);
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::GemmEpilogue, bias_kind),
+        8
+    );
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::GemmEpilogue, activation),
+        12
+    );
     assert_eq!(std::mem::offset_of!(nnefc_runtime::GemmEpilogue, lo), 16);
     assert_eq!(std::mem::offset_of!(nnefc_runtime::GemmEpilogue, hi), 20);
-    assert_eq!(std::mem::offset_of!(nnefc_runtime::GemmEpilogue, accumulate), 24);
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::GemmEpilogue, accumulate),
+        24
+    );
 }
 
 #[test]
@@ -40,10 +70,20 @@ fn descriptor_lists_inputs_and_outputs() {
     let info: &nnefc_runtime::ModelInfo = m.symbol("desc_info");
     // SAFETY: the descriptor's pointers refer into the loaded object, alive as long as `m`.
     let text = unsafe {
-        let mut s = format!("{} ws={} align={}\n", info.name().to_str().unwrap(), info.workspace_size, info.workspace_align);
+        let mut s = format!(
+            "{} ws={} align={}\n",
+            info.name().to_str().unwrap(),
+            info.workspace_size,
+            info.workspace_align
+        );
         for (kind, list) in [("in", info.inputs()), ("out", info.outputs())] {
             for t in list {
-                s += &format!("{kind} {} {:?} {:?}\n", t.name().to_str().unwrap(), t.dtype(), t.dims());
+                s += &format!(
+                    "{kind} {} {:?} {:?}\n",
+                    t.name().to_str().unwrap(),
+                    t.dtype(),
+                    t.dims()
+                );
             }
         }
         s
@@ -63,7 +103,12 @@ fn descriptor_lists_inputs_and_outputs() {
 fn c_header_macros() {
     let g = sample();
     let art = crate::back::compile(&g, &opts("net")).unwrap();
-    let h: String = art.header.lines().filter(|l| l.starts_with("#define NET_")).map(|l| format!("{l}\n")).collect();
+    let h: String = art
+        .header
+        .lines()
+        .filter(|l| l.starts_with("#define NET_"))
+        .map(|l| format!("{l}\n"))
+        .collect();
     expect_test::expect![[r##"
         #define NET_H
         #define NET_NUM_INPUTS 2
@@ -168,7 +213,15 @@ fn rust_bindings_build_and_run() {
     let rlib = lib.with_extension("rlib");
     let st = Command::new("rustc")
         .current_dir(&dir)
-        .args(["--edition", "2024", "main.rs", "-o", "main", "-C", "link-arg=net.o"])
+        .args([
+            "--edition",
+            "2024",
+            "main.rs",
+            "-o",
+            "main",
+            "-C",
+            "link-arg=net.o",
+        ])
         .arg("--extern")
         .arg(format!("nnefc_runtime={}", rlib.display()))
         .arg("-L")
@@ -182,4 +235,62 @@ fn rust_bindings_build_and_run() {
     "#]]
     .assert_eq(&String::from_utf8_lossy(&out.stdout));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The kernel program as `nnefc dump --stage kernels` shows it.
+#[test]
+fn kernel_dump() {
+    let mut g = Graph::new("k");
+    let x = g.add_input("x", TensorType::new(DType::F32, &[2, 8]));
+    let s = g.add_node(
+        Op::Softmax { axes: vec![1] },
+        vec![x],
+        vec![TensorType::new(DType::F32, &[2, 8])],
+    )[0];
+    g.outputs.push(s);
+    let art = crate::back::compile(&g, &opts("k")).unwrap();
+    expect_test::expect![[r#"
+        b0: f32[16] input 0
+        b1: f32[16] output 0
+        b2: f32[2] workspace @0
+        b3: f32[2] workspace @64
+        workspace 128 bytes
+        kernel k_k0_n0_softmax_max
+          loop i0 < 2
+          loop i1 < 8 x4 reduce
+          a0 = b0[0 + 8i0 + 1i1]
+          a1 = b2[0 + 1i0]
+            e0:f32 = load a0
+          reduce Max
+            r0:f32 = acc
+          store a1 = r0
+        kernel k_k1_n0_softmax_sum
+          loop i0 < 2
+          loop i1 < 8 x4 reduce
+          a0 = b0[0 + 8i0 + 1i1]
+          a1 = b2[0 + 1i0]
+          a2 = b3[0 + 1i0]
+            e0:f32 = load a0
+            e1:f32 = load a1
+            e2:f32 = sub e0, e1
+            e3:f32 = exp e2
+          reduce Sum
+            r0:f32 = acc
+          store a2 = r0
+        kernel k_k2_n0_softmax_div
+          loop i0 < 2
+          loop i1 < 8 x4
+          a0 = b0[0 + 8i0 + 1i1]
+          a1 = b2[0 + 1i0]
+          a2 = b3[0 + 1i0]
+          a3 = b1[0 + 8i0 + 1i1]
+            e0:f32 = load a0
+            e1:f32 = load a1
+            e2:f32 = load a2
+            e3:f32 = sub e0, e1
+            e4:f32 = exp e3
+            e5:f32 = div e4, e2
+          store a3 = e5
+    "#]]
+    .assert_eq(&art.kernels);
 }

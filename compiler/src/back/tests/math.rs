@@ -16,10 +16,15 @@ struct Case {
 }
 
 fn linspace(lo: f32, hi: f32, n: usize) -> Vec<f32> {
-    (0..n).map(|i| lo + (hi - lo) * i as f32 / (n - 1) as f32).collect()
+    (0..n)
+        .map(|i| lo + (hi - lo) * i as f32 / (n - 1) as f32)
+        .collect()
 }
 fn logspace(lo: f32, hi: f32, n: usize) -> Vec<f32> {
-    linspace(lo, hi, n).into_iter().map(|e| 10f32.powf(e)).collect()
+    linspace(lo, hi, n)
+        .into_iter()
+        .map(|e| 10f32.powf(e))
+        .collect()
 }
 
 #[test]
@@ -27,20 +32,104 @@ fn math_accuracy() {
     const N: usize = 100_003; // odd: exercises the scalar tail too
     let sig = |x: f64| 1.0 / (1.0 + (-x).exp());
     let cases = vec![
-        Case { op: UnaryOp::Exp, xs: linspace(-87.0, 88.0, N), exact: f64::exp, rel: true, bound: 3e-7 },
-        Case { op: UnaryOp::Log, xs: logspace(-30.0, 30.0, N), exact: f64::ln, rel: false, bound: 3e-7 },
-        Case { op: UnaryOp::Log, xs: linspace(0.5, 2.0, N), exact: f64::ln, rel: false, bound: 3e-7 },
-        Case { op: UnaryOp::Tanh, xs: linspace(-10.0, 10.0, N), exact: f64::tanh, rel: false, bound: 3e-7 },
-        Case { op: UnaryOp::Sigmoid, xs: linspace(-30.0, 30.0, N), exact: sig, rel: false, bound: 3e-7 },
-        Case { op: UnaryOp::Sin, xs: linspace(-100.0, 100.0, N), exact: f64::sin, rel: false, bound: 1e-6 },
-        Case { op: UnaryOp::Cos, xs: linspace(-100.0, 100.0, N), exact: f64::cos, rel: false, bound: 1e-6 },
-        Case { op: UnaryOp::Atan, xs: linspace(-100.0, 100.0, N), exact: f64::atan, rel: false, bound: 3e-7 },
-        Case { op: UnaryOp::Asin, xs: linspace(-0.999, 0.999, N), exact: f64::asin, rel: false, bound: 1e-5 },
-        Case { op: UnaryOp::Acos, xs: linspace(-0.999, 0.999, N), exact: f64::acos, rel: false, bound: 1e-5 },
-        Case { op: UnaryOp::Sinh, xs: linspace(-10.0, 10.0, N), exact: f64::sinh, rel: false, bound: 1e-6 },
-        Case { op: UnaryOp::Softplus, xs: linspace(-30.0, 30.0, N), exact: |x| x.max(0.0) + (-x.abs()).exp().ln_1p(), rel: false, bound: 1e-6 },
-        Case { op: UnaryOp::Atanh, xs: linspace(-0.99, 0.99, N), exact: f64::atanh, rel: false, bound: 1e-6 },
-        Case { op: UnaryOp::Asinh, xs: linspace(-100.0, 100.0, N), exact: f64::asinh, rel: false, bound: 1e-6 },
+        Case {
+            op: UnaryOp::Exp,
+            xs: linspace(-87.0, 88.0, N),
+            exact: f64::exp,
+            rel: true,
+            bound: 3e-7,
+        },
+        Case {
+            op: UnaryOp::Log,
+            xs: logspace(-30.0, 30.0, N),
+            exact: f64::ln,
+            rel: false,
+            bound: 3e-7,
+        },
+        Case {
+            op: UnaryOp::Log,
+            xs: linspace(0.5, 2.0, N),
+            exact: f64::ln,
+            rel: false,
+            bound: 3e-7,
+        },
+        Case {
+            op: UnaryOp::Tanh,
+            xs: linspace(-10.0, 10.0, N),
+            exact: f64::tanh,
+            rel: false,
+            bound: 3e-7,
+        },
+        Case {
+            op: UnaryOp::Sigmoid,
+            xs: linspace(-30.0, 30.0, N),
+            exact: sig,
+            rel: false,
+            bound: 3e-7,
+        },
+        Case {
+            op: UnaryOp::Sin,
+            xs: linspace(-100.0, 100.0, N),
+            exact: f64::sin,
+            rel: false,
+            bound: 1e-6,
+        },
+        Case {
+            op: UnaryOp::Cos,
+            xs: linspace(-100.0, 100.0, N),
+            exact: f64::cos,
+            rel: false,
+            bound: 1e-6,
+        },
+        Case {
+            op: UnaryOp::Atan,
+            xs: linspace(-100.0, 100.0, N),
+            exact: f64::atan,
+            rel: false,
+            bound: 3e-7,
+        },
+        Case {
+            op: UnaryOp::Asin,
+            xs: linspace(-0.999, 0.999, N),
+            exact: f64::asin,
+            rel: false,
+            bound: 1e-5,
+        },
+        Case {
+            op: UnaryOp::Acos,
+            xs: linspace(-0.999, 0.999, N),
+            exact: f64::acos,
+            rel: false,
+            bound: 1e-5,
+        },
+        Case {
+            op: UnaryOp::Sinh,
+            xs: linspace(-10.0, 10.0, N),
+            exact: f64::sinh,
+            rel: false,
+            bound: 1e-6,
+        },
+        Case {
+            op: UnaryOp::Softplus,
+            xs: linspace(-30.0, 30.0, N),
+            exact: |x| x.max(0.0) + (-x.abs()).exp().ln_1p(),
+            rel: false,
+            bound: 1e-6,
+        },
+        Case {
+            op: UnaryOp::Atanh,
+            xs: linspace(-0.99, 0.99, N),
+            exact: f64::atanh,
+            rel: false,
+            bound: 1e-6,
+        },
+        Case {
+            op: UnaryOp::Asinh,
+            xs: linspace(-100.0, 100.0, N),
+            exact: f64::asinh,
+            rel: false,
+            bound: 1e-6,
+        },
     ];
     let mut g = Graph::new("math");
     let mut inputs = Vec::new();
@@ -60,7 +149,11 @@ fn math_accuracy() {
         let mut worst = (0.0f64, 0.0f32);
         for (&x, &v) in c.xs.iter().zip(y) {
             let e = (c.exact)(f64::from(x));
-            let err = if c.rel { ((f64::from(v) - e) / e.abs().max(f64::MIN_POSITIVE)).abs() } else { (f64::from(v) - e).abs() / e.abs().max(1.0) };
+            let err = if c.rel {
+                ((f64::from(v) - e) / e.abs().max(f64::MIN_POSITIVE)).abs()
+            } else {
+                (f64::from(v) - e).abs() / e.abs().max(1.0)
+            };
             if err > worst.0 || err.is_nan() {
                 worst = (err, x);
             }
@@ -75,7 +168,13 @@ fn math_accuracy() {
             worst.1
         );
         if worst.0 > c.bound || worst.0.is_nan() {
-            failures += &format!("{}: error {} at x={} exceeds {}\n", Op::Unary(c.op).mnemonic(), worst.0, worst.1, c.bound);
+            failures += &format!(
+                "{}: error {} at x={} exceeds {}\n",
+                Op::Unary(c.op).mnemonic(),
+                worst.0,
+                worst.1,
+                c.bound
+            );
         }
     }
     println!("{report}");

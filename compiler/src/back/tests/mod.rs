@@ -5,5 +5,5 @@
 mod abi;
 mod harness;
 mod math;
-mod perf;
 mod ops;
+mod perf;

@@ -9,7 +9,9 @@ use crate::ir::{DType, Graph, Op, ReduceOp, TensorType, UnaryOp};
 
 fn time(g: &Graph, name: &str, n: usize) {
     let m = load(g, &opts(name));
-    let x = Rng::new(1).tensor(DType::F32, &[n], -3.0, 3.0).to_le_bytes();
+    let x = Rng::new(1)
+        .tensor(DType::F32, &[n], -3.0, 3.0)
+        .to_le_bytes();
     let mut y = vec![0u8; m.art.interface.outputs[0].volume() * 4];
     #[repr(C, align(64))]
     #[derive(Clone, Copy)]
@@ -32,10 +34,25 @@ fn time(g: &Graph, name: &str, n: usize) {
 #[ignore]
 fn perf() {
     let n = 1 << 20;
-    for (name, op) in [("relu", Op::Unary(UnaryOp::Relu)), ("exp", Op::Unary(UnaryOp::Exp)), ("tanh", Op::Unary(UnaryOp::Tanh)), ("sum", Op::Reduce { op: ReduceOp::Sum, axes: vec![0] })] {
+    for (name, op) in [
+        ("relu", Op::Unary(UnaryOp::Relu)),
+        ("exp", Op::Unary(UnaryOp::Exp)),
+        ("tanh", Op::Unary(UnaryOp::Tanh)),
+        (
+            "sum",
+            Op::Reduce {
+                op: ReduceOp::Sum,
+                axes: vec![0],
+            },
+        ),
+    ] {
         let mut g = Graph::new(name);
         let x = g.add_input("x", TensorType::new(DType::F32, &[n]));
-        let oty = if name == "sum" { TensorType::new(DType::F32, &[1]) } else { TensorType::new(DType::F32, &[n]) };
+        let oty = if name == "sum" {
+            TensorType::new(DType::F32, &[1])
+        } else {
+            TensorType::new(DType::F32, &[n])
+        };
         let y = g.add_node(op, vec![x], vec![oty])[0];
         g.outputs.push(y);
         time(&g, name, n);
