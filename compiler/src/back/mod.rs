@@ -1,1 +1,229 @@
-//! Back end: IR graph → Cranelift loop nests → object file, C header, Rust bindings (in progress).
+//! Back end: IR graph → Cranelift loop nests → relocatable object, C header, Rust bindings.
+//!
+//! Stages (each its own module):
+//! 1. `passes::memory_plan` gives every intermediate an arena offset ([`compile`] runs it;
+//!    [`compile_with_plan`] takes one).
+//! 2. [`select`] lowers each node to [`kernel::Kernel`]s (loop nests with affine
+//!    accesses and an expression body) or runtime calls, in a [`kernel::Program`].
+//! 3. [`schedule`] merges loops and picks the vector width (called from `select`).
+//! 4. [`emit`] turns each kernel into a CLIF function; [`object`] adds weights as local
+//!    read-only data (64-byte aligned), the entry point and the descriptor, and writes
+//!    the object with cranelift-object.
+//! 5. [`header`] writes the C header and the Rust bindings from one [`ModelInterface`].
+//!
+//! The ABI (see `shared/docs/design.md`): `int PREFIX_run(const void *const *inputs,
+//! void *const *outputs, void *workspace)`; tensors dense row-major; bool is one byte;
+//! `workspace` holds `workspace_size` bytes aligned to 64. The code writes nothing but
+//! `outputs` and `workspace`, allocates nothing and keeps no state, so calls are
+//! reentrant.
+//!
+//! What may be assumed of the input graph: it passes `ir::verify`, every extent is known,
+//! every layout is row-major. Anything else is a typed [`CodegenError`], never a panic.
+//!
+//! # Adding an op
+//! 1. In `select/<family>.rs`, write `fn my_op(lw: &mut Lowering, attrs.., ins, outs)` that
+//!    builds one or more [`kernel::Kernel`]s: `lw.kernel(name, extents)` creates the loop
+//!    nest, `k.access(buf, offset, strides)` describes how an operand is indexed from the
+//!    loop indices (one stride per loop; use [`kernel::Indirect`] for data-dependent
+//!    indices and `lw.const_buf` for index tables), `k.load`/`k.push` build the body,
+//!    `k.set_store` the destination, `k.reduction` makes the inner loops a reduction, and
+//!    `lw.push(k)` schedules and appends it. Scratch memory: `lw.scratch(dtype, len)`.
+//! 2. Route the `Op` variant to it in `select::Lowering::node`.
+//! 3. If the body needs a new scalar function, add it to `emit::expr` (and its vector
+//!    form to `emit::math`, with a measured error bound, plus `expr::vectorizable`).
+//! 4. Add a differential case in `back::tests` (compiled object vs `ir::interp`).
+//!
+//! Not done here: fusion across nodes, layouts other than row-major, aliasing reshapes.
+
+pub mod abi;
+pub mod emit;
+pub mod header;
+pub mod kernel;
+pub mod object;
+pub mod schedule;
+pub mod select;
+
+#[cfg(test)]
+mod tests;
+
+use crate::ir::plan::MemoryPlan;
+use crate::ir::{DType, Graph};
+
+/// Cranelift optimization level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OptLevel {
+    None,
+    #[default]
+    Speed,
+    SpeedAndSize,
+}
+
+#[derive(Clone, Debug)]
+pub struct BackendOptions {
+    /// Target triple; `None` = the host, with the CPU features detected at compile time.
+    pub target: Option<String>,
+    /// Prefix of every symbol (`PREFIX_run`) and macro (`PREFIX_NUM_INPUTS`, uppercased).
+    pub prefix: String,
+    pub opt_level: OptLevel,
+    /// Cranelift ISA flags or presets to enable (`x86-64-v3`, `has_avx2`, …). For an
+    /// explicit x86-64 target with none given, `x86-64-v2` is used.
+    pub cpu_features: Vec<String>,
+    /// Emit f32x4 code where legal (off: scalar loops only; for testing the scalar path).
+    pub vectorize: bool,
+}
+
+impl Default for BackendOptions {
+    fn default() -> Self {
+        BackendOptions {
+            target: None,
+            prefix: "model".into(),
+            opt_level: OptLevel::Speed,
+            cpu_features: Vec::new(),
+            vectorize: true,
+        }
+    }
+}
+
+/// One input or output of the compiled model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorInfo {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+}
+
+impl TensorInfo {
+    pub fn volume(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// Names, dtypes and shapes of a model's inputs and outputs, in graph order.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ModelInterface {
+    pub prefix: String,
+    pub inputs: Vec<TensorInfo>,
+    pub outputs: Vec<TensorInfo>,
+    pub workspace_size: usize,
+}
+
+/// Everything `compile` produces.
+#[derive(Clone, Debug)]
+pub struct Artifacts {
+    pub object: Vec<u8>,
+    pub header: String,
+    pub rust: String,
+    pub workspace_size: usize,
+    pub interface: ModelInterface,
+    /// The kernel program (for `nnefc dump --stage kernels`).
+    pub kernels: String,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CodegenError {
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    #[error("extent not known at code generation: {0}")]
+    UnknownShape(String),
+    #[error("invalid graph: {0}")]
+    Invalid(String),
+    #[error("target: {0}")]
+    Target(String),
+    #[error("cranelift: {0}")]
+    Cranelift(String),
+    #[error("memory plan: {0}")]
+    Plan(#[from] crate::passes::memory_plan::PlanError),
+    #[error("internal error in the back end: {0}")]
+    Internal(String),
+}
+
+fn interface(
+    graph: &Graph,
+    prefix: &str,
+    workspace_size: usize,
+) -> Result<ModelInterface, CodegenError> {
+    let info = |v: crate::ir::ValueId, i: usize, kind: &str| -> Result<TensorInfo, CodegenError> {
+        let val = graph
+            .values
+            .get(v.index())
+            .ok_or_else(|| CodegenError::Invalid(format!("{kind} {i} refers to missing {v}")))?;
+        let shape = val
+            .ty
+            .shape()
+            .ok_or_else(|| CodegenError::UnknownShape(format!("{kind} {i}: {}", val.ty)))?;
+        let name = val.name.clone().unwrap_or_else(|| format!("{kind}{i}"));
+        Ok(TensorInfo {
+            name,
+            dtype: val.ty.dtype,
+            shape,
+        })
+    };
+    let inputs = graph
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| info(*v, i, "input"))
+        .collect::<Result<_, _>>()?;
+    let outputs = graph
+        .outputs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| info(*v, i, "output"))
+        .collect::<Result<_, _>>()?;
+    Ok(ModelInterface {
+        prefix: prefix.to_string(),
+        inputs,
+        outputs,
+        workspace_size,
+    })
+}
+
+fn check_prefix(p: &str) -> Result<(), CodegenError> {
+    let ok = p
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(CodegenError::Invalid(format!(
+            "prefix `{p}` is not a C identifier"
+        )))
+    }
+}
+
+/// Compiles a verified graph (plans memory first).
+pub fn compile(graph: &Graph, opts: &BackendOptions) -> Result<Artifacts, CodegenError> {
+    let plan = crate::passes::memory_plan::plan(graph)?;
+    compile_with_plan(graph, &plan, opts)
+}
+
+/// The kernel program of a graph, printed (`nnefc dump --stage kernels`).
+pub fn kernels(
+    graph: &Graph,
+    plan: &MemoryPlan,
+    opts: &BackendOptions,
+) -> Result<kernel::Program, CodegenError> {
+    check_prefix(&opts.prefix)?;
+    select::select(graph, plan, &opts.prefix, opts.vectorize)
+}
+
+/// Compiles a verified graph with a given memory plan.
+pub fn compile_with_plan(
+    graph: &Graph,
+    plan: &MemoryPlan,
+    opts: &BackendOptions,
+) -> Result<Artifacts, CodegenError> {
+    let program = kernels(graph, plan, opts)?;
+    let iface = interface(graph, &opts.prefix, program.workspace_size)?;
+    let object = object::build(&program, &iface, opts)?;
+    Ok(Artifacts {
+        object,
+        header: header::c_header(&iface),
+        rust: header::rust_bindings(&iface),
+        workspace_size: program.workspace_size,
+        interface: iface,
+        kernels: program.to_string(),
+    })
+}

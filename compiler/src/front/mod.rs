@@ -3,8 +3,185 @@
 //! Input is a model on disk (folder, `.tgz`/`.tar`, or a bare `graph.nnef`); output is
 //! an `ir::Graph` of primitive ops with every shape inferred, or diagnostics that point
 //! at file, line and column. Nothing here knows about Cranelift or optimization.
+//!
+//! Stages: `syntax` (parser), `index` (fragment table and declaration checks, extension
+//! gates), `eval` (compile-time values), `typeck` (castability, generics), `expand`
+//! (argument binding, inlining compound fragments, the graph body), `lower` (the only
+//! name → `ir::Op` mapping, with the native set of compounds kept whole).
 
 pub mod dat;
+pub mod eval;
+pub mod expand;
+pub mod index;
 pub mod load;
+pub mod lower;
 pub mod quant;
+pub mod quantize;
 pub mod syntax;
+pub mod typeck;
+pub mod value;
+
+#[cfg(test)]
+mod tests;
+
+use crate::diag::{Diagnostic, Diagnostics, SourceMap};
+use crate::ir;
+use std::collections::BTreeMap;
+use quantize::VarData;
+use std::path::Path;
+
+/// Our standard library: primitives as body-less declarations, compounds with bodies.
+pub const STDLIB: &str = include_str!("stdlib.nnef");
+
+/// Knobs of the front end.
+#[derive(Clone, Debug)]
+pub struct FrontOptions {
+    /// Overrides of external (graph input) shapes by input name; `None` leaves an
+    /// extent open (unknown until run time).
+    pub input_shapes: BTreeMap<String, Vec<Option<usize>>>,
+    /// Maximum nesting of fragment expansions (recursion limit).
+    pub max_recursion_depth: usize,
+    /// Use zeros, with a warning, for variables without data (tests, shape-only use).
+    /// Off by default: a missing `.dat` file is an error.
+    pub allow_missing_variables: bool,
+}
+
+impl Default for FrontOptions {
+    fn default() -> Self {
+        FrontOptions { input_shapes: BTreeMap::new(), max_recursion_depth: 64, allow_missing_variables: false }
+    }
+}
+
+/// A lowered model.
+pub struct Lowered {
+    pub graph: ir::Graph,
+    pub sources: SourceMap,
+    pub warnings: Vec<Diagnostic>,
+    /// Human-readable list of graph inputs and outputs whose extents stay unknown.
+    pub open_extents: Vec<String>,
+}
+
+/// Why the front end failed; render it for the user.
+pub struct FrontError {
+    pub diagnostics: Diagnostics,
+    pub sources: SourceMap,
+}
+
+impl FrontError {
+    pub fn render(&self) -> String {
+        self.diagnostics.render(&self.sources)
+    }
+}
+
+impl std::fmt::Display for FrontError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.render())
+    }
+}
+
+impl std::error::Error for FrontError {}
+
+impl std::fmt::Debug for FrontError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.render())
+    }
+}
+
+/// Loads a model (folder, `.tgz`/`.tar`, or bare `graph.nnef`) and lowers it,
+/// applying `graph.quant` when present.
+pub fn load_and_lower(path: &Path, opts: &FrontOptions) -> Result<Lowered, FrontError> {
+    let src = load::load_model(path).map_err(|e| FrontError {
+        diagnostics: Diagnostic::error(format!("cannot load the model: {e}")).into(),
+        sources: SourceMap::new(),
+    })?;
+    let lookup = |label: &str| -> VarData {
+        let bytes = match src.variable(label) {
+            Ok(b) => b,
+            Err(load::LoadError::MissingVariable { .. } | load::LoadError::BareGraph { .. }) => return VarData::Missing,
+            Err(e) => return VarData::Error(e.to_string()),
+        };
+        match dat::read_dat(&bytes) {
+            Ok(t) if t.quant.is_some() => VarData::Quantized(t),
+            Ok(t) => VarData::Plain(t.data),
+            Err(e) => VarData::Error(format!("{}: {e}", src.variable_path(label))),
+        }
+    };
+    let quant = src.quant.as_ref().map(|q| (q.path.as_str(), q.text.as_str()));
+    lower_model(&src.graph.path, &src.graph.text, quant, &lookup, opts)
+}
+
+/// Lowers NNEF text; `variables` gives the data of each `variable` label.
+pub fn lower_source(
+    name: &str,
+    text: &str,
+    variables: &dyn Fn(&str) -> Option<ir::Tensor>,
+    opts: &FrontOptions,
+) -> Result<Lowered, FrontError> {
+    let lookup = |label: &str| variables(label).map_or(VarData::Missing, VarData::Plain);
+    lower_model(name, text, None, &lookup, opts)
+}
+
+/// Lowers NNEF text with an optional `graph.quant` (name, text).
+pub fn lower_model(
+    name: &str,
+    text: &str,
+    quant: Option<(&str, &str)>,
+    variables: &dyn Fn(&str) -> VarData,
+    opts: &FrontOptions,
+) -> Result<Lowered, FrontError> {
+    let mut sources = SourceMap::new();
+    let user_file = sources.add(name, text);
+    let std_file = sources.add("<stdlib>/stdlib.nnef", STDLIB);
+    let quant_file = quant.map(|(qn, qt)| sources.add(qn, qt));
+    let fail = |d: Diagnostics, sources: SourceMap| FrontError { diagnostics: d, sources };
+    let doc = match syntax::parse_document(user_file, text) {
+        Ok(d) => d,
+        Err(d) => return Err(fail(d.into(), sources)),
+    };
+    let stdlib = match syntax::parse_library(std_file, STDLIB) {
+        Ok(d) => d,
+        Err(d) => return Err(fail(d.into(), sources)),
+    };
+    if let Err(d) = index::check_features(&doc) {
+        return Err(fail(d, sources));
+    }
+    let table = match index::FragmentTable::build(&stdlib, &doc) {
+        Ok(t) => t,
+        Err(d) => return Err(fail(d, sources)),
+    };
+    let Some(graph_def) = &doc.graph else {
+        return Err(fail(Diagnostic::error("the document has no `graph`").into(), sources));
+    };
+    let mut ev = eval::Evaluator::new(&table, &graph_def.name.name, opts, variables);
+    if let (Some(file), Some((_, qt))) = (quant_file, quant) {
+        let entries = match quant::parse_quant(qt, file) {
+            Ok(e) => e,
+            Err(d) => return Err(fail(d, sources)),
+        };
+        for e in entries {
+            ev.quant.insert(e.tensor.clone(), e);
+        }
+    }
+    if let Err(d) = ev.run_graph(graph_def) {
+        return Err(fail(d, sources));
+    }
+    let graph = ev.graph;
+    let open_extents = open_extents(&graph);
+    Ok(Lowered { graph, sources, warnings: ev.warnings, open_extents })
+}
+
+fn open_extents(g: &ir::Graph) -> Vec<String> {
+    let mut out = Vec::new();
+    let name = |v: ir::ValueId| g.value(v).name.clone().unwrap_or_else(|| v.to_string());
+    for &v in &g.inputs {
+        if !g.ty(v).is_fully_known() {
+            out.push(format!("input `{}`: {}", name(v), g.ty(v)));
+        }
+    }
+    for &v in &g.outputs {
+        if !g.ty(v).is_fully_known() {
+            out.push(format!("output `{}`: {}", name(v), g.ty(v)));
+        }
+    }
+    out
+}

@@ -16,6 +16,7 @@ pub mod interp;
 pub mod op;
 pub mod rewrite;
 pub mod parse;
+pub mod plan;
 pub mod print;
 pub mod tensor;
 pub mod types;

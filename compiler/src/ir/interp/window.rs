@@ -18,8 +18,8 @@
 use super::linalg::dot;
 use super::{Result, f32_data, i32_data, invalid, strides};
 use crate::ir::infer::{
-    conv_groups, deconv_groups, resolved_conv_padding, resolved_deconv_padding, resolved_transposed_window_padding,
-    resolved_window_padding,
+    conv_groups, deconv_groups, resolved_conv_padding, resolved_deconv_padding,
+    resolved_transposed_window_padding, resolved_window_padding,
 };
 use crate::ir::op::{Border, ConvAttrs, WindowAttrs};
 use crate::ir::tensor::Tensor;
@@ -49,9 +49,18 @@ impl Geometry {
         border: Border,
     ) -> Result<Geometry> {
         let rank = input.len();
-        let lengths = [output.len(), size.len(), stride.len(), dilation.len(), pad.len()];
+        let lengths = [
+            output.len(),
+            size.len(),
+            stride.len(),
+            dilation.len(),
+            pad.len(),
+        ];
         if lengths.iter().any(|&l| l != rank) {
-            return Err(invalid(op, format!("window attributes {lengths:?} do not all cover the {rank} windowed dims")));
+            return Err(invalid(
+                op,
+                format!("window attributes {lengths:?} do not all cover the {rank} windowed dims"),
+            ));
         }
         let mut maps = Vec::with_capacity(rank);
         for d in 0..rank {
@@ -66,7 +75,13 @@ impl Geometry {
             maps.push(map);
         }
         let in_strides = strides(&input);
-        Ok(Geometry { input, output, size, maps, in_strides })
+        Ok(Geometry {
+            input,
+            output,
+            size,
+            maps,
+            in_strides,
+        })
     }
 
     fn window_volume(&self) -> usize {
@@ -97,14 +112,24 @@ impl Geometry {
 }
 
 /// Where tap coordinate `x` reads in an extent of `n` (§5.6).
-pub(super) fn border_map(op: &'static str, x: i64, n: usize, border: Border) -> Result<Option<usize>> {
+pub(super) fn border_map(
+    op: &'static str,
+    x: i64,
+    n: usize,
+    border: Border,
+) -> Result<Option<usize>> {
     let n = n as i64;
     if (0..n).contains(&x) {
         return Ok(Some(x as usize));
     }
     let mapped = match border {
         Border::Constant | Border::Ignore => return Ok(None),
-        _ if n == 0 => return Err(invalid(op, format!("{} border on an empty extent", border.mnemonic()))),
+        _ if n == 0 => {
+            return Err(invalid(
+                op,
+                format!("{} border on an empty extent", border.mnemonic()),
+            ));
+        }
         Border::Replicate => x.clamp(0, n - 1),
         Border::Reflect => {
             if x < 0 {
@@ -122,7 +147,13 @@ pub(super) fn border_map(op: &'static str, x: i64, n: usize, border: Border) -> 
         }
     };
     if !(0..n).contains(&mapped) {
-        return Err(invalid(op, format!("{} border cannot reach coordinate {x} of an extent of {n}", border.mnemonic())));
+        return Err(invalid(
+            op,
+            format!(
+                "{} border cannot reach coordinate {x} of an extent of {n}",
+                border.mnemonic()
+            ),
+        ));
     }
     Ok(Some(mapped as usize))
 }
@@ -141,29 +172,64 @@ pub(super) fn next_index(index: &mut [usize], shape: &[usize]) -> bool {
 
 /// A per-dim attribute list: empty means all ones.
 fn ones_or(list: &[usize], rank: usize) -> Vec<usize> {
-    if list.is_empty() { vec![1; rank] } else { list.to_vec() }
+    if list.is_empty() {
+        vec![1; rank]
+    } else {
+        list.to_vec()
+    }
 }
 
 /// The geometry of a forward window op (`box`, `argmax_pool`, `sample`, `max_pool`)
 /// from `input` extents to `output` extents (as `infer` computed them).
-fn window_forward(op: &'static str, w: &WindowAttrs, input: &[usize], output: &[usize]) -> Result<Geometry> {
+fn window_forward(
+    op: &'static str,
+    w: &WindowAttrs,
+    input: &[usize],
+    output: &[usize],
+) -> Result<Geometry> {
     let rank = input.len();
     let pad = resolved_window_padding(w, input);
     let (stride, dilation) = (ones_or(&w.stride, rank), ones_or(&w.dilation, rank));
-    Geometry::new(op, input.to_vec(), output.to_vec(), w.size.clone(), &stride, &dilation, &pad, w.border)
+    Geometry::new(
+        op,
+        input.to_vec(),
+        output.to_vec(),
+        w.size.clone(),
+        &stride,
+        &dilation,
+        &pad,
+        w.border,
+    )
 }
 
 /// The geometry of the forward op a transposed window op (`debox`, `desample`) mapping
 /// `input` to `output` is the adjoint of: it reads `output` and produces `input`.
-fn window_transposed(op: &'static str, w: &WindowAttrs, input: &[usize], output: &[usize]) -> Result<Geometry> {
+fn window_transposed(
+    op: &'static str,
+    w: &WindowAttrs,
+    input: &[usize],
+    output: &[usize],
+) -> Result<Geometry> {
     let rank = input.len();
     let pad = resolved_transposed_window_padding(w, input, output);
     let (stride, dilation) = (ones_or(&w.stride, rank), ones_or(&w.dilation, rank));
-    Geometry::new(op, output.to_vec(), input.to_vec(), w.size.clone(), &stride, &dilation, &pad, w.border)
+    Geometry::new(
+        op,
+        output.to_vec(),
+        input.to_vec(),
+        w.size.clone(),
+        &stride,
+        &dilation,
+        &pad,
+        w.border,
+    )
 }
 
 /// Runs `f(output offset, taps)` for every output position of `g`, in row-major order.
-fn for_each_window(g: &Geometry, mut f: impl FnMut(usize, &[Option<usize>]) -> Result<()>) -> Result<()> {
+fn for_each_window(
+    g: &Geometry,
+    mut f: impl FnMut(usize, &[Option<usize>]) -> Result<()>,
+) -> Result<()> {
     let count: usize = g.output.iter().product();
     if count == 0 {
         return Ok(());
@@ -181,7 +247,12 @@ fn for_each_window(g: &Geometry, mut f: impl FnMut(usize, &[Option<usize>]) -> R
 
 /// `box`: window sums, divided by the window volume (or, with `ignore`, by the number of
 /// in-bounds taps) when `normalize`.
-pub(super) fn box_filter(w: &WindowAttrs, normalize: bool, input: &Tensor, out_shape: &[usize]) -> Result<Tensor> {
+pub(super) fn box_filter(
+    w: &WindowAttrs,
+    normalize: bool,
+    input: &Tensor,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let op = "box";
     let x = f32_data(op, "input", input)?;
     let g = window_forward(op, w, &input.shape, out_shape)?;
@@ -196,7 +267,11 @@ pub(super) fn box_filter(w: &WindowAttrs, normalize: bool, input: &Tensor, out_s
         out[o] = if !normalize {
             sum as f32
         } else if w.border == Border::Ignore {
-            if count == 0 { 0.0 } else { (sum / count as f64) as f32 }
+            if count == 0 {
+                0.0
+            } else {
+                (sum / count as f64) as f32
+            }
         } else {
             (sum / volume) as f32
         };
@@ -207,7 +282,12 @@ pub(super) fn box_filter(w: &WindowAttrs, normalize: bool, input: &Tensor, out_s
 
 /// `debox`: the adjoint of `box` — each input value is spread over its window (divided as
 /// `box` divides the window's sum when `normalize`).
-pub(super) fn debox(w: &WindowAttrs, normalize: bool, input: &Tensor, out_shape: &[usize]) -> Result<Tensor> {
+pub(super) fn debox(
+    w: &WindowAttrs,
+    normalize: bool,
+    input: &Tensor,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let op = "debox";
     let x = f32_data(op, "input", input)?;
     let g = window_transposed(op, w, &input.shape, out_shape)?;
@@ -227,7 +307,10 @@ pub(super) fn debox(w: &WindowAttrs, normalize: bool, input: &Tensor, out_shape:
         }
         Ok(())
     })?;
-    Ok(Tensor::f32(g.input.clone(), acc.into_iter().map(|v| v as f32).collect()))
+    Ok(Tensor::f32(
+        g.input.clone(),
+        acc.into_iter().map(|v| v as f32).collect(),
+    ))
 }
 
 /// `max_pool`: window maximum; outside taps read 0 under `constant` and are skipped
@@ -285,18 +368,34 @@ fn tap_of(op: &'static str, taps: &[Option<usize>], index: i32) -> Result<Option
     usize::try_from(index)
         .ok()
         .and_then(|i| taps.get(i).copied())
-        .ok_or_else(|| invalid(op, format!("index {index} is outside a window of {} taps", taps.len())))
+        .ok_or_else(|| {
+            invalid(
+                op,
+                format!("index {index} is outside a window of {} taps", taps.len()),
+            )
+        })
 }
 
 /// `sample`: per window, the input element at the window offset `index` designates (an
 /// outside tap reads 0).
-pub(super) fn sample(w: &WindowAttrs, input: &Tensor, index: &Tensor, out_shape: &[usize]) -> Result<Tensor> {
+pub(super) fn sample(
+    w: &WindowAttrs,
+    input: &Tensor,
+    index: &Tensor,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let op = "sample";
     let x = f32_data(op, "input", input)?;
     let idx = i32_data(op, "index", index)?;
     let g = window_forward(op, w, &input.shape, out_shape)?;
     if index.shape != g.output {
-        return Err(invalid(op, format!("index shape {:?} differs from output shape {:?}", index.shape, g.output)));
+        return Err(invalid(
+            op,
+            format!(
+                "index shape {:?} differs from output shape {:?}",
+                index.shape, g.output
+            ),
+        ));
     }
     let mut out = vec![0f32; g.output.iter().product()];
     for_each_window(&g, |o, taps| {
@@ -308,12 +407,23 @@ pub(super) fn sample(w: &WindowAttrs, input: &Tensor, index: &Tensor, out_shape:
 
 /// `desample`: the adjoint of `sample` — each input value is added at the window position
 /// its index designates; outside taps drop their value.
-pub(super) fn desample(w: &WindowAttrs, input: &Tensor, index: &Tensor, out_shape: &[usize]) -> Result<Tensor> {
+pub(super) fn desample(
+    w: &WindowAttrs,
+    input: &Tensor,
+    index: &Tensor,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let op = "desample";
     let x = f32_data(op, "input", input)?;
     let idx = i32_data(op, "index", index)?;
     if index.shape != input.shape {
-        return Err(invalid(op, format!("index shape {:?} differs from input shape {:?}", index.shape, input.shape)));
+        return Err(invalid(
+            op,
+            format!(
+                "index shape {:?} differs from input shape {:?}",
+                index.shape, input.shape
+            ),
+        ));
     }
     let g = window_transposed(op, w, &input.shape, out_shape)?;
     let mut acc = vec![0f64; g.input.iter().product()];
@@ -323,7 +433,10 @@ pub(super) fn desample(w: &WindowAttrs, input: &Tensor, index: &Tensor, out_shap
         }
         Ok(())
     })?;
-    Ok(Tensor::f32(g.input.clone(), acc.into_iter().map(|v| v as f32).collect()))
+    Ok(Tensor::f32(
+        g.input.clone(),
+        acc.into_iter().map(|v| v as f32).collect(),
+    ))
 }
 
 /// Per-output-channel bias: a single value (rank 0 or all extents 1) or `[1, C]`.
@@ -335,31 +448,64 @@ fn bias_values(op: &'static str, bias: &Tensor, channels: usize) -> Result<Vec<f
     if bias.shape == [1, channels] {
         return Ok(b.iter().map(|&v| v as f64).collect());
     }
-    Err(invalid(op, format!("bias of shape {:?} is neither a single value nor [1, {channels}]", bias.shape)))
+    Err(invalid(
+        op,
+        format!(
+            "bias of shape {:?} is neither a single value nor [1, {channels}]",
+            bias.shape
+        ),
+    ))
 }
 
 /// input `[N, C, s…]` and filter of the same rank, as `infer` guarantees.
-fn conv_operands<'a>(op: &'static str, input: &'a Tensor, filter: &'a Tensor, out: &[usize]) -> Result<(&'a [f32], &'a [f32])> {
+fn conv_operands<'a>(
+    op: &'static str,
+    input: &'a Tensor,
+    filter: &'a Tensor,
+    out: &[usize],
+) -> Result<(&'a [f32], &'a [f32])> {
     let rank = input.shape.len();
     if rank < 2 || filter.shape.len() != rank || out.len() != rank {
-        return Err(invalid(op, format!("input {:?}, filter {:?} and result {out:?} differ in rank", input.shape, filter.shape)));
+        return Err(invalid(
+            op,
+            format!(
+                "input {:?}, filter {:?} and result {out:?} differ in rank",
+                input.shape, filter.shape
+            ),
+        ));
     }
-    Ok((f32_data(op, "input", input)?, f32_data(op, "filter", filter)?))
+    Ok((
+        f32_data(op, "input", input)?,
+        f32_data(op, "filter", filter)?,
+    ))
 }
 
 /// `conv`: grouped N-d cross-correlation plus per-channel bias. input `[N, C, s…]`,
 /// filter `[Cout, C/G, k…]`; `groups == 0` is depthwise (G = C).
-pub(super) fn conv(a: &ConvAttrs, input: &Tensor, filter: &Tensor, bias: &Tensor, out_shape: &[usize]) -> Result<Tensor> {
+pub(super) fn conv(
+    a: &ConvAttrs,
+    input: &Tensor,
+    filter: &Tensor,
+    bias: &Tensor,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let op = "conv";
     let (x, f) = conv_operands(op, input, filter, out_shape)?;
     let rank = input.shape.len();
     let (n, c) = (input.shape[0], input.shape[1]);
     let cout = filter.shape[0];
     let groups = conv_groups(a, c);
-    if groups == 0 || !c.is_multiple_of(groups) || !cout.is_multiple_of(groups) || filter.shape[1] * groups != c {
+    if groups == 0
+        || !c.is_multiple_of(groups)
+        || !cout.is_multiple_of(groups)
+        || filter.shape[1] * groups != c
+    {
         return Err(invalid(
             op,
-            format!("{groups} groups do not fit input {:?} and filter {:?}", input.shape, filter.shape),
+            format!(
+                "{groups} groups do not fit input {:?} and filter {:?}",
+                input.shape, filter.shape
+            ),
         ));
     }
     let b = bias_values(op, bias, cout)?;
@@ -421,17 +567,30 @@ pub(super) fn conv(a: &ConvAttrs, input: &Tensor, filter: &Tensor, bias: &Tensor
 /// (G = `output_shape[1]` if given, else Cin). The kernel scatters through the border
 /// mapping, so it is the exact adjoint for every border mode, though `infer` admits only
 /// `constant` and `ignore` for transposed ops.
-pub(super) fn deconv(a: &ConvAttrs, input: &Tensor, filter: &Tensor, bias: &Tensor, out_shape: &[usize]) -> Result<Tensor> {
+pub(super) fn deconv(
+    a: &ConvAttrs,
+    input: &Tensor,
+    filter: &Tensor,
+    bias: &Tensor,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let op = "deconv";
     let (x, f) = conv_operands(op, input, filter, out_shape)?;
     let rank = input.shape.len();
     let (n, cin) = (input.shape[0], input.shape[1]);
     let groups = deconv_groups(a, cin);
     let cout = filter.shape[1] * groups;
-    if groups == 0 || filter.shape[0] != cin || !cin.is_multiple_of(groups) || out_shape[..2] != [n, cout] {
+    if groups == 0
+        || filter.shape[0] != cin
+        || !cin.is_multiple_of(groups)
+        || out_shape[..2] != [n, cout]
+    {
         return Err(invalid(
             op,
-            format!("{groups} groups do not fit input {:?}, filter {:?} and result {out_shape:?}", input.shape, filter.shape),
+            format!(
+                "{groups} groups do not fit input {:?}, filter {:?} and result {out_shape:?}",
+                input.shape, filter.shape
+            ),
         ));
     }
     let b = bias_values(op, bias, cout)?;

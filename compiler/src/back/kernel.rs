@@ -1,0 +1,395 @@
+//! Loop-nest kernel description: what one generated function computes, before CLIF.
+//!
+//! A [`Kernel`] is a perfect loop nest over constant extents, a list of buffer
+//! [`Access`]es (base + affine index + optional data-dependent terms), an expression
+//! body in SSA form ([`ExprNode`] list), one store, and optionally a reduction over the
+//! innermost loops. Every op in the back end's scope lowers to one or more kernels
+//! (`back::select`); `back::schedule` rewrites kernels (collapse loops, choose the
+//! vector width) and `back::emit` turns them into CLIF. The printed form is what
+//! `nnefc dump --stage kernels` shows and what tests compare against.
+//!
+//! Index arithmetic is in elements: the flat element index an access touches at loop
+//! point `(i_0, …, i_{n-1})` is `offset + Σ strides[l]·i_l + Σ scale·clamp(load(index))`.
+//! The description does not hold schedules beyond the per-loop vector width, and holds no
+//! Cranelift types.
+
+use crate::ir::{BinaryOp, DType, UnaryOp};
+use std::fmt;
+
+/// Index of a buffer in [`Program::buffers`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BufId(pub u32);
+/// Index of an access in [`Kernel::accesses`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AccessId(pub u32);
+/// Index of a node in [`Kernel::body`] (or [`Reduction::finalize`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ExprId(pub u32);
+
+/// Where a buffer's bytes are at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufKind {
+    /// `inputs[i]` of the entry point (read-only).
+    Input(usize),
+    /// `outputs[i]` of the entry point.
+    Output(usize),
+    /// `workspace + offset` (arena slots and per-step scratch; offset 64-byte aligned).
+    Workspace(usize),
+    /// Read-only data object `consts[i]` of the [`Program`].
+    Const(usize),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    pub kind: BufKind,
+    pub dtype: DType,
+    /// Elements.
+    pub len: usize,
+}
+
+/// A data-dependent index term: `scale · clamp(load(index), 0, bound − 1)`.
+/// The clamp keeps every access in bounds whatever the index data says.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Indirect {
+    /// An i32 access of the same kernel.
+    pub index: AccessId,
+    pub scale: i64,
+    pub bound: usize,
+}
+
+/// Element index = `offset + Σ strides[l]·i_l + Σ indirect terms`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Access {
+    pub buf: BufId,
+    pub offset: i64,
+    /// One stride per loop of the kernel (0 = the access does not move with that loop).
+    pub strides: Vec<i64>,
+    pub indirect: Vec<Indirect>,
+}
+
+/// A scalar constant in an expression.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Lit {
+    F32(f32),
+    I32(i32),
+    Bool(bool),
+}
+
+impl Lit {
+    pub fn dtype(self) -> DType {
+        match self {
+            Lit::F32(_) => DType::F32,
+            Lit::I32(_) => DType::I32,
+            Lit::Bool(_) => DType::Bool,
+        }
+    }
+}
+
+/// One SSA node of a kernel body. Operands are earlier nodes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    Load(AccessId),
+    Lit(Lit),
+    /// The reduction result (only in [`Reduction::finalize`]).
+    Acc,
+    Unary(UnaryOp, ExprId),
+    Binary(BinaryOp, ExprId, ExprId),
+    /// cond (bool), then, else
+    Select(ExprId, ExprId, ExprId),
+    Cast(DType, ExprId),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExprNode {
+    pub expr: Expr,
+    pub ty: DType,
+}
+
+/// How the reduction loops combine body values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceKind {
+    Sum,
+    Max,
+    Min,
+    /// logical or (bool)
+    Any,
+    /// logical and (bool)
+    All,
+    /// i32 linear index (over the reduction loops, row-major) of the first maximum
+    ArgMax,
+    ArgMin,
+}
+
+/// Loops `first_loop..` reduce; the store happens once per point of the outer loops,
+/// after the reduction, with the value of `finalize` (whose last node is stored; it may
+/// use [`Expr::Acc`] and loads that do not move with the reduction loops).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reduction {
+    pub kind: ReduceKind,
+    pub first_loop: usize,
+    pub finalize: Vec<ExprNode>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loop {
+    pub extent: usize,
+    /// Elements per step: 1 (scalar) or 4 (f32x4/i32x4, innermost loop only; the
+    /// emitter adds a scalar tail for `extent % 4`).
+    pub vector: usize,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    pub name: String,
+    /// Outermost first.
+    pub loops: Vec<Loop>,
+    pub accesses: Vec<Access>,
+    /// The last node is the value stored (or reduced).
+    pub body: Vec<ExprNode>,
+    pub store: AccessId,
+    pub reduction: Option<Reduction>,
+}
+
+/// A matrix operand of a GEMM: element `(r, c)` of batch `b` is
+/// `buf[batch_offset[b] + r·rs + c·cs]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Matrix {
+    pub buf: BufId,
+    pub rs: i64,
+    pub cs: i64,
+}
+
+/// A call to the runtime's `nnefc_sgemm` (or `nnefc_sgemm_packed_a` when `a_packed`):
+/// `C[m×n] = A[m×k]·B[k×n] (+ bias per column)`, once per batch entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GemmCall {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub a: Matrix,
+    /// A is a constant already in the runtime's packed-panel format (`rs`/`cs` unused).
+    pub a_packed: bool,
+    pub b: Matrix,
+    /// C has unit column stride; `cs` is 1.
+    pub c: Matrix,
+    /// Per batch: element offsets into A, B and C.
+    pub batches: Vec<[i64; 3]>,
+    /// Optional bias, one f32 per column of C.
+    pub bias: Option<BufId>,
+    /// Byte offset of the GEMM scratch in the workspace.
+    pub scratch: usize,
+}
+
+/// One step of the entry point, in execution order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    Kernel(Kernel),
+    Gemm(GemmCall),
+}
+
+/// Everything the object needs: buffers, read-only data and steps.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Program {
+    pub buffers: Vec<Buffer>,
+    /// Read-only data objects (little-endian bytes).
+    pub consts: Vec<Vec<u8>>,
+    pub steps: Vec<Step>,
+    /// Bytes of workspace (arena + scratch), a multiple of 64.
+    pub workspace_size: usize,
+}
+
+impl Program {
+    pub fn add_buffer(&mut self, kind: BufKind, dtype: DType, len: usize) -> BufId {
+        if let Some(i) = self
+            .buffers
+            .iter()
+            .position(|b| b.kind == kind && b.dtype == dtype && b.len == len)
+        {
+            return BufId(i as u32);
+        }
+        self.buffers.push(Buffer { kind, dtype, len });
+        BufId(self.buffers.len() as u32 - 1)
+    }
+    pub fn buffer(&self, b: BufId) -> Option<&Buffer> {
+        self.buffers.get(b.0 as usize)
+    }
+}
+
+impl Kernel {
+    /// A kernel over `extents` with no accesses yet; the store is set by [`Kernel::set_store`].
+    pub fn new(name: impl Into<String>, extents: &[usize]) -> Kernel {
+        Kernel {
+            name: name.into(),
+            loops: extents
+                .iter()
+                .map(|&e| Loop {
+                    extent: e,
+                    vector: 1,
+                })
+                .collect(),
+            accesses: Vec::new(),
+            body: Vec::new(),
+            store: AccessId(0),
+            reduction: None,
+        }
+    }
+    pub fn access(&mut self, buf: BufId, offset: i64, strides: Vec<i64>) -> AccessId {
+        self.accesses.push(Access {
+            buf,
+            offset,
+            strides,
+            indirect: Vec::new(),
+        });
+        AccessId(self.accesses.len() as u32 - 1)
+    }
+    pub fn push(&mut self, expr: Expr, ty: DType) -> ExprId {
+        self.body.push(ExprNode { expr, ty });
+        ExprId(self.body.len() as u32 - 1)
+    }
+    pub fn load(&mut self, a: AccessId, ty: DType) -> ExprId {
+        self.push(Expr::Load(a), ty)
+    }
+    pub fn set_store(&mut self, buf: BufId, offset: i64, strides: Vec<i64>) {
+        self.store = self.access(buf, offset, strides);
+    }
+    pub fn ty(&self, e: ExprId) -> DType {
+        self.body
+            .get(e.0 as usize)
+            .map(|n| n.ty)
+            .unwrap_or(DType::F32)
+    }
+}
+
+fn write_expr(f: &mut fmt::Formatter<'_>, prefix: &str, i: usize, n: &ExprNode) -> fmt::Result {
+    write!(f, "    {prefix}{i}:{} = ", n.ty)?;
+    match &n.expr {
+        Expr::Load(a) => writeln!(f, "load a{}", a.0),
+        Expr::Lit(Lit::F32(x)) => writeln!(f, "{x:?}"),
+        Expr::Lit(Lit::I32(x)) => writeln!(f, "{x}"),
+        Expr::Lit(Lit::Bool(x)) => writeln!(f, "{x}"),
+        Expr::Acc => writeln!(f, "acc"),
+        Expr::Unary(op, a) => writeln!(
+            f,
+            "{} {prefix}{}",
+            crate::ir::Op::Unary(*op).mnemonic(),
+            a.0
+        ),
+        Expr::Binary(op, a, b) => {
+            writeln!(
+                f,
+                "{} {prefix}{}, {prefix}{}",
+                crate::ir::Op::Binary(*op).mnemonic(),
+                a.0,
+                b.0
+            )
+        }
+        Expr::Select(c, a, b) => writeln!(
+            f,
+            "select {prefix}{}, {prefix}{}, {prefix}{}",
+            c.0, a.0, b.0
+        ),
+        Expr::Cast(t, a) => writeln!(f, "cast.{t} {prefix}{}", a.0),
+    }
+}
+
+impl fmt::Display for Kernel {
+    /// ```text
+    /// kernel k0_relu
+    ///   loop 12 x4
+    ///   a0 = b0[0 + 1i0]
+    ///   a1 = b1[0 + 1i0]
+    ///     e0:f32 = load a0
+    ///     e1:f32 = relu e0
+    ///   store a1 = e1
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "kernel {}", self.name)?;
+        for (i, l) in self.loops.iter().enumerate() {
+            let role = match &self.reduction {
+                Some(r) if i >= r.first_loop => " reduce",
+                _ => "",
+            };
+            let vec = if l.vector > 1 {
+                format!(" x{}", l.vector)
+            } else {
+                String::new()
+            };
+            writeln!(f, "  loop i{i} < {}{vec}{role}", l.extent)?;
+        }
+        for (i, a) in self.accesses.iter().enumerate() {
+            write!(f, "  a{i} = b{}[{}", a.buf.0, a.offset)?;
+            for (l, s) in a.strides.iter().enumerate() {
+                if *s != 0 {
+                    write!(f, " + {s}i{l}")?;
+                }
+            }
+            for ind in &a.indirect {
+                write!(f, " + {}*clamp(a{}, {})", ind.scale, ind.index.0, ind.bound)?;
+            }
+            writeln!(f, "]")?;
+        }
+        for (i, n) in self.body.iter().enumerate() {
+            write_expr(f, "e", i, n)?;
+        }
+        if let Some(r) = &self.reduction {
+            writeln!(f, "  reduce {:?}", r.kind)?;
+            for (i, n) in r.finalize.iter().enumerate() {
+                write_expr(f, "r", i, n)?;
+            }
+        }
+        let last = |len: usize, p: &str| {
+            if len == 0 {
+                "none".to_string()
+            } else {
+                format!("{p}{}", len - 1)
+            }
+        };
+        let value = match &self.reduction {
+            Some(r) => last(r.finalize.len(), "r"),
+            None => last(self.body.len(), "e"),
+        };
+        writeln!(f, "  store a{} = {value}", self.store.0)
+    }
+}
+
+impl fmt::Display for Program {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, b) in self.buffers.iter().enumerate() {
+            let kind = match b.kind {
+                BufKind::Input(k) => format!("input {k}"),
+                BufKind::Output(k) => format!("output {k}"),
+                BufKind::Workspace(o) => format!("workspace @{o}"),
+                BufKind::Const(c) => format!("const {c}"),
+            };
+            writeln!(f, "b{i}: {}[{}] {kind}", b.dtype, b.len)?;
+        }
+        writeln!(f, "workspace {} bytes", self.workspace_size)?;
+        for s in &self.steps {
+            match s {
+                Step::Kernel(k) => write!(f, "{k}")?,
+                Step::Gemm(g) => writeln!(
+                    f,
+                    "gemm b{}[{},{}] = b{}[{},{}]{} * b{}[{},{}] m={} n={} k={} batches={}{}",
+                    g.c.buf.0,
+                    g.c.rs,
+                    g.c.cs,
+                    g.a.buf.0,
+                    g.a.rs,
+                    g.a.cs,
+                    if g.a_packed { " packed" } else { "" },
+                    g.b.buf.0,
+                    g.b.rs,
+                    g.b.cs,
+                    g.m,
+                    g.n,
+                    g.k,
+                    g.batches.len(),
+                    g.bias
+                        .map(|b| format!(" bias b{}", b.0))
+                        .unwrap_or_default()
+                )?,
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,480 @@
+//! [`Program`] → relocatable object: ISA setup, read-only weight data, one local function
+//! per kernel, the exported entry point `PREFIX_run` and the descriptor `PREFIX_info`.
+//!
+//! Code is position independent (`is_pic`): imported runtime symbols go through the GOT,
+//! so the object links into PIEs and shared libraries alike. No `.eh_frame` is written
+//! (cranelift-object 0.135's uses absolute relocations that rust-lld rejects in PIEs).
+//! Symbols are declared in program order and named from the prefix, so the same input
+//! gives the same bytes. Not here: what the kernels compute (`select`, `emit`).
+
+use super::abi::{self, Status};
+use super::emit::math::Caps;
+use super::emit::{KernelEmitter, kernel_params};
+use super::kernel::{BufKind, Kernel, Program, Step};
+use super::{BackendOptions, CodegenError, ModelInterface, OptLevel};
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::types::I32;
+use cranelift_codegen::ir::{
+    AbiParam, Function, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
+};
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module, default_libcall_names};
+use cranelift_object::{ObjectBuilder, ObjectModule};
+use std::str::FromStr;
+
+fn cl<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> CodegenError + '_ {
+    move |e| CodegenError::Cranelift(format!("{what}: {e}"))
+}
+
+/// Builds the target ISA from the options (host with detected features by default).
+pub(crate) fn make_isa(opts: &BackendOptions) -> Result<OwnedTargetIsa, CodegenError> {
+    let mut sb = settings::builder();
+    let level = match opts.opt_level {
+        OptLevel::None => "none",
+        OptLevel::Speed => "speed",
+        OptLevel::SpeedAndSize => "speed_and_size",
+    };
+    sb.set("opt_level", level).map_err(cl("opt_level"))?;
+    sb.set("is_pic", "true").map_err(cl("is_pic"))?;
+    sb.set("log2_min_function_alignment", "4")
+        .map_err(cl("alignment"))?;
+    sb.set(
+        "enable_verifier",
+        if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        },
+    )
+    .map_err(cl("verifier"))?;
+    let flags = settings::Flags::new(sb);
+    let mut ib = match &opts.target {
+        None => cranelift_native::builder().map_err(|e| CodegenError::Target(e.to_string()))?,
+        Some(t) => {
+            let triple = target_lexicon::Triple::from_str(t)
+                .map_err(|e| CodegenError::Target(format!("{t}: {e}")))?;
+            let mut b = cranelift_codegen::isa::lookup(triple.clone())
+                .map_err(|e| CodegenError::Target(format!("{t}: {e}")))?;
+            // SSE4.1 (x86-64-v2) is the floor: below it rounding ops become libm calls.
+            if opts.cpu_features.is_empty()
+                && matches!(triple.architecture, target_lexicon::Architecture::X86_64)
+            {
+                b.enable("x86-64-v2")
+                    .map_err(|e| CodegenError::Target(format!("x86-64-v2: {e}")))?;
+            }
+            b
+        }
+    };
+    for f in &opts.cpu_features {
+        ib.enable(f)
+            .map_err(|e| CodegenError::Target(format!("cpu feature `{f}`: {e}")))?;
+    }
+    ib.finish(flags)
+        .map_err(|e| CodegenError::Target(e.to_string()))
+}
+
+struct Ctx {
+    module: ObjectModule,
+    consts: Vec<DataId>,
+    caps: Caps,
+    fctx: FunctionBuilderContext,
+}
+
+/// Emits the object bytes.
+pub(crate) fn build(
+    program: &Program,
+    iface: &ModelInterface,
+    opts: &BackendOptions,
+) -> Result<Vec<u8>, CodegenError> {
+    let isa = make_isa(opts)?;
+    let caps = Caps {
+        fma: isa.has_native_fma(),
+        x86: matches!(
+            isa.triple().architecture,
+            target_lexicon::Architecture::X86_64
+        ),
+    };
+    let mut ob = ObjectBuilder::new(
+        isa,
+        opts.prefix.as_bytes().to_vec(),
+        default_libcall_names(),
+    )
+    .map_err(cl("object builder"))?;
+    ob.per_function_section(true);
+    let module = ObjectModule::new(ob);
+    let mut cx = Ctx {
+        module,
+        consts: Vec::new(),
+        caps,
+        fctx: FunctionBuilderContext::new(),
+    };
+
+    for (i, bytes) in program.consts.iter().enumerate() {
+        let id = cx
+            .module
+            .declare_data(
+                &format!("{}_w{i}", opts.prefix),
+                Linkage::Local,
+                false,
+                false,
+            )
+            .map_err(cl("declare weight"))?;
+        let mut dd = DataDescription::new();
+        // An empty tensor still gets one byte so the symbol has an address.
+        dd.define(if bytes.is_empty() {
+            vec![0u8].into_boxed_slice()
+        } else {
+            bytes.clone().into_boxed_slice()
+        });
+        dd.set_align(64);
+        cx.module
+            .define_data(id, &dd)
+            .map_err(cl("define weight"))?;
+        cx.consts.push(id);
+    }
+
+    // Kernels first (local), then the entry point that calls them in order.
+    let mut kernel_ids = Vec::new();
+    for step in &program.steps {
+        match step {
+            Step::Kernel(k) => kernel_ids.push(Some(define_kernel(&mut cx, program, k)?)),
+            Step::Gemm(_) => kernel_ids.push(None),
+        }
+    }
+    define_entry(&mut cx, program, &kernel_ids, opts)?;
+    abi::define_info(&mut cx.module, iface)?;
+    let product = cx.module.finish();
+    product.emit().map_err(cl("emit object"))
+}
+
+fn define_kernel(cx: &mut Ctx, program: &Program, k: &Kernel) -> Result<FuncId, CodegenError> {
+    let ptr = cx.module.target_config().pointer_type();
+    let params = kernel_params(program, k);
+    let mut sig = cx.module.make_signature();
+    for _ in &params {
+        sig.params.push(AbiParam::new(ptr));
+    }
+    let id = cx
+        .module
+        .declare_function(&k.name, Linkage::Local, &sig)
+        .map_err(cl("declare kernel"))?;
+    let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
+    // Data symbols this kernel reads.
+    let mut gvs = Vec::new();
+    for a in &k.accesses {
+        if let Some(BufKind::Const(c)) = program.buffer(a.buf).map(|b| b.kind)
+            && !gvs.iter().any(|(x, _)| *x == c)
+        {
+            let did = *cx
+                .consts
+                .get(c)
+                .ok_or_else(|| CodegenError::Internal(format!("constant {c} missing")))?;
+            gvs.push((c, cx.module.declare_data_in_func(did, &mut func)));
+        }
+    }
+    {
+        let mut b = FunctionBuilder::new(&mut func, &mut cx.fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let pvals: Vec<Value> = b.block_params(entry).to_vec();
+        let mut bases = Vec::with_capacity(k.accesses.len());
+        let mut dtypes = Vec::with_capacity(k.accesses.len());
+        for a in &k.accesses {
+            let buf = program
+                .buffer(a.buf)
+                .ok_or_else(|| CodegenError::Internal(format!("buffer b{} missing", a.buf.0)))?;
+            let base = match buf.kind {
+                BufKind::Const(c) => {
+                    let gv = gvs
+                        .iter()
+                        .find(|(x, _)| *x == c)
+                        .map(|(_, g)| *g)
+                        .ok_or_else(|| CodegenError::Internal("gv".into()))?;
+                    b.ins().symbol_value(ptr, gv)
+                }
+                _ => {
+                    let i = params
+                        .iter()
+                        .position(|p| *p == a.buf)
+                        .ok_or_else(|| CodegenError::Internal("param".into()))?;
+                    pvals[i]
+                }
+            };
+            let off = a.offset * buf.dtype.size() as i64;
+            bases.push(if off != 0 {
+                b.ins().iadd_imm_s(base, off)
+            } else {
+                base
+            });
+            dtypes.push(buf.dtype);
+        }
+        let mut em = KernelEmitter {
+            b: &mut b,
+            kernel: k,
+            caps: cx.caps,
+            dtypes,
+            ptr,
+        };
+        em.emit(&bases)?;
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(cx.module.target_config());
+    }
+    let mut ctx = cx.module.make_context();
+    ctx.func = func;
+    cx.module
+        .define_function(id, &mut ctx)
+        .map_err(|e| CodegenError::Cranelift(format!("kernel {}: {e:?}", k.name)))?;
+    Ok(id)
+}
+
+fn define_entry(
+    cx: &mut Ctx,
+    program: &Program,
+    kernels: &[Option<FuncId>],
+    opts: &BackendOptions,
+) -> Result<(), CodegenError> {
+    let ptr = cx.module.target_config().pointer_type();
+    let mut sig: Signature = cx.module.make_signature();
+    sig.params
+        .extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(ptr)]);
+    sig.returns.push(AbiParam::new(I32));
+    let name = format!("{}_run", opts.prefix);
+    let id = cx
+        .module
+        .declare_function(&name, Linkage::Export, &sig)
+        .map_err(cl("declare entry"))?;
+    let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
+    let mut refs = Vec::new();
+    for k in kernels {
+        refs.push(k.map(|k| cx.module.declare_func_in_func(k, &mut func)));
+    }
+    // Runtime GEMM entry points and the constants GEMM calls read directly.
+    let has_gemm = program.steps.iter().any(|s| matches!(s, Step::Gemm(_)));
+    let mut gemm_refs = None;
+    let mut const_gvs = Vec::new();
+    if has_gemm {
+        let mut gsig = cx.module.make_signature();
+        for _ in 0..13 {
+            gsig.params.push(AbiParam::new(ptr));
+        }
+        let mut psig = cx.module.make_signature();
+        for _ in 0..11 {
+            psig.params.push(AbiParam::new(ptr));
+        }
+        let g = cx
+            .module
+            .declare_function("nnefc_sgemm", Linkage::Import, &gsig)
+            .map_err(cl("declare nnefc_sgemm"))?;
+        let p = cx
+            .module
+            .declare_function("nnefc_sgemm_packed_a", Linkage::Import, &psig)
+            .map_err(cl("declare nnefc_sgemm_packed_a"))?;
+        gemm_refs = Some((
+            cx.module.declare_func_in_func(g, &mut func),
+            cx.module.declare_func_in_func(p, &mut func),
+        ));
+        for s in &program.steps {
+            if let Step::Gemm(g) = s {
+                for bid in [Some(g.a.buf), Some(g.b.buf), Some(g.c.buf), g.bias]
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(BufKind::Const(c)) = program.buffer(bid).map(|b| b.kind)
+                        && !const_gvs.iter().any(|(x, _)| *x == c)
+                    {
+                        let did = *cx.consts.get(c).ok_or_else(|| {
+                            CodegenError::Internal(format!("constant {c} missing"))
+                        })?;
+                        const_gvs.push((c, cx.module.declare_data_in_func(did, &mut func)));
+                    }
+                }
+            }
+        }
+    }
+    let num_inputs = program
+        .buffers
+        .iter()
+        .filter_map(|b| {
+            if let BufKind::Input(i) = b.kind {
+                Some(i + 1)
+            } else {
+                None
+            }
+        })
+        .max()
+        .unwrap_or(0);
+    let num_outputs = program
+        .buffers
+        .iter()
+        .filter_map(|b| {
+            if let BufKind::Output(i) = b.kind {
+                Some(i + 1)
+            } else {
+                None
+            }
+        })
+        .max()
+        .unwrap_or(0);
+    {
+        let mut b = FunctionBuilder::new(&mut func, &mut cx.fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let p = b.block_params(entry).to_vec();
+        let (inputs, outputs, ws) = (p[0], p[1], p[2]);
+        let fail = b.create_block();
+        b.append_block_param(fail, I32);
+        // Guard: each check branches to `fail(status)`.
+        let check = |b: &mut FunctionBuilder<'_>, bad: Value, status: Status| {
+            let next = b.create_block();
+            let code = b.ins().iconst(I32, status as i64);
+            b.ins().brif(bad, fail, &[code.into()], next, &[]);
+            b.switch_to_block(next);
+        };
+        if num_inputs > 0 {
+            let z = b.ins().icmp_imm_s(IntCC::Equal, inputs, 0);
+            check(&mut b, z, Status::NullPointer);
+        }
+        if num_outputs > 0 {
+            let z = b.ins().icmp_imm_s(IntCC::Equal, outputs, 0);
+            check(&mut b, z, Status::NullPointer);
+        }
+        if program.workspace_size > 0 {
+            let z = b.ins().icmp_imm_s(IntCC::Equal, ws, 0);
+            check(&mut b, z, Status::NullPointer);
+            let low = b.ins().band_imm_s(ws, 63);
+            let mis = b.ins().icmp_imm_s(IntCC::NotEqual, low, 0);
+            check(&mut b, mis, Status::Misaligned);
+        }
+        let flags = MemFlagsData::new().with_notrap().with_readonly();
+        let psize = i32::from(ptr.bytes() as u8);
+        let mut in_ptrs = Vec::new();
+        for i in 0..num_inputs {
+            let v = b.ins().load(ptr, flags, inputs, psize * i as i32);
+            let z = b.ins().icmp_imm_s(IntCC::Equal, v, 0);
+            check(&mut b, z, Status::NullPointer);
+            in_ptrs.push(v);
+        }
+        let mut out_ptrs = Vec::new();
+        for i in 0..num_outputs {
+            let v = b.ins().load(ptr, flags, outputs, psize * i as i32);
+            let z = b.ins().icmp_imm_s(IntCC::Equal, v, 0);
+            check(&mut b, z, Status::NullPointer);
+            out_ptrs.push(v);
+        }
+        let buf_ptr = |b: &mut FunctionBuilder<'_>,
+                       id: super::kernel::BufId|
+         -> Result<Value, CodegenError> {
+            let buf = program
+                .buffer(id)
+                .ok_or_else(|| CodegenError::Internal(format!("buffer b{} missing", id.0)))?;
+            Ok(match buf.kind {
+                BufKind::Input(i) => *in_ptrs
+                    .get(i)
+                    .ok_or_else(|| CodegenError::Internal("input".into()))?,
+                BufKind::Output(i) => *out_ptrs
+                    .get(i)
+                    .ok_or_else(|| CodegenError::Internal("output".into()))?,
+                BufKind::Workspace(off) => b.ins().iadd_imm_s(ws, off as i64),
+                BufKind::Const(c) => {
+                    let gv = const_gvs.iter().find(|(x, _)| *x == c).map(|(_, g)| *g);
+                    let gv = gv.ok_or_else(|| {
+                        CodegenError::Internal("constant passed as a kernel argument".into())
+                    })?;
+                    b.ins().symbol_value(ptr, gv)
+                }
+            })
+        };
+        for (step, fref) in program.steps.iter().zip(&refs) {
+            match (step, fref) {
+                (Step::Kernel(k), Some(f)) => {
+                    let mut args = Vec::new();
+                    for bid in kernel_params(program, k) {
+                        args.push(buf_ptr(&mut b, bid)?);
+                    }
+                    b.ins().call(*f, &args);
+                }
+                (Step::Gemm(g), _) => {
+                    let (f_plain, f_packed) = gemm_refs
+                        .ok_or_else(|| CodegenError::Internal("gemm not declared".into()))?;
+                    let a = buf_ptr(&mut b, g.a.buf)?;
+                    let bb = buf_ptr(&mut b, g.b.buf)?;
+                    let c = buf_ptr(&mut b, g.c.buf)?;
+                    let epi = match g.bias {
+                        Some(bias) => {
+                            let bp = buf_ptr(&mut b, bias)?;
+                            epilogue(&mut b, bp, ptr)
+                        }
+                        None => b.ins().iconst(ptr, 0),
+                    };
+                    let scratch = b.ins().iadd_imm_s(ws, g.scratch as i64);
+                    let esz = 4i64;
+                    for off in &g.batches {
+                        let ap = b.ins().iadd_imm_s(a, off[0] * esz);
+                        let bp = b.ins().iadd_imm_s(bb, off[1] * esz);
+                        let cp = b.ins().iadd_imm_s(c, off[2] * esz);
+                        let iv = |b: &mut FunctionBuilder<'_>, x: i64| b.ins().iconst(ptr, x);
+                        let (m, n, k) = (
+                            iv(&mut b, g.m as i64),
+                            iv(&mut b, g.n as i64),
+                            iv(&mut b, g.k as i64),
+                        );
+                        let (brs, bcs, crs) =
+                            (iv(&mut b, g.b.rs), iv(&mut b, g.b.cs), iv(&mut b, g.c.rs));
+                        if g.a_packed {
+                            b.ins().call(
+                                f_packed,
+                                &[m, n, k, ap, bp, brs, bcs, cp, crs, epi, scratch],
+                            );
+                        } else {
+                            let (ars, acs) = (iv(&mut b, g.a.rs), iv(&mut b, g.a.cs));
+                            b.ins().call(
+                                f_plain,
+                                &[m, n, k, ap, ars, acs, bp, brs, bcs, cp, crs, epi, scratch],
+                            );
+                        }
+                    }
+                }
+                _ => return Err(CodegenError::Internal("kernel without a function".into())),
+            }
+        }
+        let ok = b.ins().iconst(I32, 0);
+        b.ins().return_(&[ok]);
+        b.switch_to_block(fail);
+        let code = b.block_params(fail)[0];
+        b.ins().return_(&[code]);
+        b.seal_all_blocks();
+        b.finalize(cx.module.target_config());
+    }
+    let mut ctx = cx.module.make_context();
+    ctx.func = func;
+    cx.module
+        .define_function(id, &mut ctx)
+        .map_err(|e| CodegenError::Cranelift(format!("{name}: {e:?}")))?;
+    Ok(())
+}
+
+/// A `GemmEpilogue` on the stack: per-column bias, no activation, overwrite C.
+/// Layout (runtime `#[repr(C)]`, checked by a test): bias ptr @0, bias_kind u32 @8,
+/// activation u32 @12, lo f32 @16, hi f32 @20, accumulate u32 @24; 32 bytes.
+fn epilogue(b: &mut FunctionBuilder<'_>, bias: Value, ptr: cranelift_codegen::ir::Type) -> Value {
+    use cranelift_codegen::ir::{StackSlotData, StackSlotKind};
+    let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 32, 3));
+    let addr = b.ins().stack_addr(ptr, slot, 0);
+    let f = MemFlagsData::trusted();
+    b.ins().store(f, bias, addr, 0);
+    let two = b.ins().iconst(I32, 2);
+    let zero = b.ins().iconst(I32, 0);
+    let fz = b.ins().f32const(0.0);
+    b.ins().store(f, two, addr, 8);
+    b.ins().store(f, zero, addr, 12);
+    b.ins().store(f, fz, addr, 16);
+    b.ins().store(f, fz, addr, 20);
+    b.ins().store(f, zero, addr, 24);
+    b.ins().store(f, zero, addr, 28);
+    addr
+}

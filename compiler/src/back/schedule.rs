@@ -1,0 +1,159 @@
+//! Kernel rewrites before emission: drop unit loops, merge loops that walk memory as
+//! one, choose the vector width of the innermost loop.
+//!
+//! Merging loops `l` and `l+1` is legal when, for every access, `stride[l] ==
+//! stride[l+1] · extent[l+1]` and both loops play the same role (parallel or reduction);
+//! the merged loop visits the same points in the same order, so reductions (including
+//! ArgMax's row-major index) are unchanged. Vectorizing the innermost loop is legal when
+//! every access moves by 0 or 1 element along it, indirect indices do not move with it,
+//! and every body node has a vector lowering (`emit::expr::vectorizable`). This file does
+//! not tile or reorder loops.
+
+use super::emit::expr::vectorizable;
+use super::kernel::{Expr, Kernel, ReduceKind};
+use crate::ir::DType;
+
+/// Applies all rewrites in order; `vectorize = false` keeps every loop scalar.
+pub fn schedule(k: &mut Kernel, vectorize: bool) {
+    drop_unit_loops(k);
+    merge_loops(k);
+    if vectorize {
+        choose_vector(k);
+    }
+}
+
+fn first_red(k: &Kernel) -> usize {
+    k.reduction
+        .as_ref()
+        .map(|r| r.first_loop)
+        .unwrap_or(k.loops.len())
+}
+
+fn remove_loop(k: &mut Kernel, l: usize) {
+    k.loops.remove(l);
+    for a in &mut k.accesses {
+        if l < a.strides.len() {
+            a.strides.remove(l);
+        }
+    }
+    if let Some(r) = &mut k.reduction
+        && r.first_loop > l
+    {
+        r.first_loop -= 1;
+    }
+}
+
+fn drop_unit_loops(k: &mut Kernel) {
+    let mut l = 0;
+    while l < k.loops.len() {
+        if k.loops[l].extent == 1 {
+            remove_loop(k, l);
+        } else {
+            l += 1;
+        }
+    }
+}
+
+fn merge_loops(k: &mut Kernel) {
+    let mut l = 0;
+    while l + 1 < k.loops.len() {
+        let fr = first_red(k);
+        let same_role = (l + 1 < fr) || (l >= fr);
+        let inner = k.loops[l + 1].extent as i64;
+        let ok = same_role
+            && k.accesses.iter().all(|a| {
+                let so = a.strides.get(l).copied().unwrap_or(0);
+                let si = a.strides.get(l + 1).copied().unwrap_or(0);
+                so == si * inner
+            });
+        if ok {
+            k.loops[l + 1].extent *= k.loops[l].extent;
+            remove_loop(k, l);
+        } else {
+            l += 1;
+        }
+    }
+}
+
+fn choose_vector(k: &mut Kernel) {
+    let Some(last) = k.loops.len().checked_sub(1) else {
+        return;
+    };
+    if k.loops[last].extent < 4 {
+        return;
+    }
+    if let Some(r) = &k.reduction {
+        // Only an innermost reduction loop with an associative lane-wise combine.
+        if r.first_loop > last
+            || !matches!(r.kind, ReduceKind::Sum | ReduceKind::Max | ReduceKind::Min)
+        {
+            return;
+        }
+    }
+    let strides_ok = k.accesses.iter().enumerate().all(|(i, a)| {
+        let s = a.strides.get(last).copied().unwrap_or(0);
+        let is_index = k
+            .accesses
+            .iter()
+            .any(|b| b.indirect.iter().any(|ind| ind.index.0 as usize == i));
+        s == 0 || (s == 1 && !is_index)
+    });
+    if !strides_ok {
+        return;
+    }
+    let tys: Vec<DType> = k.body.iter().map(|n| n.ty).collect();
+    let body_ok = k.body.iter().all(|n| {
+        let ok = vectorizable(n, |i| tys.get(i).copied().unwrap_or(DType::Bool));
+        // Loads of bool bytes stay scalar.
+        ok && !matches!(n.expr, Expr::Load(_) if n.ty == DType::Bool)
+    });
+    if body_ok {
+        k.loops[last].vector = 4;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::back::kernel::{BufId, Kernel};
+    use crate::ir::{DType, UnaryOp};
+
+    #[test]
+    fn contiguous_nest_merges_and_vectorizes() {
+        let mut k = Kernel::new("k", &[2, 1, 3, 5]);
+        let a = k.access(BufId(0), 0, vec![15, 15, 5, 1]);
+        let x = k.load(a, DType::F32);
+        k.push(Expr::Unary(UnaryOp::Relu, x), DType::F32);
+        k.set_store(BufId(1), 0, vec![15, 15, 5, 1]);
+        schedule(&mut k, true);
+        expect_test::expect![[r#"
+            kernel k
+              loop i0 < 30 x4
+              a0 = b0[0 + 1i0]
+              a1 = b1[0 + 1i0]
+                e0:f32 = load a0
+                e1:f32 = relu e0
+              store a1 = e1
+        "#]]
+        .assert_eq(&k.to_string());
+    }
+
+    #[test]
+    fn transpose_stays_scalar() {
+        let mut k = Kernel::new("t", &[3, 4]);
+        let a = k.access(BufId(0), 0, vec![1, 3]);
+        k.load(a, DType::F32);
+        k.set_store(BufId(1), 0, vec![4, 1]);
+        schedule(&mut k, true);
+        expect_test::expect![[r#"
+            kernel t
+              loop i0 < 3
+              loop i1 < 4
+              a0 = b0[0 + 1i0 + 3i1]
+              a1 = b1[0 + 4i0 + 1i1]
+                e0:f32 = load a0
+              store a1 = e0
+        "#]]
+        .assert_eq(&k.to_string());
+    }
+}

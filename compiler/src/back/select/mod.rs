@@ -1,0 +1,280 @@
+//! Graph + memory plan → [`Program`]: which buffers exist and which kernels run, in order.
+//!
+//! Buffers: graph input `i` → `inputs[i]`; a value listed as graph output (first listing
+//! `j`) → `outputs[j]`; constants → read-only data; every other node output → its arena
+//! slot. Per-node scratch (softmax rows, GEMM packing) sits after the arena and is reused
+//! by every node, so the workspace is `arena + max scratch`.
+//!
+//! Op families live in sibling files, each with the index mapping it implements:
+//! `elementwise` (unary, binary, select, clamp, cast, batch norm), `reduce` (reductions,
+//! softmax), `movement` (reshape, transpose, split, concat, stack, unstack, slice, tile,
+//! pad, gather), `linalg` (matmul, linear). This file does not emit code.
+
+mod elementwise;
+mod linalg;
+mod movement;
+mod reduce;
+
+use super::CodegenError;
+use super::kernel::{BufId, BufKind, Kernel, Program, Step};
+use super::schedule::schedule;
+use crate::ir::plan::{MemoryPlan, SLOT_ALIGN};
+use crate::ir::{DType, Graph, Node, Op, ValueDef, ValueId};
+
+/// Row-major element strides of a shape.
+pub(crate) fn strides(shape: &[usize]) -> Vec<i64> {
+    let mut s = vec![1i64; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * shape[d + 1] as i64;
+    }
+    s
+}
+
+/// Strides of an operand of shape `input` read at the index of an `out`-shaped loop nest
+/// under NNEF broadcasting (left-aligned: missing trailing dims and extents of 1 repeat).
+pub(crate) fn broadcast_strides(input: &[usize], out: &[usize]) -> Vec<i64> {
+    let st = strides(input);
+    (0..out.len())
+        .map(|d| {
+            if d < input.len() && input[d] != 1 {
+                st[d]
+            } else {
+                0
+            }
+        })
+        .collect()
+}
+
+pub(crate) struct Lowering<'g> {
+    pub g: &'g Graph,
+    pub plan: &'g MemoryPlan,
+    pub prog: Program,
+    /// Program const index per graph constant, assigned on first use.
+    const_map: Vec<Option<usize>>,
+    /// First listing of each value among the graph outputs.
+    output_of: Vec<Option<usize>>,
+    /// Bytes of scratch the current node uses (from `scratch_base`).
+    scratch_used: usize,
+    scratch_max: usize,
+    pub vectorize: bool,
+    prefix: String,
+    node_index: usize,
+}
+
+impl<'g> Lowering<'g> {
+    pub fn new(g: &'g Graph, plan: &'g MemoryPlan, prefix: &str, vectorize: bool) -> Lowering<'g> {
+        let mut output_of = vec![None; g.values.len()];
+        for (j, v) in g.outputs.iter().enumerate() {
+            if let Some(o) = output_of.get_mut(v.index())
+                && o.is_none()
+            {
+                *o = Some(j);
+            }
+        }
+        Lowering {
+            g,
+            plan,
+            prog: Program::default(),
+            const_map: vec![None; g.consts.len()],
+            output_of,
+            scratch_used: 0,
+            scratch_max: 0,
+            vectorize,
+            prefix: prefix.to_string(),
+            node_index: 0,
+        }
+    }
+
+    pub fn shape(&self, v: ValueId) -> Result<Vec<usize>, CodegenError> {
+        let val = self
+            .g
+            .values
+            .get(v.index())
+            .ok_or_else(|| CodegenError::Internal(format!("value {v} missing")))?;
+        if !val.ty.layout.is_row_major() {
+            return Err(CodegenError::Unsupported(format!(
+                "non-row-major layout of {v}"
+            )));
+        }
+        val.ty
+            .shape()
+            .ok_or_else(|| CodegenError::UnknownShape(format!("{v}: {}", val.ty)))
+    }
+    pub fn dtype(&self, v: ValueId) -> Result<DType, CodegenError> {
+        self.g
+            .values
+            .get(v.index())
+            .map(|x| x.ty.dtype)
+            .ok_or_else(|| CodegenError::Internal(format!("value {v} missing")))
+    }
+
+    /// The buffer holding value `v`.
+    pub fn buf(&mut self, v: ValueId) -> Result<BufId, CodegenError> {
+        let val = self
+            .g
+            .values
+            .get(v.index())
+            .ok_or_else(|| CodegenError::Internal(format!("value {v} missing")))?;
+        let dtype = val.ty.dtype;
+        let len = self.shape(v)?.iter().product();
+        let kind = match val.def {
+            ValueDef::Input(i) => BufKind::Input(i),
+            ValueDef::Const(c) => {
+                let slot = self
+                    .const_map
+                    .get_mut(c.index())
+                    .ok_or_else(|| CodegenError::Internal(format!("constant {c} missing")))?;
+                let idx = match *slot {
+                    Some(i) => i,
+                    None => {
+                        let t = &self.g.consts[c.index()].tensor;
+                        self.prog.consts.push(t.to_le_bytes());
+                        let i = self.prog.consts.len() - 1;
+                        *slot = Some(i);
+                        i
+                    }
+                };
+                BufKind::Const(idx)
+            }
+            ValueDef::Node(..) => match self.output_of.get(v.index()).copied().flatten() {
+                Some(j) => BufKind::Output(j),
+                None => {
+                    let s = self
+                        .plan
+                        .slot(v)
+                        .ok_or_else(|| CodegenError::Internal(format!("no memory slot for {v}")))?;
+                    BufKind::Workspace(s.offset)
+                }
+            },
+        };
+        Ok(self.prog.add_buffer(kind, dtype, len))
+    }
+
+    /// A new read-only data object.
+    pub fn const_buf(&mut self, bytes: Vec<u8>, dtype: DType, len: usize) -> BufId {
+        self.prog.consts.push(bytes);
+        let i = self.prog.consts.len() - 1;
+        self.prog.add_buffer(BufKind::Const(i), dtype, len)
+    }
+
+    /// Scratch for the current node (64-byte aligned, after the arena).
+    pub fn scratch(&mut self, dtype: DType, len: usize) -> BufId {
+        let off = self.plan.arena_size + self.scratch_used;
+        let bytes = (len * dtype.size()).div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
+        self.scratch_used += bytes.max(SLOT_ALIGN);
+        self.scratch_max = self.scratch_max.max(self.scratch_used);
+        self.prog.add_buffer(BufKind::Workspace(off), dtype, len)
+    }
+    /// Raw scratch bytes; returns the workspace byte offset.
+    pub fn scratch_bytes(&mut self, bytes: usize) -> usize {
+        let off = self.plan.arena_size + self.scratch_used;
+        self.scratch_used += bytes.div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
+        self.scratch_max = self.scratch_max.max(self.scratch_used);
+        off
+    }
+
+    /// A fresh kernel named after the current node.
+    pub fn kernel(&self, what: &str, extents: &[usize]) -> Kernel {
+        let n = self.prog.steps.len();
+        Kernel::new(
+            format!("{}_k{}_n{}_{}", self.prefix, n, self.node_index, what),
+            extents,
+        )
+    }
+    /// Schedules `k` and appends it.
+    pub fn push(&mut self, mut k: Kernel) {
+        schedule(&mut k, self.vectorize);
+        self.prog.steps.push(Step::Kernel(k));
+    }
+
+    /// A plain element copy `src → dst` of `len` elements.
+    pub fn copy(&mut self, src: BufId, dst: BufId, dtype: DType, len: usize) {
+        let mut k = self.kernel("copy", &[len]);
+        let a = k.access(src, 0, vec![1]);
+        k.load(a, dtype);
+        k.set_store(dst, 0, vec![1]);
+        self.push(k);
+    }
+
+    fn node(&mut self, n: &Node) -> Result<(), CodegenError> {
+        let ins = &n.inputs;
+        let outs = &n.outputs;
+        match &n.op {
+            Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Select
+            | Op::Clamp
+            | Op::Cast { .. }
+            | Op::BatchNorm { .. } => elementwise::lower(self, &n.op, ins, outs),
+            Op::Reduce { op, axes } => reduce::reduce(self, *op, axes, ins, outs),
+            Op::Softmax { axes } => reduce::softmax(self, axes, ins, outs),
+            Op::MatMul {
+                transpose_a,
+                transpose_b,
+            } => linalg::matmul(self, *transpose_a, *transpose_b, ins, outs),
+            Op::Linear => linalg::linear(self, ins, outs),
+            Op::Reshape { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. } => {
+                movement::reshape(self, ins, outs)
+            }
+            Op::Transpose { axes } => movement::transpose(self, axes, ins, outs),
+            Op::Split { axis, .. } => movement::split(self, *axis, ins, outs),
+            Op::Concat { axis } => movement::concat(self, *axis, ins, outs),
+            Op::Stack { axis } => movement::stack(self, *axis, ins, outs),
+            Op::Unstack { axis } => movement::unstack(self, *axis, ins, outs),
+            Op::Slice {
+                axes,
+                begin,
+                end,
+                stride,
+            } => movement::slice(self, axes, begin, end, stride, ins, outs),
+            Op::Tile { .. } => movement::tile(self, ins, outs),
+            Op::Pad {
+                padding,
+                border,
+                value,
+            } => movement::pad(self, padding, *border, *value, ins, outs),
+            Op::Gather { axis } => movement::gather(self, *axis, ins, outs),
+            op => Err(CodegenError::Unsupported(format!(
+                "operation `{}` has no code generator yet",
+                op.mnemonic()
+            ))),
+        }
+    }
+
+    /// Lowers every node, then copies graph outputs that are not written by a node
+    /// (inputs, constants, repeated outputs).
+    pub fn run(mut self) -> Result<Program, CodegenError> {
+        for (i, n) in self.g.nodes.iter().enumerate() {
+            self.node_index = i;
+            self.scratch_used = 0;
+            self.node(n)?;
+        }
+        self.node_index = self.g.nodes.len();
+        self.scratch_used = 0;
+        for (j, &v) in self.g.outputs.iter().enumerate() {
+            let direct = matches!(self.g.value(v).def, ValueDef::Node(..))
+                && self.output_of.get(v.index()).copied().flatten() == Some(j);
+            if direct {
+                continue;
+            }
+            let dtype = self.dtype(v)?;
+            let len: usize = self.shape(v)?.iter().product();
+            let src = self.buf(v)?;
+            let dst = self.prog.add_buffer(BufKind::Output(j), dtype, len);
+            self.copy(src, dst, dtype, len);
+        }
+        self.prog.workspace_size =
+            (self.plan.arena_size + self.scratch_max).div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
+        Ok(self.prog)
+    }
+}
+
+/// Lowers a whole graph.
+pub(crate) fn select(
+    g: &Graph,
+    plan: &MemoryPlan,
+    prefix: &str,
+    vectorize: bool,
+) -> Result<Program, CodegenError> {
+    Lowering::new(g, plan, prefix, vectorize).run()
+}

@@ -1,0 +1,9 @@
+//! Back-end tests. `harness` compiles a graph to an object, links it with the runtime
+//! into a shared library, loads it and runs it; the op tests compare that with the
+//! reference interpreter. `math_accuracy` measures the inline polynomials.
+
+mod abi;
+mod harness;
+mod math;
+mod ops;
+mod perf;

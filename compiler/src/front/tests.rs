@@ -1,0 +1,221 @@
+//! Front-end tests: data-driven cases under `front/tests/` (NNEF text in, text IR or
+//! rendered diagnostics out, blessed with `UPDATE_EXPECT=1`), and the shared model
+//! corpus (every model lowers; output shape equals `meta.json`).
+//!
+//! Case files may start with directives: `#! input NAME d,d,?` overrides an external's
+//! shape (`?` leaves the extent open), `#! depth N` sets the recursion limit. Variables
+//! without data become zeros (with a warning) so cases need no `.dat` files.
+
+use super::*;
+use std::path::{Path, PathBuf};
+
+fn run_case(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut opts = FrontOptions { allow_missing_variables: true, ..FrontOptions::default() };
+    for line in text.lines().filter_map(|l| l.strip_prefix("#!")) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["input", name, dims] => {
+                let dims = dims.split(',').map(|d| d.parse().ok()).collect();
+                opts.input_shapes.insert(name.to_string(), dims);
+            }
+            ["depth", n] => opts.max_recursion_depth = n.parse().unwrap_or(64),
+            _ => return format!("bad directive `{line}`"),
+        }
+    }
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    match lower_source(&name, &text, &|_| None, &opts) {
+        Ok(l) => {
+            if let Err(errs) = ir::verify::verify(&l.graph) {
+                return format!("IR verifier rejects the lowered graph:\n{}", ir::verify::render_errors(&errs));
+            }
+            // Literal constants show their data; variables (zeros here) only their label.
+            let printed = ir::print::print_with(&l.graph, ir::print::PrintOptions { const_data: true });
+            let mut out = String::new();
+            for line in printed.lines() {
+                match line.find("= const \"").and_then(|at| line[at + 9..].find("\" [").map(|k| at + 9 + k + 1)) {
+                    Some(cut) => out.push_str(&line[..cut]),
+                    None => out.push_str(line),
+                }
+                out.push('\n');
+            }
+            let warnings: Vec<_> = l.warnings.iter().filter(|w| !w.message.starts_with("no data for variable")).cloned().collect();
+            if !warnings.is_empty() {
+                out.push_str("\nwarnings:\n");
+                out.push_str(&crate::diag::render_all(&warnings, &l.sources));
+            }
+            if !l.open_extents.is_empty() {
+                out.push_str("\nopen extents:\n");
+                for e in &l.open_extents {
+                    out.push_str(&format!("  {e}\n"));
+                }
+            }
+            out
+        }
+        Err(e) => e.render(),
+    }
+}
+
+fn run_dir(dir: &str) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/front/tests").join(dir);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
+        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "nnef")).collect())
+        .unwrap_or_default();
+    files.sort();
+    assert!(!files.is_empty(), "no cases in {}", root.display());
+    for f in files {
+        let actual = run_case(&f);
+        expect_test::expect_file![f.with_extension("out")].assert_eq(&actual);
+    }
+}
+
+/// Valid documents and their lowered IR: one case per lowering rule.
+#[test]
+fn lower_cases() {
+    run_dir("lower");
+}
+
+/// Invalid documents: one case per validity rule, each with message and position.
+#[test]
+fn error_cases() {
+    run_dir("errors");
+}
+
+/// Models written as a user would: custom fragments, recursion, comprehensions,
+/// operator expressions, several inputs and outputs, integer and logical tensors.
+#[test]
+fn model_cases() {
+    run_dir("models");
+}
+
+#[test]
+fn shared_models_lower() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The repo sits next to `shared/` (main) or two levels below it (worktrees).
+    let candidates = [manifest.join("../../shared/models"), manifest.join("../../../shared/models")];
+    let Some(Ok(entries)) = candidates.iter().find(|d| d.is_dir()).map(std::fs::read_dir) else {
+        println!("skipped: ../shared/models not present");
+        return;
+    };
+    let mut names: Vec<_> = entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    names.sort();
+    for m in names {
+        let l = match load_and_lower(&m.join("model.nnef"), &FrontOptions::default()) {
+            Ok(l) => l,
+            Err(e) => panic!("{}: {}", m.display(), e.render()),
+        };
+        if let Err(errs) = ir::verify::verify(&l.graph) {
+            panic!("{}: {}", m.display(), ir::verify::render_errors(&errs));
+        }
+        let meta = std::fs::read_to_string(m.join("meta.json")).unwrap_or_default();
+        let expected = json_int_array(&meta, "output_shape");
+        let out = l.graph.outputs.first().map(|o| l.graph.ty(*o).shape());
+        assert_eq!(out, Some(expected), "{}: output shape differs from meta.json", m.display());
+        assert!(l.open_extents.is_empty(), "{}: {:?}", m.display(), l.open_extents);
+    }
+}
+
+/// An open batch extent propagates to the output and is reported.
+#[test]
+fn open_extent_from_override() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let model = manifest.join("../../../shared/models/mlp/model.nnef");
+    if !model.is_dir() {
+        println!("skipped: ../shared/models not present");
+        return;
+    }
+    let mut opts = FrontOptions::default();
+    opts.input_shapes.insert("input".into(), vec![None, Some(784)]);
+    let l = load_and_lower(&model, &opts).unwrap_or_else(|e| panic!("{}", e.render()));
+    expect_test::expect![[r#"
+        input `input`: f32[?,784]
+        output `output`: f32[?,10]"#]]
+    .assert_eq(&l.open_extents.join("\n"));
+}
+
+/// `"key": [1, 2, 3]` from a JSON text (enough for meta.json; no JSON dependency).
+fn json_int_array(text: &str, key: &str) -> Option<Vec<usize>> {
+    let at = text.find(&format!("\"{key}\""))?;
+    let rest = &text[at..];
+    let open = rest.find('[')?;
+    let close = rest.find(']')?;
+    rest[open + 1..close].split(',').map(|x| x.trim().parse().ok()).collect()
+}
+
+fn lower_with_quant(graph: &str, quant: &str, vars: &dyn Fn(&str) -> quantize::VarData) -> String {
+    let opts = FrontOptions::default();
+    match lower_model("graph.nnef", graph, Some(("graph.quant", quant)), vars, &opts) {
+        Ok(l) => ir::print::print_with(&l.graph, ir::print::PrintOptions { const_data: true }),
+        Err(e) => e.render(),
+    }
+}
+
+/// graph.quant: quantized codes are decoded with the entry, and every named tensor gets
+/// the quantization fragment inserted after it (simulated quantization).
+#[test]
+fn graph_quant_dequantizes_and_simulates() {
+    let graph = "version 1.0;\ngraph g( x ) -> ( y )\n{\n    x = external(shape = [2]);\n    w = variable(shape = [2], label = 'w');\n    y = mul(x, w);\n}\n";
+    let quant = "\"w\": zero_point_linear_quantize(zero_point = 128, scale = 0.5, bits = 8, signed = false, symmetric = false);\n\"y\": linear_quantize(min = -1.0, max = 1.0, bits = 4);\n";
+    let vars = |label: &str| match label {
+        "w" => quantize::VarData::Quantized(dat::DatTensor {
+            shape: vec![2],
+            item: dat::ItemType { kind: dat::ItemKind::QuantizedUnsigned, bits: 8 },
+            data: ir::Tensor::f32(vec![2], vec![130.0, 126.0]),
+            quant: Some(dat::QuantParams::GraphQuant),
+        }),
+        _ => quantize::VarData::Missing,
+    };
+    expect_test::expect![[r#"
+        nnefir 1
+        graph g(%v0 "x": f32[2]) -> (%v20) {
+          %c0 "w": f32[2] = const "w" [1.0,-1.0]
+          %c1: i32[] = const [128]
+          %c2: f32[] = const [0.5]
+          %c3: f32[] = const [0.0]
+          %c4: f32[] = const [255.0]
+          %c5: f32[] = const [-1.0]
+          %c6: f32[] = const [1.0]
+          %c7: f32[] = const [15.0]
+          %c8: f32[] = const [0.0]
+          %c9: f32[] = const [0.0]
+          %c10: f32[] = const [15.0]
+          %v1: f32[] = cast(%c1) to=f32
+          %v2: f32[2] = div(%c0, %c2)
+          %v3: f32[2] = round(%v2)
+          %v4: f32[2] = add(%v3, %v1)
+          %v5: f32[2] = clamp(%v4, %c3, %c4)
+          %v6: f32[2] = sub(%v5, %v1)
+          %v7 "w.quantized": f32[2] = mul(%v6, %c2)
+          %v8 "y": f32[2] = mul(%v0, %v7)
+          %v9: f32[2] = clamp(%v8, %c5, %c6)
+          %v10: f32[2] = sub(%v9, %c5)
+          %v11: f32[] = sub(%c6, %c5)
+          %v12: f32[2] = div(%v10, %v11)
+          %v13: f32[2] = mul(%v12, %c7)
+          %v14: f32[2] = round(%v13)
+          %v15: f32[2] = sub(%v14, %c8)
+          %v16: f32[2] = add(%v15, %c9)
+          %v17: f32[2] = div(%v16, %c10)
+          %v18: f32[] = sub(%c6, %c5)
+          %v19: f32[2] = mul(%v17, %v18)
+          %v20 "y.quantized": f32[2] = add(%v19, %c5)
+        }
+    "#]]
+    .assert_eq(&lower_with_quant(graph, quant, &vars));
+}
+
+#[test]
+fn graph_quant_unknown_tensor() {
+    let graph = "version 1.0;\ngraph g( x ) -> ( y )\n{\n    x = external(shape = [2]);\n    y = relu(x);\n}\n";
+    let quant = "\"z\": linear_quantize(min = -1.0, max = 1.0, bits = 8);\n";
+    expect_test::expect![[r#"
+        error: graph.quant names `z`, which the graph does not assign
+          ┌─ graph.quant:1:1
+          │
+        1 │ "z": linear_quantize(min = -1.0, max = 1.0, bits = 8);
+          │ ^^^ unknown tensor identifier
+          │
+          = keys are graph identifiers (the left-hand side of an assignment), not variable labels
+
+    "#]].assert_eq(&lower_with_quant(graph, quant, &|_| quantize::VarData::Missing));
+}

@@ -1,0 +1,167 @@
+//! Memory planning: assigns every intermediate value an offset in one workspace arena.
+//!
+//! A value's lifetime runs from the node that defines it to the last node that reads it
+//! (inclusive at both ends, so a node's outputs never share bytes with its inputs: kernels
+//! may read inputs after writing outputs). Values are placed in definition order, each in
+//! the smallest free gap that fits (best fit), at 64-byte aligned offsets. Graph inputs,
+//! graph outputs and constants get no slot. This pass does not alias values (a reshape's
+//! output gets its own slot) and does not reorder nodes to reduce the peak.
+
+use crate::ir::plan::{MemoryPlan, SLOT_ALIGN, Slot};
+use crate::ir::{Graph, ValueDef};
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlanError {
+    #[error("value {0} has an unknown extent; memory planning needs every extent")]
+    UnknownShape(String),
+    #[error("value {0} is too large to address")]
+    TooLarge(String),
+}
+
+fn round_up(n: usize) -> Option<usize> {
+    n.checked_add(SLOT_ALIGN - 1)
+        .map(|x| x / SLOT_ALIGN * SLOT_ALIGN)
+}
+
+/// Computes the arena layout of `graph`.
+pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
+    let nvals = graph.values.len();
+    let mut is_output = vec![false; nvals];
+    for v in &graph.outputs {
+        if let Some(x) = is_output.get_mut(v.index()) {
+            *x = true;
+        }
+    }
+    // Last reader of every value (node index); a value nobody reads dies where it is born.
+    let mut last = vec![None::<usize>; nvals];
+    for (ni, n) in graph.nodes.iter().enumerate() {
+        for v in &n.inputs {
+            if let Some(l) = last.get_mut(v.index()) {
+                *l = Some(ni);
+            }
+        }
+    }
+    // Intermediates in definition order, with [first, last] and rounded size.
+    let mut wanted = Vec::new();
+    for (vi, val) in graph.values.iter().enumerate() {
+        let ValueDef::Node(n, _) = val.def else {
+            continue;
+        };
+        if is_output[vi] {
+            continue;
+        }
+        let name = format!("{}", crate::ir::ValueId(vi as u32));
+        let size = val
+            .ty
+            .byte_size()
+            .ok_or_else(|| PlanError::UnknownShape(name.clone()))?;
+        let rounded = round_up(size).ok_or(PlanError::TooLarge(name))?;
+        let first = n.index();
+        wanted.push((
+            vi,
+            size,
+            rounded,
+            first,
+            last[vi].unwrap_or(first).max(first),
+        ));
+    }
+    wanted.sort_by_key(|w| (w.3, w.0));
+
+    let mut slots = vec![None; nvals];
+    // Currently placed values: (offset, rounded size, last use), kept sorted by offset.
+    let mut live: Vec<(usize, usize, usize)> = Vec::new();
+    let mut arena = 0usize;
+    for &(vi, size, rounded, first, lastu) in &wanted {
+        live.retain(|&(_, _, l)| l >= first);
+        // Gaps between live blocks; pick the smallest that fits, else append at the top.
+        let mut best: Option<(usize, usize)> = None; // (gap size, offset)
+        let mut cursor = 0usize;
+        for &(off, sz, _) in &live {
+            if off >= cursor {
+                let gap = off - cursor;
+                if gap >= rounded && best.is_none_or(|(g, _)| gap < g) {
+                    best = Some((gap, cursor));
+                }
+            }
+            cursor = cursor.max(off + sz);
+        }
+        let offset = match best {
+            Some((_, off)) => off,
+            None => cursor,
+        };
+        arena = arena.max(offset + rounded);
+        let pos = live.partition_point(|&(o, _, _)| o < offset);
+        live.insert(pos, (offset, rounded, lastu));
+        slots[vi] = Some(Slot {
+            offset,
+            size,
+            first,
+            last: lastu,
+        });
+    }
+    // Peak of live (rounded) bytes over node steps.
+    let mut peak = 0usize;
+    for step in 0..graph.nodes.len() {
+        let total: usize = wanted
+            .iter()
+            .filter(|w| w.3 <= step && step <= w.4)
+            .map(|w| w.2)
+            .sum();
+        peak = peak.max(total);
+    }
+    Ok(MemoryPlan {
+        slots,
+        arena_size: arena,
+        peak_live: peak,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{DType, Op, TensorType, UnaryOp};
+
+    fn chain(n: usize, len: usize) -> Graph {
+        let mut g = Graph::new("chain");
+        let ty = TensorType::new(DType::F32, &[len]);
+        let mut v = g.add_input("x", ty.clone());
+        for _ in 0..n {
+            v = g.add_node(Op::Unary(UnaryOp::Relu), vec![v], vec![ty.clone()])[0];
+        }
+        g.outputs.push(v);
+        g
+    }
+
+    #[test]
+    fn chain_reuses_two_slots() {
+        let p = plan(&chain(5, 10)).unwrap();
+        expect_test::expect![[r#"
+            %v1 @0 +40 live [0, 1]
+            %v2 @64 +40 live [1, 2]
+            %v3 @0 +40 live [2, 3]
+            %v4 @64 +40 live [3, 4]
+            arena 128 bytes (peak live 128)"#]]
+        .assert_eq(&p.to_string());
+    }
+
+    #[test]
+    fn best_fit_picks_smallest_gap() {
+        // a(big) b(small) live together; after both die, a small value goes to the small gap.
+        let mut g = Graph::new("g");
+        let big = TensorType::new(DType::F32, &[64]);
+        let small = TensorType::new(DType::F32, &[8]);
+        let x = g.add_input("x", big.clone());
+        let a = g.add_node(Op::Unary(UnaryOp::Neg), vec![x], vec![big.clone()])[0];
+        let b = g.add_node(Op::Unary(UnaryOp::Neg), vec![x], vec![small.clone()])[0];
+        let c = g.add_node(Op::Unary(UnaryOp::Neg), vec![a], vec![big.clone()])[0];
+        let d = g.add_node(Op::Unary(UnaryOp::Neg), vec![b], vec![small.clone()])[0];
+        g.outputs.push(c);
+        g.outputs.push(d);
+        let p = plan(&g).unwrap();
+        expect_test::expect![[r#"
+            %v1 @0 +256 live [0, 2]
+            %v2 @256 +32 live [1, 3]
+            arena 320 bytes (peak live 320)"#]]
+        .assert_eq(&p.to_string());
+    }
+}
