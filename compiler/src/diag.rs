@@ -35,7 +35,7 @@ impl Span {
 
 /// All source texts the compiler has seen: the model's `graph.nnef`, our `stdlib.nnef`,
 /// `graph.quant`. Diagnostics refer to them by [`FileId`].
-#[derive(Default, Clone)]
+#[derive(Default, Clone, Debug)]
 pub struct SourceMap {
     files: Vec<(String, String)>,
 }

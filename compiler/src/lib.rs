@@ -11,3 +11,4 @@ pub mod diag;
 pub mod front;
 pub mod ir;
 pub mod passes;
+pub mod session;

@@ -110,6 +110,21 @@ pub fn load_and_lower(path: &Path, opts: &FrontOptions) -> Result<Lowered, Front
     lower_model(&src.graph.path, &src.graph.text, quant, &lookup, opts)
 }
 
+/// The model's `graph.nnef` parsed and printed back in canonical form
+/// (`nnefc dump --stage ast`).
+pub fn dump_ast(path: &Path) -> Result<String, FrontError> {
+    let src = load::load_model(path).map_err(|e| FrontError {
+        diagnostics: Diagnostic::error(format!("cannot load the model: {e}")).into(),
+        sources: SourceMap::new(),
+    })?;
+    let mut sources = SourceMap::new();
+    let file = sources.add(src.graph.path.clone(), src.graph.text.clone());
+    match syntax::parse_document(file, &src.graph.text) {
+        Ok(doc) => Ok(syntax::print::document(&doc)),
+        Err(d) => Err(FrontError { diagnostics: d.into(), sources }),
+    }
+}
+
 /// Lowers NNEF text; `variables` gives the data of each `variable` label.
 pub fn lower_source(
     name: &str,

@@ -87,7 +87,6 @@ impl fmt::Display for PassReport {
 }
 
 enum Step {
-    Pass(Box<dyn Pass>),
     /// Repeat the passes until none changes anything (at most `limit` rounds).
     Fixpoint { group: &'static str, passes: Vec<Box<dyn Pass>>, limit: usize },
 }
@@ -121,9 +120,6 @@ impl Pipeline {
         }
         for step in &mut self.steps {
             match step {
-                Step::Pass(p) => {
-                    run_one(p.as_mut(), graph, opts, &mut report)?;
-                }
                 Step::Fixpoint { group, passes, limit } => {
                     let mut converged = false;
                     for _ in 0..*limit {
