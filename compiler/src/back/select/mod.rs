@@ -10,10 +10,12 @@
 //! softmax), `movement` (reshape, transpose, split, concat, stack, unstack, slice, tile,
 //! pad, gather), `linalg` (matmul, linear). This file does not emit code.
 
+mod conv;
 mod elementwise;
 mod linalg;
 mod movement;
 mod reduce;
+mod window;
 
 use super::CodegenError;
 use super::kernel::{BufId, BufKind, Kernel, Program, Step};
@@ -184,6 +186,14 @@ impl<'g> Lowering<'g> {
             Op::Tile { .. } => movement::tile(self, ins, outs),
             Op::Pad { padding, border, value } => movement::pad(self, padding, *border, *value, ins, outs),
             Op::Gather { axis } => movement::gather(self, *axis, ins, outs),
+            Op::Conv(a) => conv::conv(self, a, ins, outs),
+            Op::Deconv(a) => conv::deconv(self, a, ins, outs),
+            Op::Box { window, normalize } => window::box_filter(self, window, *normalize, ins, outs),
+            Op::Debox { window, normalize } => conv::debox(self, window, *normalize, ins, outs),
+            Op::MaxPool(w) => window::max_pool(self, w, ins, outs),
+            Op::ArgmaxPool(w) => window::argmax_pool(self, w, ins, outs),
+            Op::Sample(w) => window::sample(self, w, ins, outs),
+            Op::Desample(w) => conv::desample(self, w, ins, outs),
             op => Err(CodegenError::Unsupported(format!("operation `{}` has no code generator yet", op.mnemonic()))),
         }
     }

@@ -1,0 +1,274 @@
+//! Differential tests of the sliding-window ops: many random cases (seeded) are put side
+//! by side into one graph (one compile + link per batch), then compared with `ir::interp`.
+//! Cases whose attributes `ir::infer` rejects are skipped (they are not valid graphs).
+
+use super::harness::{Rng, assert_close, load, opts};
+use crate::ir::infer::infer;
+use crate::ir::{Border, ConvAttrs, DType, Graph, Op, Tensor, WindowAttrs};
+
+/// One operand: a runtime input or a constant baked into the object.
+pub(super) enum Arg {
+    In(Tensor),
+    Const(Tensor),
+}
+
+/// Cases for one graph: each is an op and its operands.
+#[derive(Default)]
+pub(super) struct Batch {
+    g: Graph,
+    inputs: Vec<Tensor>,
+    what: Vec<String>,
+}
+
+impl Batch {
+    pub fn new() -> Batch {
+        Batch { g: Graph::new("w"), ..Batch::default() }
+    }
+    /// Adds `op(args)`; returns false (adding nothing) when `ir::infer` rejects it.
+    pub fn add(&mut self, what: String, op: Op, args: Vec<Arg>) -> bool {
+        let tys: Vec<_> = args
+            .iter()
+            .map(|a| match a {
+                Arg::In(t) | Arg::Const(t) => t.ty(),
+            })
+            .collect();
+        let refs: Vec<_> = tys.iter().collect();
+        let Ok(out) = infer(&op, &refs) else { return false };
+        if out.iter().any(|t| t.shape().is_none_or(|s| s.contains(&0))) {
+            return false;
+        }
+        let mut vals = Vec::new();
+        for a in args {
+            vals.push(match a {
+                Arg::In(t) => {
+                    let name = format!("i{}", self.inputs.len());
+                    let v = self.g.add_input(name, t.ty());
+                    self.inputs.push(t);
+                    v
+                }
+                Arg::Const(t) => self.g.add_const(t, None, None),
+            });
+        }
+        let outs = self.g.add_node(op, vals, out);
+        self.g.outputs.extend(outs);
+        self.what.push(what);
+        true
+    }
+    pub fn len(&self) -> usize {
+        self.what.len()
+    }
+    /// Compiles, runs and compares every output.
+    pub fn check(self, prefix: &str) {
+        if self.g.outputs.is_empty() {
+            return;
+        }
+        let want = crate::ir::interp::run(&self.g, &self.inputs).unwrap_or_else(|e| panic!("interp: {e}"));
+        let m = load(&self.g, &opts(prefix));
+        let got = m.run(&self.inputs).expect("status 0");
+        for (i, (gt, wt)) in got.iter().zip(&want).enumerate() {
+            let what = self.what.get(i).cloned().unwrap_or_else(|| format!("output {i}"));
+            assert_close(&what, gt, wt);
+        }
+    }
+}
+
+fn border(r: &mut Rng, all: bool) -> Border {
+    let b = [Border::Constant, Border::Ignore, Border::Replicate, Border::Reflect, Border::ReflectEven];
+    if all { b[r.below(5)] } else { b[r.below(2)] }
+}
+
+fn window(r: &mut Rng, rank: usize, all_borders: bool) -> WindowAttrs {
+    let mut size = vec![1, 1];
+    let mut stride = vec![1, 1];
+    let mut dilation = vec![1, 1];
+    let mut padding = vec![(0, 0), (0, 0)];
+    for _ in 2..rank {
+        size.push(1 + r.below(4));
+        stride.push(1 + r.below(2));
+        dilation.push(if r.below(4) == 0 { 2 } else { 1 });
+        padding.push((r.below(3), r.below(3)));
+    }
+    let auto = r.below(3) == 0;
+    WindowAttrs {
+        size,
+        border: border(r, all_borders),
+        padding: if auto { Vec::new() } else { padding },
+        stride,
+        dilation,
+        output_shape: Vec::new(),
+    }
+}
+
+fn spatial(r: &mut Rng, rank: usize) -> Vec<usize> {
+    let mut s = vec![1 + r.below(2), 1 + r.below(3)];
+    for _ in 2..rank {
+        s.push(1 + r.below(9));
+    }
+    s
+}
+
+#[test]
+fn pools_random() {
+    let mut r = Rng::new(11);
+    let mut b = Batch::new();
+    let mut tries = 0;
+    while b.len() < 48 && tries < 1000 {
+        tries += 1;
+        let rank = 3 + r.below(2);
+        let shape = spatial(&mut r, rank);
+        let w = window(&mut r, rank, true);
+        let x = r.tensor(DType::F32, &shape, -2.0, 2.0);
+        let (op, name) = match r.below(4) {
+            0 => (Op::MaxPool(w.clone()), "max_pool"),
+            1 => (Op::Box { window: w.clone(), normalize: true }, "avg"),
+            2 => (Op::Box { window: w.clone(), normalize: false }, "box"),
+            _ => (Op::ArgmaxPool(w.clone()), "argmax_pool"),
+        };
+        b.add(format!("{name} {shape:?} {w:?}"), op, vec![Arg::In(x)]);
+    }
+    assert!(b.len() >= 30, "only {} valid cases", b.len());
+    b.check("pools");
+}
+
+#[test]
+fn big_windows_use_reductions() {
+    let mut r = Rng::new(5);
+    let mut b = Batch::new();
+    for border in [Border::Constant, Border::Ignore] {
+        let w = WindowAttrs { size: vec![1, 1, 7, 7], border, padding: vec![(0, 0), (0, 0), (1, 2), (3, 0)], stride: vec![1, 1, 1, 2], dilation: Vec::new(), output_shape: Vec::new() };
+        let x = r.tensor(DType::F32, &[2, 3, 9, 11], -1.0, 1.0);
+        b.add(format!("avg {border:?}"), Op::Box { window: w.clone(), normalize: true }, vec![Arg::In(x.clone())]);
+        b.add(format!("max {border:?}"), Op::MaxPool(w.clone()), vec![Arg::In(x.clone())]);
+        b.add(format!("argmax {border:?}"), Op::ArgmaxPool(w), vec![Arg::In(x)]);
+    }
+    b.check("bigwin");
+}
+
+#[test]
+fn sample_desample_debox_random() {
+    let mut r = Rng::new(21);
+    let mut b = Batch::new();
+    let mut tries = 0;
+    while b.len() < 36 && tries < 2000 {
+        tries += 1;
+        let rank = 3 + r.below(2);
+        let shape = spatial(&mut r, rank);
+        let w = window(&mut r, rank, false);
+        let Ok(out) = infer(&Op::ArgmaxPool(w.clone()), &[&crate::ir::TensorType::new(DType::F32, &shape)]) else { continue };
+        let Some(os) = out[0].shape() else { continue };
+        if os.contains(&0) {
+            continue;
+        }
+        let vol: usize = w.size.iter().product();
+        let idx = Tensor::i32(os.clone(), (0..os.iter().product::<usize>()).map(|_| r.below(vol) as i32).collect());
+        let x = r.tensor(DType::F32, &shape, -2.0, 2.0);
+        let y = r.tensor(DType::F32, &os, -2.0, 2.0);
+        match r.below(3) {
+            0 => b.add(format!("sample {shape:?} {w:?}"), Op::Sample(w.clone()), vec![Arg::In(x), Arg::In(idx)]),
+            1 => {
+                let mut w2 = w.clone();
+                if r.below(2) == 0 {
+                    w2.output_shape = shape.clone();
+                }
+                b.add(format!("desample {os:?} {w2:?}"), Op::Desample(w2), vec![Arg::In(y), Arg::In(idx)])
+            }
+            _ => {
+                let mut w2 = w.clone();
+                if r.below(2) == 0 {
+                    w2.output_shape = shape.clone();
+                }
+                let norm = r.below(2) == 0;
+                b.add(format!("debox({norm}) {os:?} {w2:?}"), Op::Debox { window: w2, normalize: norm }, vec![Arg::In(y)])
+            }
+        };
+    }
+    assert!(b.len() >= 20, "only {} valid cases", b.len());
+    b.check("sdd");
+}
+
+pub(super) fn conv_attrs(r: &mut Rng, sp: usize, all_borders: bool) -> ConvAttrs {
+    let auto = r.below(3) == 0;
+    ConvAttrs {
+        border: border(r, all_borders),
+        padding: if auto { Vec::new() } else { (0..sp).map(|_| (r.below(3), r.below(3))).collect() },
+        stride: (0..sp).map(|_| 1 + r.below(2)).collect(),
+        dilation: (0..sp).map(|_| if r.below(4) == 0 { 2 } else { 1 }).collect(),
+        groups: 1,
+        output_shape: Vec::new(),
+    }
+}
+
+#[test]
+fn conv_random() {
+    let mut r = Rng::new(3);
+    let mut b = Batch::new();
+    let mut tries = 0;
+    while b.len() < 40 && tries < 2000 {
+        tries += 1;
+        let sp = 1 + r.below(2);
+        let mut a = conv_attrs(&mut r, sp, true);
+        let groups = [1, 1, 2, 0][r.below(4)];
+        a.groups = groups;
+        let n = 1 + r.below(2);
+        let gc = if groups == 0 { 1 + r.below(4) } else { groups.max(1) };
+        let cg = if groups == 0 { 1 } else { 1 + r.below(3) };
+        let c = gc * cg;
+        let og = 1 + r.below(3);
+        let cout = if groups == 0 { c * og } else { gc * og };
+        let mut xs = vec![n, c];
+        let mut fs = vec![cout, cg];
+        for _ in 0..sp {
+            xs.push(1 + r.below(9));
+            fs.push(1 + r.below(3));
+        }
+        let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
+        let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
+        let bias = if r.below(2) == 0 { r.tensor(DType::F32, &[1, cout], -1.0, 1.0) } else { r.tensor(DType::F32, &[], -1.0, 1.0) };
+        b.add(format!("conv x{xs:?} f{fs:?} {a:?}"), Op::Conv(a), vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)]);
+    }
+    assert!(b.len() >= 30, "only {} valid cases", b.len());
+    b.check("convr");
+}
+
+#[test]
+fn deconv_random() {
+    let mut r = Rng::new(4);
+    let mut b = Batch::new();
+    let mut tries = 0;
+    while b.len() < 30 && tries < 2000 {
+        tries += 1;
+        let sp = 1 + r.below(2);
+        let mut a = conv_attrs(&mut r, sp, false);
+        let groups = [1, 1, 2][r.below(3)];
+        a.groups = groups;
+        let n = 1 + r.below(2);
+        let cin = groups * (1 + r.below(2));
+        let og = 1 + r.below(3);
+        let mut xs = vec![n, cin];
+        let mut fs = vec![cin, og];
+        for _ in 0..sp {
+            xs.push(1 + r.below(6));
+            fs.push(1 + r.below(3));
+        }
+        if r.below(2) == 0 {
+            // Ask for one more than the minimal extent where the stride allows it.
+            let fwd = infer(&Op::Deconv(a.clone()), &[&crate::ir::TensorType::new(DType::F32, &xs), &crate::ir::TensorType::new(DType::F32, &fs), &crate::ir::TensorType::new(DType::F32, &[])]);
+            if let Ok(t) = fwd
+                && let Some(mut s) = t[0].shape()
+            {
+                for (d, st) in a.stride.iter().enumerate() {
+                    if *st > 1 {
+                        s[2 + d] += 1;
+                    }
+                }
+                a.output_shape = s;
+            }
+        }
+        let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
+        let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
+        let bias = r.tensor(DType::F32, &[1, groups * og], -1.0, 1.0);
+        b.add(format!("deconv x{xs:?} f{fs:?} {a:?}"), Op::Deconv(a), vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)]);
+    }
+    assert!(b.len() >= 15, "only {} valid cases", b.len());
+    b.check("deconvr");
+}
