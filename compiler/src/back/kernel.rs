@@ -150,23 +150,32 @@ pub struct Kernel {
     pub reduction: Option<Reduction>,
 }
 
-/// A call to the runtime's GEMM: `C[m×n] = op(A)[m×k] · op(B)[k×n]` repeated over a
-/// batch with per-batch element offsets, plus an optional bias row added to C.
+/// A matrix operand of a GEMM: element `(r, c)` of batch `b` is
+/// `buf[batch_offset[b] + r·rs + c·cs]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Matrix {
+    pub buf: BufId,
+    pub rs: i64,
+    pub cs: i64,
+}
+
+/// A call to the runtime's `nnefc_sgemm` (or `nnefc_sgemm_packed_a` when `a_packed`):
+/// `C[m×n] = A[m×k]·B[k×n] (+ bias per column)`, once per batch entry.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GemmCall {
-    pub a: BufId,
-    pub b: BufId,
-    pub c: BufId,
     pub m: usize,
     pub n: usize,
     pub k: usize,
-    /// Element strides (row, column) of A, B as stored.
-    pub a_strides: (usize, usize),
-    pub b_strides: (usize, usize),
-    /// Per batch: element offsets into A, B, C.
-    pub batches: Vec<(usize, usize, usize)>,
-    /// Optional bias: buffer and per-column stride (0 = scalar), added to every row.
-    pub bias: Option<(BufId, usize)>,
+    pub a: Matrix,
+    /// A is a constant already in the runtime's packed-panel format (`rs`/`cs` unused).
+    pub a_packed: bool,
+    pub b: Matrix,
+    /// C has unit column stride; `cs` is 1.
+    pub c: Matrix,
+    /// Per batch: element offsets into A, B and C.
+    pub batches: Vec<[i64; 3]>,
+    /// Optional bias, one f32 per column of C.
+    pub bias: Option<BufId>,
     /// Byte offset of the GEMM scratch in the workspace.
     pub scratch: usize,
 }
@@ -317,17 +326,22 @@ impl fmt::Display for Program {
                 Step::Kernel(k) => write!(f, "{k}")?,
                 Step::Gemm(g) => writeln!(
                     f,
-                    "gemm b{} = b{} * b{} m={} n={} k={} a_strides={:?} b_strides={:?} batches={} bias={:?}",
-                    g.c.0,
-                    g.a.0,
-                    g.b.0,
+                    "gemm b{}[{},{}] = b{}[{},{}]{} * b{}[{},{}] m={} n={} k={} batches={}{}",
+                    g.c.buf.0,
+                    g.c.rs,
+                    g.c.cs,
+                    g.a.buf.0,
+                    g.a.rs,
+                    g.a.cs,
+                    if g.a_packed { " packed" } else { "" },
+                    g.b.buf.0,
+                    g.b.rs,
+                    g.b.cs,
                     g.m,
                     g.n,
                     g.k,
-                    g.a_strides,
-                    g.b_strides,
                     g.batches.len(),
-                    g.bias.map(|(b, s)| (b.0, s))
+                    g.bias.map(|b| format!(" bias b{}", b.0)).unwrap_or_default()
                 )?,
             }
         }

@@ -167,6 +167,35 @@ fn define_entry(cx: &mut Ctx, program: &Program, kernels: &[Option<FuncId>], opt
     for k in kernels {
         refs.push(k.map(|k| cx.module.declare_func_in_func(k, &mut func)));
     }
+    // Runtime GEMM entry points and the constants GEMM calls read directly.
+    let has_gemm = program.steps.iter().any(|s| matches!(s, Step::Gemm(_)));
+    let mut gemm_refs = None;
+    let mut const_gvs = Vec::new();
+    if has_gemm {
+        let mut gsig = cx.module.make_signature();
+        for _ in 0..13 {
+            gsig.params.push(AbiParam::new(ptr));
+        }
+        let mut psig = cx.module.make_signature();
+        for _ in 0..11 {
+            psig.params.push(AbiParam::new(ptr));
+        }
+        let g = cx.module.declare_function("nnefc_sgemm", Linkage::Import, &gsig).map_err(cl("declare nnefc_sgemm"))?;
+        let p = cx.module.declare_function("nnefc_sgemm_packed_a", Linkage::Import, &psig).map_err(cl("declare nnefc_sgemm_packed_a"))?;
+        gemm_refs = Some((cx.module.declare_func_in_func(g, &mut func), cx.module.declare_func_in_func(p, &mut func)));
+        for s in &program.steps {
+            if let Step::Gemm(g) = s {
+                for bid in [Some(g.a.buf), Some(g.b.buf), Some(g.c.buf), g.bias].into_iter().flatten() {
+                    if let Some(BufKind::Const(c)) = program.buffer(bid).map(|b| b.kind)
+                        && !const_gvs.iter().any(|(x, _)| *x == c)
+                    {
+                        let did = *cx.consts.get(c).ok_or_else(|| CodegenError::Internal(format!("constant {c} missing")))?;
+                        const_gvs.push((c, cx.module.declare_data_in_func(did, &mut func)));
+                    }
+                }
+            }
+        }
+    }
     let num_inputs = program.buffers.iter().filter_map(|b| if let BufKind::Input(i) = b.kind { Some(i + 1) } else { None }).max().unwrap_or(0);
     let num_outputs = program.buffers.iter().filter_map(|b| if let BufKind::Output(i) = b.kind { Some(i + 1) } else { None }).max().unwrap_or(0);
     {
@@ -222,7 +251,11 @@ fn define_entry(cx: &mut Ctx, program: &Program, kernels: &[Option<FuncId>], opt
                 BufKind::Input(i) => *in_ptrs.get(i).ok_or_else(|| CodegenError::Internal("input".into()))?,
                 BufKind::Output(i) => *out_ptrs.get(i).ok_or_else(|| CodegenError::Internal("output".into()))?,
                 BufKind::Workspace(off) => b.ins().iadd_imm_s(ws, off as i64),
-                BufKind::Const(_) => return Err(CodegenError::Internal("constant passed as a kernel argument".into())),
+                BufKind::Const(c) => {
+                    let gv = const_gvs.iter().find(|(x, _)| *x == c).map(|(_, g)| *g);
+                    let gv = gv.ok_or_else(|| CodegenError::Internal("constant passed as a kernel argument".into()))?;
+                    b.ins().symbol_value(ptr, gv)
+                }
             })
         };
         for (step, fref) in program.steps.iter().zip(&refs) {
@@ -234,7 +267,35 @@ fn define_entry(cx: &mut Ctx, program: &Program, kernels: &[Option<FuncId>], opt
                     }
                     b.ins().call(*f, &args);
                 }
-                (Step::Gemm(_), _) => return Err(CodegenError::Unsupported("runtime GEMM calls".into())),
+                (Step::Gemm(g), _) => {
+                    let (f_plain, f_packed) = gemm_refs.ok_or_else(|| CodegenError::Internal("gemm not declared".into()))?;
+                    let a = buf_ptr(&mut b, g.a.buf)?;
+                    let bb = buf_ptr(&mut b, g.b.buf)?;
+                    let c = buf_ptr(&mut b, g.c.buf)?;
+                    let epi = match g.bias {
+                        Some(bias) => {
+                            let bp = buf_ptr(&mut b, bias)?;
+                            epilogue(&mut b, bp, ptr)
+                        }
+                        None => b.ins().iconst(ptr, 0),
+                    };
+                    let scratch = b.ins().iadd_imm_s(ws, g.scratch as i64);
+                    let esz = 4i64;
+                    for off in &g.batches {
+                        let ap = b.ins().iadd_imm_s(a, off[0] * esz);
+                        let bp = b.ins().iadd_imm_s(bb, off[1] * esz);
+                        let cp = b.ins().iadd_imm_s(c, off[2] * esz);
+                        let iv = |b: &mut FunctionBuilder<'_>, x: i64| b.ins().iconst(ptr, x);
+                        let (m, n, k) = (iv(&mut b, g.m as i64), iv(&mut b, g.n as i64), iv(&mut b, g.k as i64));
+                        let (brs, bcs, crs) = (iv(&mut b, g.b.rs), iv(&mut b, g.b.cs), iv(&mut b, g.c.rs));
+                        if g.a_packed {
+                            b.ins().call(f_packed, &[m, n, k, ap, bp, brs, bcs, cp, crs, epi, scratch]);
+                        } else {
+                            let (ars, acs) = (iv(&mut b, g.a.rs), iv(&mut b, g.a.cs));
+                            b.ins().call(f_plain, &[m, n, k, ap, ars, acs, bp, brs, bcs, cp, crs, epi, scratch]);
+                        }
+                    }
+                }
                 _ => return Err(CodegenError::Internal("kernel without a function".into())),
             }
         }
@@ -250,4 +311,25 @@ fn define_entry(cx: &mut Ctx, program: &Program, kernels: &[Option<FuncId>], opt
     ctx.func = func;
     cx.module.define_function(id, &mut ctx).map_err(|e| CodegenError::Cranelift(format!("{name}: {e:?}")))?;
     Ok(())
+}
+
+/// A `GemmEpilogue` on the stack: per-column bias, no activation, overwrite C.
+/// Layout (runtime `#[repr(C)]`, checked by a test): bias ptr @0, bias_kind u32 @8,
+/// activation u32 @12, lo f32 @16, hi f32 @20, accumulate u32 @24; 32 bytes.
+fn epilogue(b: &mut FunctionBuilder<'_>, bias: Value, ptr: cranelift_codegen::ir::Type) -> Value {
+    use cranelift_codegen::ir::{StackSlotData, StackSlotKind};
+    let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 32, 3));
+    let addr = b.ins().stack_addr(ptr, slot, 0);
+    let f = MemFlagsData::trusted();
+    b.ins().store(f, bias, addr, 0);
+    let two = b.ins().iconst(I32, 2);
+    let zero = b.ins().iconst(I32, 0);
+    let fz = b.ins().f32const(0.0);
+    b.ins().store(f, two, addr, 8);
+    b.ins().store(f, zero, addr, 12);
+    b.ins().store(f, fz, addr, 16);
+    b.ins().store(f, fz, addr, 20);
+    b.ins().store(f, zero, addr, 24);
+    b.ins().store(f, zero, addr, 28);
+    addr
 }

@@ -15,6 +15,7 @@ pub mod infer;
 pub mod interp;
 pub mod op;
 pub mod parse;
+pub mod plan;
 pub mod print;
 pub mod tensor;
 pub mod types;
@@ -23,4 +24,3 @@ pub use graph::{ConstId, Constant, Graph, Node, NodeId, Value, ValueDef, ValueId
 pub use op::{BinaryOp, Border, ConvAttrs, Op, ReduceOp, ResampleMethod, RoiPoolOp, UnaryOp, WindowAttrs};
 pub use tensor::{Tensor, TensorData};
 pub use types::{DType, Dim, Layout, TensorType};
-pub mod plan;

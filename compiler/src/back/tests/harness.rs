@@ -155,9 +155,6 @@ impl Rng {
     pub fn f32(&mut self, lo: f32, hi: f32) -> f32 {
         lo + (hi - lo) * ((self.next() >> 40) as f32 / (1u64 << 24) as f32)
     }
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
     pub fn tensor(&mut self, dtype: DType, shape: &[usize], lo: f32, hi: f32) -> Tensor {
         let n: usize = shape.iter().product();
         match dtype {
