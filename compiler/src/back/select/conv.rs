@@ -19,9 +19,9 @@
 use super::window::{Geometry, View, f32_table, padded, value_view};
 use super::{Lowering, strides};
 use crate::back::CodegenError;
-use crate::back::kernel::{Expr, ExprNode, Lit, ReduceKind, Reduction};
+use crate::back::kernel::{Activation, BufId, BufKind, Expr, ExprNode, GemmCall, GemmEpi, Lit, Matrix, ReduceKind, Reduction, Step};
 use crate::ir::infer::{deconv_groups, resolved_conv_padding, resolved_deconv_padding, resolved_transposed_window_padding};
-use crate::ir::{BinaryOp, Border, ConvAttrs, DType, ValueId, WindowAttrs};
+use crate::ir::{BinaryOp, Border, ConvAttrs, DType, Op, UnaryOp, ValueId, WindowAttrs};
 
 /// Operands and extents of a conv/deconv node.
 pub(super) struct ConvIo {
@@ -163,10 +163,314 @@ pub(super) fn conv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs: 
     let src = value_view(lw, io.x)?;
     let p = padded(lw, src, &geo, a.border, 0.0)?;
     let (cg, og) = (c / groups, cout / groups);
-    let fs_st = strides(&io.fs);
-    let mut w_st = vec![og as i64 * fs_st[0], fs_st[0], fs_st[1]];
-    w_st.extend_from_slice(&fs_st[2..]);
-    direct(lw, "conv", &p, 0, &io, groups, cg, og, &stride, &dilation, &io.fs[2..], 0, &w_st)
+    let kvol: usize = io.fs[2..].iter().product();
+    let filter_const = lw.g.const_of(io.f).and_then(|t| t.as_f32().map(|d| d.to_vec()));
+    if lw.direct_only {
+        let fs_st = strides(&io.fs);
+        let mut w_st = vec![og as i64 * fs_st[0], fs_st[0], fs_st[1]];
+        w_st.extend_from_slice(&fs_st[2..]);
+        return direct(lw, "conv", &p, 0, &io, groups, cg, og, &stride, &dilation, &io.fs[2..], 0, &w_st);
+    }
+    let fusion = fusion(lw, &io)?;
+    if cg == 1 && og == 1 && groups > 1 && kvol <= super::window::UNROLL_TAPS {
+        return depthwise(lw, &p, &io, &stride, &dilation, fusion);
+    }
+    match filter_const {
+        Some(f) if !lw.self_contained => gemm(lw, &p, &io, &geo, groups, cg, og, &stride, &dilation, &f, fusion),
+        _ => {
+            let fs_st = strides(&io.fs);
+            let mut w_st = vec![og as i64 * fs_st[0], fs_st[0], fs_st[1]];
+            w_st.extend_from_slice(&fs_st[2..]);
+            let Some(fu) = fusion else {
+                return direct(lw, "conv", &p, 0, &io, groups, cg, og, &stride, &dilation, &io.fs[2..], 0, &w_st);
+            };
+            // Not fused after all: the following nodes run as usual.
+            for n in fu.nodes {
+                if let Some(s) = lw.skip.get_mut(n) {
+                    *s = false;
+                }
+            }
+            direct(lw, "conv", &p, 0, &io, groups, cg, og, &stride, &dilation, &io.fs[2..], 0, &w_st)
+        }
+    }
+}
+
+/// Nodes after a conv folded into its GEMM epilogue: the value the fused chain produces,
+/// the activation, an optional residual added before it, and the nodes skipped.
+pub(super) struct Fusion {
+    pub out: ValueId,
+    pub activation: Activation,
+    pub residual: Option<ValueId>,
+    pub nodes: Vec<usize>,
+}
+
+/// Byte range of a workspace buffer (`None` for inputs/outputs/constants).
+fn ws_range(lw: &mut Lowering<'_>, v: ValueId) -> Result<Option<(usize, usize)>, CodegenError> {
+    let b = lw.buf(v)?;
+    Ok(lw.prog.buffer(b).and_then(|x| match x.kind {
+        BufKind::Workspace(off) => Some((off, off + x.len * x.dtype.size())),
+        _ => None,
+    }))
+}
+
+fn disjoint(lw: &mut Lowering<'_>, a: ValueId, b: ValueId) -> Result<bool, CodegenError> {
+    Ok(match (ws_range(lw, a)?, ws_range(lw, b)?) {
+        (Some(x), Some(y)) => x.1 <= y.0 || y.1 <= x.0,
+        _ => a != b,
+    })
+}
+
+/// A scalar constant operand.
+fn scalar_const(lw: &Lowering<'_>, v: ValueId) -> Option<f32> {
+    let t = lw.g.const_of(v)?;
+    let d = t.as_f32()?;
+    if d.len() == 1 { Some(d[0]) } else { None }
+}
+
+/// Finds `conv → [add residual] → [relu | clamp(const, const)]` where each intermediate
+/// has exactly one user, is not a graph output, the nodes follow each other, and the
+/// final buffer cannot alias the conv input (the GEMM writes it while reading that input).
+/// Marks the fused nodes skipped.
+fn fusion(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<Fusion>, CodegenError> {
+    let users = lw.g.users();
+    let single = |v: ValueId| users.get(v.index()).is_some_and(|u| u.len() == 1) && !lw.g.outputs.contains(&v);
+    let mut cur = io.y;
+    let mut at = lw.node_idx() + 1;
+    let mut nodes = Vec::new();
+    let mut residual = None;
+    let mut activation = Activation::None;
+    // Residual add.
+    if single(cur)
+        && let Some(n) = lw.g.nodes.get(at)
+        && matches!(n.op, Op::Binary(BinaryOp::Add))
+        && n.inputs.len() == 2
+        && n.inputs.contains(&cur)
+    {
+        let other = if n.inputs[0] == cur { n.inputs[1] } else { n.inputs[0] };
+        if other != cur && lw.shape(other)? == io.ys && lw.dtype(other)? == DType::F32 && lw.shape(n.outputs[0])? == io.ys {
+            residual = Some(other);
+            cur = n.outputs[0];
+            nodes.push(at);
+            at += 1;
+        }
+    }
+    if single(cur)
+        && let Some(n) = lw.g.nodes.get(at)
+        && n.inputs.first() == Some(&cur)
+    {
+        let act = match &n.op {
+            Op::Unary(UnaryOp::Relu) => Some(Activation::Relu),
+            Op::Clamp if n.inputs.len() == 3 && lw.shape(n.outputs[0])? == io.ys => {
+                match (scalar_const(lw, n.inputs[1]), scalar_const(lw, n.inputs[2])) {
+                    (Some(lo), Some(hi)) if lo <= hi => Some(Activation::Clamp(lo, hi)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(a) = act {
+            activation = a;
+            cur = n.outputs[0];
+            nodes.push(at);
+        }
+    }
+    if nodes.is_empty() || !disjoint(lw, cur, io.x)? {
+        return Ok(None);
+    }
+    if let Some(r) = residual
+        && !(disjoint(lw, cur, r)? || lw.buf(cur)? == lw.buf(r)?)
+    {
+        return Ok(None);
+    }
+    for &n in &nodes {
+        if let Some(s) = lw.skip.get_mut(n) {
+            *s = true;
+        }
+    }
+    Ok(Some(Fusion { out: cur, activation, residual, nodes }))
+}
+
+/// Bias as a per-channel buffer of `cout` floats (a single value is broadcast into scratch).
+fn bias_rows(lw: &mut Lowering<'_>, b: ValueId, cout: usize) -> Result<BufId, CodegenError> {
+    let len: usize = lw.shape(b)?.iter().product();
+    let bb = lw.buf(b)?;
+    if len == cout {
+        return Ok(bb);
+    }
+    if len != 1 {
+        return Err(CodegenError::Invalid(format!("bias of {len} values for {cout} output channels")));
+    }
+    let dst = lw.scratch(DType::F32, cout);
+    let mut k = lw.kernel("bias_bcast", &[cout]);
+    let a = k.access(bb, 0, vec![0]);
+    k.load(a, DType::F32);
+    k.set_store(dst, 0, vec![1]);
+    lw.push(k);
+    Ok(dst)
+}
+
+/// Dense conv as GEMM per (batch item, group): `C[og × pos] = A[og × K] · col[K × pos]`
+/// with A the filter pre-packed at compile time, `col` the im2col of the border-free view
+/// (or the input itself for an unpadded 1×1 stride-1 conv), bias per row and the fused
+/// epilogue.
+#[allow(clippy::too_many_arguments)]
+fn gemm(
+    lw: &mut Lowering<'_>,
+    p: &View,
+    io: &ConvIo,
+    geo: &Geometry,
+    groups: usize,
+    cg: usize,
+    og: usize,
+    stride: &[usize],
+    dilation: &[usize],
+    filter: &[f32],
+    fusion: Option<Fusion>,
+) -> Result<(), CodegenError> {
+    let sp = io.xs.len() - 2;
+    let n = io.xs[0];
+    let cout = io.ys[1];
+    let kvol: usize = io.fs[2..].iter().product();
+    let kk = cg * kvol;
+    let pos: usize = io.ys[2..].iter().product();
+    // Packed filter, group after group.
+    let plen = nnefc_runtime::packed_a_len(og, kk);
+    let mut packed = Vec::with_capacity(plen * groups);
+    for g in 0..groups {
+        let part = filter.get(g * og * kk..(g + 1) * og * kk).ok_or_else(|| CodegenError::Invalid("filter too short".into()))?;
+        let pk = nnefc_runtime::try_pack_a(og, kk, part, kk, 1).map_err(|e| CodegenError::Internal(format!("packing the filter: {e:?}")))?;
+        packed.extend(pk);
+    }
+    let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let abuf = lw.const_buf(bytes, DType::F32, packed.len());
+    // B: the input itself or an im2col matrix per (n, g).
+    let direct_b = io.fs[2..].iter().all(|&k| k == 1) && stride.iter().all(|&s| s == 1) && geo.front.iter().all(|&f| f == 0) && io.ys[2..] == io.xs[2..];
+    let (bbuf, boffs): (BufId, Vec<i64>) = if direct_b {
+        let xb = lw.buf(io.x)?;
+        let pl: usize = io.xs[2..].iter().product();
+        (xb, (0..n * groups).map(|i| ((i / groups) * io.xs[1] * pl + (i % groups) * cg * pl) as i64).collect())
+    } else {
+        let col = lw.scratch(DType::F32, n * groups * kk * pos);
+        let mut ext = vec![n, groups, cg];
+        ext.extend_from_slice(&io.fs[2..]);
+        ext.extend_from_slice(&io.ys[2..]);
+        let mut k = lw.kernel("im2col", &ext);
+        let mut ps = vec![p.strides[0], cg as i64 * p.strides[1], p.strides[1]];
+        ps.extend((0..sp).map(|d| dilation[d] as i64 * p.strides[2 + d]));
+        ps.extend((0..sp).map(|d| stride[d] as i64 * p.strides[2 + d]));
+        let a = k.access(p.buf, p.offset, ps);
+        k.load(a, DType::F32);
+        k.set_store(col, 0, strides(&ext));
+        lw.push(k);
+        (col, (0..n * groups).map(|i| (i * kk * pos) as i64).collect())
+    };
+    let (out, activation, residual) = match &fusion {
+        Some(f) => (f.out, f.activation, f.residual),
+        None => (io.y, Activation::None, None),
+    };
+    let cbuf = lw.buf(out)?;
+    if let Some(r) = residual {
+        let rb = lw.buf(r)?;
+        if rb != cbuf {
+            lw.copy(rb, cbuf, DType::F32, n * cout * pos);
+        }
+    }
+    let rows = bias_rows(lw, io.b, cout)?;
+    let scratch = lw.scratch_bytes(nnefc_runtime::sgemm_scratch_bytes(og, pos, kk));
+    let mut batches = Vec::with_capacity(n * groups);
+    let mut bias_offs = Vec::with_capacity(n * groups);
+    for ni in 0..n {
+        for g in 0..groups {
+            batches.push([(g * plen) as i64, boffs[ni * groups + g], (ni * cout * pos + g * og * pos) as i64]);
+            bias_offs.push((g * og) as i64);
+        }
+    }
+    lw.prog.steps.push(Step::Gemm(GemmCall {
+        m: og,
+        n: pos,
+        k: kk,
+        a: Matrix { buf: abuf, rs: kk as i64, cs: 1 },
+        a_packed: true,
+        b: Matrix { buf: bbuf, rs: pos as i64, cs: 1 },
+        c: Matrix { buf: cbuf, rs: pos as i64, cs: 1 },
+        batches,
+        bias: None,
+        scratch,
+        epi: GemmEpi { row_bias: Some((rows, bias_offs)), activation, accumulate: residual.is_some() },
+    }));
+    Ok(())
+}
+
+/// Depthwise conv (one input and one output channel per group): taps unrolled into the
+/// body, the output width innermost (f32x4 when the stride along it is 1), the fused
+/// activation applied in the body.
+fn depthwise(lw: &mut Lowering<'_>, p: &View, io: &ConvIo, stride: &[usize], dilation: &[usize], fusion: Option<Fusion>) -> Result<(), CodegenError> {
+    let sp = io.xs.len() - 2;
+    let c = io.xs[1];
+    let mut ext = vec![io.xs[0], c];
+    ext.extend_from_slice(&io.ys[2..]);
+    let rank = ext.len();
+    let ksize = &io.fs[2..];
+    let kvol: usize = ksize.iter().product();
+    let fb = lw.buf(io.f)?;
+    let fst = strides(&io.fs);
+    let (bg, _) = bias_strides(lw, io.b, c)?;
+    let bb = lw.buf(io.b)?;
+    let (out, activation, residual) = match &fusion {
+        Some(f) => (f.out, f.activation, f.residual),
+        None => (io.y, Activation::None, None),
+    };
+    let mut k = lw.kernel("dwconv", &ext);
+    let mut ps = vec![p.strides[0], p.strides[1]];
+    ps.extend((0..sp).map(|d| stride[d] as i64 * p.strides[2 + d]));
+    let f = DType::F32;
+    let mut bst = vec![0i64; rank];
+    bst[1] = bg;
+    let ba = k.access(bb, 0, bst);
+    let mut acc = k.load(ba, f);
+    let mut wst = vec![0i64; rank];
+    wst[1] = fst[0];
+    for t in 0..kvol {
+        let mut rem = t;
+        let mut off = 0i64;
+        let mut woff = 0i64;
+        for d in (0..sp).rev() {
+            let e = ksize[d].max(1);
+            let td = rem % e;
+            rem /= e;
+            off += (td * dilation[d]) as i64 * p.strides[2 + d];
+            woff += td as i64 * fst[2 + d];
+        }
+        let xa = k.access(p.buf, p.offset + off, ps.clone());
+        let wa = k.access(fb, woff, wst.clone());
+        let x = k.load(xa, f);
+        let w = k.load(wa, f);
+        let m = k.push(Expr::Binary(BinaryOp::Mul, x, w), f);
+        acc = k.push(Expr::Binary(BinaryOp::Add, acc, m), f);
+    }
+    if let Some(r) = residual {
+        let rb = lw.buf(r)?;
+        let ra = k.access(rb, 0, strides(&ext));
+        let rv = k.load(ra, f);
+        acc = k.push(Expr::Binary(BinaryOp::Add, acc, rv), f);
+    }
+    match activation {
+        Activation::None => {}
+        Activation::Relu => {
+            acc = k.push(Expr::Unary(UnaryOp::Relu, acc), f);
+        }
+        Activation::Clamp(lo, hi) => {
+            let h = k.push(Expr::Lit(Lit::F32(hi)), f);
+            let l = k.push(Expr::Lit(Lit::F32(lo)), f);
+            let m = k.push(Expr::Binary(BinaryOp::Min, acc, h), f);
+            acc = k.push(Expr::Binary(BinaryOp::Max, m, l), f);
+        }
+    }
+    let _ = acc;
+    let ob = lw.buf(out)?;
+    k.set_store(ob, 0, strides(&ext));
+    lw.push(k);
+    Ok(())
 }
 
 /// Per-dim layout of a zero-inserted buffer (see the module doc).

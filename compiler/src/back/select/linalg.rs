@@ -95,6 +95,7 @@ pub(super) fn matmul(lw: &mut Lowering<'_>, ta: bool, tb: bool, ins: &[ValueId],
         batches,
         bias: None,
         scratch,
+        epi: Default::default(),
     }));
     Ok(())
 }
@@ -144,6 +145,7 @@ pub(super) fn linear(lw: &mut Lowering<'_>, ins: &[ValueId], outs: &[ValueId]) -
         batches: vec![[0, 0, 0]],
         bias: Some(bias_buf),
         scratch,
+        epi: Default::default(),
     }));
     Ok(())
 }

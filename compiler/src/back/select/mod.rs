@@ -53,6 +53,12 @@ pub(crate) struct Lowering<'g> {
     pub vectorize: bool,
     prefix: String,
     node_index: usize,
+    /// Lower convolutions as plain reduction loop nests (no GEMM, no fusion).
+    pub direct_only: bool,
+    /// No runtime calls: GEMMs become Cranelift loop nests (see `back` module docs).
+    pub self_contained: bool,
+    /// Nodes already computed by an earlier node (epilogue fusion in `conv`); `run` skips them.
+    pub skip: Vec<bool>,
 }
 
 impl<'g> Lowering<'g> {
@@ -76,6 +82,9 @@ impl<'g> Lowering<'g> {
             vectorize,
             prefix: prefix.to_string(),
             node_index: 0,
+            skip: vec![false; g.nodes.len()],
+            direct_only: false,
+            self_contained: false,
         }
     }
 
@@ -145,6 +154,11 @@ impl<'g> Lowering<'g> {
         off
     }
 
+    /// Index of the node being lowered.
+    pub fn node_idx(&self) -> usize {
+        self.node_index
+    }
+
     /// A fresh kernel named after the current node.
     pub fn kernel(&self, what: &str, extents: &[usize]) -> Kernel {
         let n = self.prog.steps.len();
@@ -204,6 +218,9 @@ impl<'g> Lowering<'g> {
         for (i, n) in self.g.nodes.iter().enumerate() {
             self.node_index = i;
             self.scratch_used = 0;
+            if self.skip.get(i).copied().unwrap_or(false) {
+                continue;
+            }
             self.node(n)?;
         }
         self.node_index = self.g.nodes.len();

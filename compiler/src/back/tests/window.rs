@@ -6,6 +6,16 @@ use super::harness::{Rng, assert_close, load, opts};
 use crate::ir::infer::infer;
 use crate::ir::{Border, ConvAttrs, DType, Graph, Op, Tensor, WindowAttrs};
 
+/// Uniform integers for the case generators.
+pub(super) trait Below {
+    fn below(&mut self, n: usize) -> usize;
+}
+impl Below for Rng {
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
 /// One operand: a runtime input or a constant baked into the object.
 pub(super) enum Arg {
     In(Tensor),
@@ -271,4 +281,58 @@ fn deconv_random() {
     }
     assert!(b.len() >= 15, "only {} valid cases", b.len());
     b.check("deconvr");
+}
+
+/// Appends `op(ins)` with its inferred type.
+fn node(g: &mut Graph, op: Op, ins: &[crate::ir::ValueId]) -> crate::ir::ValueId {
+    let tys: Vec<_> = ins.iter().map(|v| g.ty(*v).clone()).collect();
+    let refs: Vec<_> = tys.iter().collect();
+    let out = infer(&op, &refs).unwrap_or_else(|e| panic!("infer: {e}"));
+    g.add_node(op, ins.to_vec(), out)[0]
+}
+
+/// conv → relu, conv → clamp, conv → add(residual) → relu, depthwise → clamp(0, 6):
+/// each chain is one fused step (checked in the kernel dump) and matches the interpreter.
+#[test]
+fn fused_epilogues() {
+    use crate::ir::{BinaryOp, UnaryOp};
+    let mut r = Rng::new(8);
+    let mut g = Graph::new("fuse");
+    let xs = [2usize, 6, 7, 9];
+    let xt = r.tensor(DType::F32, &xs, -1.0, 1.0);
+    let x = g.add_input("x", xt.ty());
+    let rt = r.tensor(DType::F32, &[2, 8, 7, 9], -1.0, 1.0);
+    let res = g.add_input("r", rt.ty());
+    let conv = |g: &mut Graph, r: &mut Rng, x, cout: usize, cin_g: usize, k: usize, groups: usize| {
+        let f = g.add_const(r.tensor(DType::F32, &[cout, cin_g, k, k], -1.0, 1.0), None, None);
+        let b = g.add_const(r.tensor(DType::F32, &[1, cout], -1.0, 1.0), None, None);
+        let a = ConvAttrs { border: Border::Constant, padding: Vec::new(), stride: Vec::new(), dilation: Vec::new(), groups, output_shape: Vec::new() };
+        node(g, Op::Conv(a), &[x, f, b])
+    };
+    let c1 = conv(&mut g, &mut r, x, 8, 6, 3, 1);
+    let y1 = node(&mut g, Op::Unary(UnaryOp::Relu), &[c1]);
+    let c2 = conv(&mut g, &mut r, x, 8, 6, 1, 1);
+    let lo = g.add_const(Tensor::f32(vec![], vec![-0.5]), None, None);
+    let hi = g.add_const(Tensor::f32(vec![], vec![0.5]), None, None);
+    let y2 = node(&mut g, Op::Clamp, &[c2, lo, hi]);
+    let c3 = conv(&mut g, &mut r, x, 8, 6, 3, 1);
+    let s3 = node(&mut g, Op::Binary(BinaryOp::Add), &[c3, res]);
+    let y3 = node(&mut g, Op::Unary(UnaryOp::Relu), &[s3]);
+    let c4 = conv(&mut g, &mut r, x, 6, 1, 3, 0);
+    let zero = g.add_const(Tensor::f32(vec![], vec![0.0]), None, None);
+    let six = g.add_const(Tensor::f32(vec![], vec![0.3]), None, None);
+    let y4 = node(&mut g, Op::Clamp, &[c4, zero, six]);
+    g.outputs.extend([y1, y2, y3, y4]);
+    let inputs = [xt, rt];
+    let want = crate::ir::interp::run(&g, &inputs).expect("interp");
+    let m = load(&g, &opts("fuse"));
+    let k = &m.art.kernels;
+    assert!(k.contains("activation=Relu accumulate=false"), "{k}");
+    assert!(k.contains("activation=Clamp(-0.5, 0.5)"), "{k}");
+    assert!(k.contains("activation=Relu accumulate=true"), "{k}");
+    assert!(!k.contains("_relu\n") && !k.contains("_clamp\n") && !k.contains("_add\n"), "{k}");
+    let got = m.run(&inputs).expect("status 0");
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert_close(&format!("chain {i}"), a, b);
+    }
 }
