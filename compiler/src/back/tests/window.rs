@@ -336,3 +336,46 @@ fn fused_epilogues() {
         assert_close(&format!("chain {i}"), a, b);
     }
 }
+
+/// Timing of a resnet18 basic block at 56×56×64 (two 3×3 convs, residual, relu):
+/// `cargo test -p nnefc-compiler --lib bench_resnet_block -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn bench_resnet_block() {
+    use crate::ir::{BinaryOp, UnaryOp};
+    let mut r = Rng::new(1);
+    let mut g = Graph::new("rb");
+    let xt = r.tensor(DType::F32, &[1, 64, 56, 56], -1.0, 1.0);
+    let x = g.add_input("x", xt.ty());
+    let conv = |g: &mut Graph, r: &mut Rng, x| {
+        let f = g.add_const(r.tensor(DType::F32, &[64, 64, 3, 3], -0.1, 0.1), None, None);
+        let b = g.add_const(r.tensor(DType::F32, &[1, 64], -0.1, 0.1), None, None);
+        let a = ConvAttrs { border: Border::Constant, padding: vec![(1, 1), (1, 1)], stride: Vec::new(), dilation: Vec::new(), groups: 1, output_shape: Vec::new() };
+        node(g, Op::Conv(a), &[x, f, b])
+    };
+    let c1 = conv(&mut g, &mut r, x);
+    let y1 = node(&mut g, Op::Unary(UnaryOp::Relu), &[c1]);
+    let c2 = conv(&mut g, &mut r, y1);
+    let s = node(&mut g, Op::Binary(BinaryOp::Add), &[c2, x]);
+    let y = node(&mut g, Op::Unary(UnaryOp::Relu), &[s]);
+    let mp = WindowAttrs { size: vec![1, 1, 3, 3], border: Border::Ignore, padding: vec![(0, 0), (0, 0), (1, 1), (1, 1)], stride: vec![1, 1, 2, 2], dilation: Vec::new(), output_shape: Vec::new() };
+    let p = node(&mut g, Op::MaxPool(mp), &[y]);
+    g.outputs.extend([y, p]);
+    let t0 = std::time::Instant::now();
+    let m = load(&g, &opts("rb"));
+    let compile = t0.elapsed();
+    let inputs = [xt];
+    m.run(&inputs).expect("status 0");
+    let reps = 10;
+    let t1 = std::time::Instant::now();
+    for _ in 0..reps {
+        m.run(&inputs).expect("status 0");
+    }
+    let run = t1.elapsed() / reps;
+    let flops = 2.0 * 2.0 * 64.0 * 64.0 * 9.0 * 56.0 * 56.0;
+    println!("resnet block 56x56x64: compile+link {compile:?}, run {run:?}, {:.1} GFLOP/s", flops / run.as_secs_f64() / 1e9);
+    let want = crate::ir::interp::run(&g, &inputs).expect("interp");
+    let got = m.run(&inputs).expect("status 0");
+    assert_close("block", &got[0], &want[0]);
+    assert_close("pool", &got[1], &want[1]);
+}
