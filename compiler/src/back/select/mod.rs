@@ -12,6 +12,7 @@
 
 mod conv;
 mod elementwise;
+mod gemm_loops;
 mod linalg;
 mod movement;
 mod reduce;
@@ -236,6 +237,9 @@ impl<'g> Lowering<'g> {
             let dst = self.prog.add_buffer(BufKind::Output(j), dtype, len);
             self.copy(src, dst, dtype, len);
         }
+        if self.self_contained {
+            gemm_loops::lower_all(&mut self)?;
+        }
         self.prog.workspace_size = (self.plan.arena_size + self.scratch_max).div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
         Ok(self.prog)
     }
@@ -244,4 +248,11 @@ impl<'g> Lowering<'g> {
 /// Lowers a whole graph.
 pub(crate) fn select(g: &Graph, plan: &MemoryPlan, prefix: &str, vectorize: bool) -> Result<Program, CodegenError> {
     Lowering::new(g, plan, prefix, vectorize).run()
+}
+
+/// [`select`] with the GEMMs as loop nests when `self_contained` (no runtime calls).
+pub(crate) fn select_with(g: &Graph, plan: &MemoryPlan, prefix: &str, vectorize: bool, self_contained: bool) -> Result<Program, CodegenError> {
+    let mut lw = Lowering::new(g, plan, prefix, vectorize);
+    lw.self_contained = self_contained;
+    lw.run()
 }

@@ -69,11 +69,14 @@ impl Batch {
     }
     /// Compiles, runs and compares every output.
     pub fn check(self, prefix: &str) {
+        self.check_with(&opts(prefix))
+    }
+    pub fn check_with(self, o: &crate::back::BackendOptions) {
         if self.g.outputs.is_empty() {
             return;
         }
         let want = crate::ir::interp::run(&self.g, &self.inputs).unwrap_or_else(|e| panic!("interp: {e}"));
-        let m = load(&self.g, &opts(prefix));
+        let m = load(&self.g, o);
         let got = m.run(&self.inputs).expect("status 0");
         for (i, (gt, wt)) in got.iter().zip(&want).enumerate() {
             let what = self.what.get(i).cloned().unwrap_or_else(|| format!("output {i}"));
@@ -378,4 +381,109 @@ fn bench_resnet_block() {
     let got = m.run(&inputs).expect("status 0");
     assert_close("block", &got[0], &want[0]);
     assert_close("pool", &got[1], &want[1]);
+}
+
+/// A mixed graph batch: convs (all paths), pools, matmul, linear.
+fn cross_batch(seed: u64) -> Batch {
+    let mut r = Rng::new(seed);
+    let mut b = Batch::new();
+    let mut tries = 0;
+    while b.len() < 10 && tries < 500 {
+        tries += 1;
+        let mut a = conv_attrs(&mut r, 2, true);
+        a.groups = [1, 2, 0][r.below(3)];
+        let c = 2 * (1 + r.below(2));
+        let cout = if a.groups == 0 { c } else { 2 * (1 + r.below(4)) };
+        let cg = if a.groups == 0 { 1 } else { c / a.groups };
+        let xs = vec![1 + r.below(2), c, 3 + r.below(7), 3 + r.below(7)];
+        let fs = vec![cout, cg, 1 + r.below(3), 1 + r.below(3)];
+        let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
+        let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
+        let bias = r.tensor(DType::F32, &[1, cout], -1.0, 1.0);
+        b.add(format!("conv {xs:?} {fs:?} {a:?}"), Op::Conv(a), vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)]);
+    }
+    let x = r.tensor(DType::F32, &[1, 3, 9, 8], -1.0, 1.0);
+    let w = WindowAttrs { size: vec![1, 1, 3, 3], border: Border::Ignore, padding: Vec::new(), stride: vec![1, 1, 2, 2], dilation: Vec::new(), output_shape: Vec::new() };
+    b.add("max_pool".into(), Op::MaxPool(w.clone()), vec![Arg::In(x.clone())]);
+    b.add("avg_pool".into(), Op::Box { window: w, normalize: true }, vec![Arg::In(x)]);
+    let ma = r.tensor(DType::F32, &[13, 7], -1.0, 1.0);
+    let mb = r.tensor(DType::F32, &[7, 5], -1.0, 1.0);
+    b.add("matmul const A".into(), Op::MatMul { transpose_a: false, transpose_b: false }, vec![Arg::Const(ma.clone()), Arg::In(mb.clone())]);
+    b.add("matmul".into(), Op::MatMul { transpose_a: false, transpose_b: false }, vec![Arg::In(ma), Arg::In(mb)]);
+    let lx = r.tensor(DType::F32, &[3, 6], -1.0, 1.0);
+    let lw = r.tensor(DType::F32, &[4, 6], -1.0, 1.0);
+    let lb = r.tensor(DType::F32, &[1, 4], -1.0, 1.0);
+    b.add("linear".into(), Op::Linear, vec![Arg::In(lx), Arg::Const(lw), Arg::Const(lb)]);
+    let ex = r.tensor(DType::F32, &[2, 5], -3.0, 3.0);
+    b.add("relu".into(), Op::Unary(crate::ir::UnaryOp::Relu), vec![Arg::In(ex)]);
+    b
+}
+
+/// The x86-64 self-contained object (no runtime GEMM) runs natively and matches.
+#[test]
+fn self_contained_matches_interp() {
+    let b = cross_batch(31);
+    let o = crate::back::BackendOptions { self_contained: Some(true), ..opts("selfc") };
+    let art = crate::back::compile(&b.g, &o).expect("compile");
+    assert!(!art.kernels.contains("gemm b"), "GEMM steps left: {}", art.kernels);
+    assert!(!art.object.windows(11).any(|w| w == b"nnefc_sgemm"), "object references the runtime");
+    b.check_with(&o);
+}
+
+fn tool(name: &str) -> bool {
+    std::process::Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// aarch64-linux: compile, link a static C driver with the inputs embedded, run it under
+/// qemu, compare the printed output bits with the interpreter.
+#[test]
+fn aarch64_under_qemu() {
+    if !tool("aarch64-linux-gnu-gcc") || !tool("qemu-aarch64") {
+        println!("skipped: aarch64 cross tools not installed (run .ci/setup)");
+        return;
+    }
+    let b = cross_batch(41);
+    let o = crate::back::BackendOptions { target: Some("aarch64-unknown-linux-gnu".into()), ..opts("xa") };
+    assert!(o.is_self_contained());
+    let art = crate::back::compile(&b.g, &o).expect("compile");
+    let want = crate::ir::interp::run(&b.g, &b.inputs).expect("interp");
+    let mut c = String::from("#include <stdio.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\nint xa_run(const void *const *, void *const *, void *);\n");
+    for (i, t) in b.inputs.iter().enumerate() {
+        let bytes = t.to_le_bytes();
+        let words: Vec<String> = bytes.chunks(4).map(|w| format!("0x{:08x}u", u32::from_le_bytes([w[0], w[1], w[2], w[3]]))).collect();
+        c += &format!("static const uint32_t in{i}[] = {{{}}};\n", if words.is_empty() { "0".into() } else { words.join(",") });
+    }
+    for (i, t) in art.interface.outputs.iter().enumerate() {
+        c += &format!("static uint32_t out{i}[{}];\n", t.volume().max(1));
+    }
+    c += "int main(void) {\n";
+    c += &format!("  const void *ins[] = {{{}}};\n", (0..b.inputs.len()).map(|i| format!("in{i}")).collect::<Vec<_>>().join(","));
+    c += &format!("  void *outs[] = {{{}}};\n", (0..art.interface.outputs.len()).map(|i| format!("out{i}")).collect::<Vec<_>>().join(","));
+    c += &format!("  void *ws = aligned_alloc(64, {});\n", art.workspace_size.max(64).div_ceil(64) * 64);
+    c += "  int st = xa_run(ins, outs, ws);\n  if (st) { printf(\"status %d\\n\", st); return 1; }\n";
+    for (i, t) in art.interface.outputs.iter().enumerate() {
+        c += &format!("  for (int j = 0; j < {}; j++) printf(\"%08x \", out{i}[j]);\n  printf(\"\\n\");\n", t.volume());
+    }
+    c += "  return 0;\n}\n";
+    let dir = std::env::temp_dir().join(format!("nnefc-xa-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("model.o"), &art.object).expect("write");
+    std::fs::write(dir.join("main.c"), c).expect("write");
+    let st = std::process::Command::new("aarch64-linux-gnu-gcc")
+        .args(["-static", "-O1", "main.c", "model.o", "-o", "prog"])
+        .current_dir(&dir)
+        .status()
+        .expect("gcc");
+    assert!(st.success(), "cross link failed");
+    let out = std::process::Command::new("qemu-aarch64").arg(dir.join("prog")).output().expect("qemu");
+    assert!(out.status.success(), "program failed: {}", String::from_utf8_lossy(&out.stdout));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), want.len());
+    for (i, (line, w)) in lines.iter().zip(&want).enumerate() {
+        let bits: Vec<u32> = line.split_whitespace().map(|h| u32::from_str_radix(h, 16).expect("hex")).collect();
+        let got = Tensor::f32(w.shape.clone(), bits.iter().map(|&u| f32::from_bits(u)).collect());
+        assert_close(&format!("aarch64 {}", b.what[i]), &got, w);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
