@@ -487,3 +487,22 @@ fn aarch64_under_qemu() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Objects for the other targets build (ELF/Mach-O magic) and are self-contained.
+#[test]
+fn cross_targets_build() {
+    let b = cross_batch(51);
+    for (t, magic) in [
+        ("aarch64-unknown-linux-gnu", &b"\x7fELF"[..]),
+        ("x86_64-unknown-linux-gnu", &b"\x7fELF"[..]),
+        ("aarch64-apple-darwin", &[0xcf, 0xfa, 0xed, 0xfe][..]),
+        ("x86_64-apple-darwin", &[0xcf, 0xfa, 0xed, 0xfe][..]),
+    ] {
+        let o = crate::back::BackendOptions { target: Some(t.into()), ..opts("xt") };
+        let art = crate::back::compile(&b.g, &o).unwrap_or_else(|e| panic!("{t}: {e}"));
+        assert!(art.object.starts_with(magic), "{t}: wrong object format");
+        if t.contains("apple") {
+            assert!(!art.object.windows(11).any(|w| w == b"nnefc_sgemm"), "{t}: references the runtime");
+        }
+    }
+}
