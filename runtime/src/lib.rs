@@ -14,7 +14,10 @@
 //!
 //! It does not allocate at run time, start threads or hold global mutable state other than
 //! the cached kernel choice. It builds for `no_std` (disable the default `std` feature); CPU
-//! detection then falls back to the features enabled at compile time (`-C target-feature`).
+//! detection then falls back to the features enabled at compile time (`-C target-feature`),
+//! and [`pack_a`] / [`Tensor`] (which allocate) are left out. A `no_std` user links the rlib
+//! (the staticlib needs the panic handler that only a final binary provides):
+//! `cargo rustc -p nnefc-runtime --no-default-features --lib --crate-type rlib`.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]

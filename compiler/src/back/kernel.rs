@@ -222,7 +222,11 @@ pub struct Program {
 
 impl Program {
     pub fn add_buffer(&mut self, kind: BufKind, dtype: DType, len: usize) -> BufId {
-        if let Some(i) = self.buffers.iter().position(|b| b.kind == kind && b.dtype == dtype && b.len == len) {
+        if let Some(i) = self
+            .buffers
+            .iter()
+            .position(|b| b.kind == kind && b.dtype == dtype && b.len == len)
+        {
             return BufId(i as u32);
         }
         self.buffers.push(Buffer { kind, dtype, len });
@@ -238,7 +242,13 @@ impl Kernel {
     pub fn new(name: impl Into<String>, extents: &[usize]) -> Kernel {
         Kernel {
             name: name.into(),
-            loops: extents.iter().map(|&e| Loop { extent: e, vector: 1 }).collect(),
+            loops: extents
+                .iter()
+                .map(|&e| Loop {
+                    extent: e,
+                    vector: 1,
+                })
+                .collect(),
             accesses: Vec::new(),
             body: Vec::new(),
             store: AccessId(0),
@@ -246,7 +256,12 @@ impl Kernel {
         }
     }
     pub fn access(&mut self, buf: BufId, offset: i64, strides: Vec<i64>) -> AccessId {
-        self.accesses.push(Access { buf, offset, strides, indirect: Vec::new() });
+        self.accesses.push(Access {
+            buf,
+            offset,
+            strides,
+            indirect: Vec::new(),
+        });
         AccessId(self.accesses.len() as u32 - 1)
     }
     pub fn push(&mut self, expr: Expr, ty: DType) -> ExprId {
@@ -260,7 +275,10 @@ impl Kernel {
         self.store = self.access(buf, offset, strides);
     }
     pub fn ty(&self, e: ExprId) -> DType {
-        self.body.get(e.0 as usize).map(|n| n.ty).unwrap_or(DType::F32)
+        self.body
+            .get(e.0 as usize)
+            .map(|n| n.ty)
+            .unwrap_or(DType::F32)
     }
 }
 
@@ -272,11 +290,26 @@ fn write_expr(f: &mut fmt::Formatter<'_>, prefix: &str, i: usize, n: &ExprNode) 
         Expr::Lit(Lit::I32(x)) => writeln!(f, "{x}"),
         Expr::Lit(Lit::Bool(x)) => writeln!(f, "{x}"),
         Expr::Acc => writeln!(f, "acc"),
-        Expr::Unary(op, a) => writeln!(f, "{} {prefix}{}", crate::ir::Op::Unary(*op).mnemonic(), a.0),
+        Expr::Unary(op, a) => writeln!(
+            f,
+            "{} {prefix}{}",
+            crate::ir::Op::Unary(*op).mnemonic(),
+            a.0
+        ),
         Expr::Binary(op, a, b) => {
-            writeln!(f, "{} {prefix}{}, {prefix}{}", crate::ir::Op::Binary(*op).mnemonic(), a.0, b.0)
+            writeln!(
+                f,
+                "{} {prefix}{}, {prefix}{}",
+                crate::ir::Op::Binary(*op).mnemonic(),
+                a.0,
+                b.0
+            )
         }
-        Expr::Select(c, a, b) => writeln!(f, "select {prefix}{}, {prefix}{}, {prefix}{}", c.0, a.0, b.0),
+        Expr::Select(c, a, b) => writeln!(
+            f,
+            "select {prefix}{}, {prefix}{}, {prefix}{}",
+            c.0, a.0, b.0
+        ),
         Expr::Cast(t, a) => writeln!(f, "cast.{t} {prefix}{}", a.0),
     }
 }
@@ -298,7 +331,11 @@ impl fmt::Display for Kernel {
                 Some(r) if i >= r.first_loop => " reduce",
                 _ => "",
             };
-            let vec = if l.vector > 1 { format!(" x{}", l.vector) } else { String::new() };
+            let vec = if l.vector > 1 {
+                format!(" x{}", l.vector)
+            } else {
+                String::new()
+            };
             writeln!(f, "  loop i{i} < {}{vec}{role}", l.extent)?;
         }
         for (i, a) in self.accesses.iter().enumerate() {
@@ -322,7 +359,13 @@ impl fmt::Display for Kernel {
                 write_expr(f, "r", i, n)?;
             }
         }
-        let last = |len: usize, p: &str| if len == 0 { "none".to_string() } else { format!("{p}{}", len - 1) };
+        let last = |len: usize, p: &str| {
+            if len == 0 {
+                "none".to_string()
+            } else {
+                format!("{p}{}", len - 1)
+            }
+        };
         let value = match &self.reduction {
             Some(r) => last(r.finalize.len(), "r"),
             None => last(self.body.len(), "e"),

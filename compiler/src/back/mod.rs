@@ -175,21 +175,60 @@ pub enum CodegenError {
     Internal(String),
 }
 
-fn interface(graph: &Graph, prefix: &str, workspace_size: usize) -> Result<ModelInterface, CodegenError> {
+fn interface(
+    graph: &Graph,
+    prefix: &str,
+    workspace_size: usize,
+) -> Result<ModelInterface, CodegenError> {
     let info = |v: crate::ir::ValueId, i: usize, kind: &str| -> Result<TensorInfo, CodegenError> {
-        let val = graph.values.get(v.index()).ok_or_else(|| CodegenError::Invalid(format!("{kind} {i} refers to missing {v}")))?;
-        let shape = val.ty.shape().ok_or_else(|| CodegenError::UnknownShape(format!("{kind} {i}: {}", val.ty)))?;
+        let val = graph
+            .values
+            .get(v.index())
+            .ok_or_else(|| CodegenError::Invalid(format!("{kind} {i} refers to missing {v}")))?;
+        let shape = val
+            .ty
+            .shape()
+            .ok_or_else(|| CodegenError::UnknownShape(format!("{kind} {i}: {}", val.ty)))?;
         let name = val.name.clone().unwrap_or_else(|| format!("{kind}{i}"));
-        Ok(TensorInfo { name, dtype: val.ty.dtype, shape })
+        Ok(TensorInfo {
+            name,
+            dtype: val.ty.dtype,
+            shape,
+        })
     };
-    let inputs = graph.inputs.iter().enumerate().map(|(i, v)| info(*v, i, "input")).collect::<Result<_, _>>()?;
-    let outputs = graph.outputs.iter().enumerate().map(|(i, v)| info(*v, i, "output")).collect::<Result<_, _>>()?;
-    Ok(ModelInterface { prefix: prefix.to_string(), inputs, outputs, workspace_size })
+    let inputs = graph
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| info(*v, i, "input"))
+        .collect::<Result<_, _>>()?;
+    let outputs = graph
+        .outputs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| info(*v, i, "output"))
+        .collect::<Result<_, _>>()?;
+    Ok(ModelInterface {
+        prefix: prefix.to_string(),
+        inputs,
+        outputs,
+        workspace_size,
+    })
 }
 
 fn check_prefix(p: &str) -> Result<(), CodegenError> {
-    let ok = p.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok { Ok(()) } else { Err(CodegenError::Invalid(format!("prefix `{p}` is not a C identifier"))) }
+    let ok = p
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(CodegenError::Invalid(format!(
+            "prefix `{p}` is not a C identifier"
+        )))
+    }
 }
 
 /// Compiles a verified graph (plans memory first).
@@ -199,13 +238,21 @@ pub fn compile(graph: &Graph, opts: &BackendOptions) -> Result<Artifacts, Codege
 }
 
 /// The kernel program of a graph, printed (`nnefc dump --stage kernels`).
-pub fn kernels(graph: &Graph, plan: &MemoryPlan, opts: &BackendOptions) -> Result<kernel::Program, CodegenError> {
+pub fn kernels(
+    graph: &Graph,
+    plan: &MemoryPlan,
+    opts: &BackendOptions,
+) -> Result<kernel::Program, CodegenError> {
     check_prefix(&opts.prefix)?;
     select::select_with(graph, plan, &opts.prefix, opts.vectorize, opts.is_self_contained())
 }
 
 /// Compiles a verified graph with a given memory plan.
-pub fn compile_with_plan(graph: &Graph, plan: &MemoryPlan, opts: &BackendOptions) -> Result<Artifacts, CodegenError> {
+pub fn compile_with_plan(
+    graph: &Graph,
+    plan: &MemoryPlan,
+    opts: &BackendOptions,
+) -> Result<Artifacts, CodegenError> {
     let program = kernels(graph, plan, opts)?;
     let iface = interface(graph, &opts.prefix, program.workspace_size)?;
     let object = object::build(&program, &iface, opts)?;

@@ -7,14 +7,16 @@
 //! Symbols are declared in program order and named from the prefix, so the same input
 //! gives the same bytes. Not here: what the kernels compute (`select`, `emit`).
 
-use super::abi::Status;
+use super::abi::{self, Status};
 use super::emit::math::Caps;
 use super::emit::{KernelEmitter, kernel_params};
 use super::kernel::{BufKind, Kernel, Program, Step};
 use super::{BackendOptions, CodegenError, ModelInterface, OptLevel};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I32;
-use cranelift_codegen::ir::{AbiParam, Function, InstBuilder, MemFlagsData, Signature, UserFuncName, Value};
+use cranelift_codegen::ir::{
+    AbiParam, Function, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
+};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -36,25 +38,41 @@ pub(crate) fn make_isa(opts: &BackendOptions) -> Result<OwnedTargetIsa, CodegenE
     };
     sb.set("opt_level", level).map_err(cl("opt_level"))?;
     sb.set("is_pic", "true").map_err(cl("is_pic"))?;
-    sb.set("log2_min_function_alignment", "4").map_err(cl("alignment"))?;
-    sb.set("enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" }).map_err(cl("verifier"))?;
+    sb.set("log2_min_function_alignment", "4")
+        .map_err(cl("alignment"))?;
+    sb.set(
+        "enable_verifier",
+        if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        },
+    )
+    .map_err(cl("verifier"))?;
     let flags = settings::Flags::new(sb);
     let mut ib = match &opts.target {
         None => cranelift_native::builder().map_err(|e| CodegenError::Target(e.to_string()))?,
         Some(t) => {
-            let triple = target_lexicon::Triple::from_str(t).map_err(|e| CodegenError::Target(format!("{t}: {e}")))?;
-            let mut b = cranelift_codegen::isa::lookup(triple.clone()).map_err(|e| CodegenError::Target(format!("{t}: {e}")))?;
+            let triple = target_lexicon::Triple::from_str(t)
+                .map_err(|e| CodegenError::Target(format!("{t}: {e}")))?;
+            let mut b = cranelift_codegen::isa::lookup(triple.clone())
+                .map_err(|e| CodegenError::Target(format!("{t}: {e}")))?;
             // SSE4.1 (x86-64-v2) is the floor: below it rounding ops become libm calls.
-            if opts.cpu_features.is_empty() && matches!(triple.architecture, target_lexicon::Architecture::X86_64) {
-                b.enable("x86-64-v2").map_err(|e| CodegenError::Target(format!("x86-64-v2: {e}")))?;
+            if opts.cpu_features.is_empty()
+                && matches!(triple.architecture, target_lexicon::Architecture::X86_64)
+            {
+                b.enable("x86-64-v2")
+                    .map_err(|e| CodegenError::Target(format!("x86-64-v2: {e}")))?;
             }
             b
         }
     };
     for f in &opts.cpu_features {
-        ib.enable(f).map_err(|e| CodegenError::Target(format!("cpu feature `{f}`: {e}")))?;
+        ib.enable(f)
+            .map_err(|e| CodegenError::Target(format!("cpu feature `{f}`: {e}")))?;
     }
-    ib.finish(flags).map_err(|e| CodegenError::Target(e.to_string()))
+    ib.finish(flags)
+        .map_err(|e| CodegenError::Target(e.to_string()))
 }
 
 struct Ctx {
@@ -65,24 +83,55 @@ struct Ctx {
 }
 
 /// Emits the object bytes.
-pub(crate) fn build(program: &Program, iface: &ModelInterface, opts: &BackendOptions) -> Result<Vec<u8>, CodegenError> {
+pub(crate) fn build(
+    program: &Program,
+    iface: &ModelInterface,
+    opts: &BackendOptions,
+) -> Result<Vec<u8>, CodegenError> {
     let isa = make_isa(opts)?;
     let caps = Caps {
         fma: isa.has_native_fma(),
-        x86: matches!(isa.triple().architecture, target_lexicon::Architecture::X86_64),
+        x86: matches!(
+            isa.triple().architecture,
+            target_lexicon::Architecture::X86_64
+        ),
     };
-    let mut ob = ObjectBuilder::new(isa, opts.prefix.as_bytes().to_vec(), default_libcall_names()).map_err(cl("object builder"))?;
+    let mut ob = ObjectBuilder::new(
+        isa,
+        opts.prefix.as_bytes().to_vec(),
+        default_libcall_names(),
+    )
+    .map_err(cl("object builder"))?;
     ob.per_function_section(true);
     let module = ObjectModule::new(ob);
-    let mut cx = Ctx { module, consts: Vec::new(), caps, fctx: FunctionBuilderContext::new() };
+    let mut cx = Ctx {
+        module,
+        consts: Vec::new(),
+        caps,
+        fctx: FunctionBuilderContext::new(),
+    };
 
     for (i, bytes) in program.consts.iter().enumerate() {
-        let id = cx.module.declare_data(&format!("{}_w{i}", opts.prefix), Linkage::Local, false, false).map_err(cl("declare weight"))?;
+        let id = cx
+            .module
+            .declare_data(
+                &format!("{}_w{i}", opts.prefix),
+                Linkage::Local,
+                false,
+                false,
+            )
+            .map_err(cl("declare weight"))?;
         let mut dd = DataDescription::new();
         // An empty tensor still gets one byte so the symbol has an address.
-        dd.define(if bytes.is_empty() { vec![0u8].into_boxed_slice() } else { bytes.clone().into_boxed_slice() });
+        dd.define(if bytes.is_empty() {
+            vec![0u8].into_boxed_slice()
+        } else {
+            bytes.clone().into_boxed_slice()
+        });
         dd.set_align(64);
-        cx.module.define_data(id, &dd).map_err(cl("define weight"))?;
+        cx.module
+            .define_data(id, &dd)
+            .map_err(cl("define weight"))?;
         cx.consts.push(id);
     }
 
@@ -95,7 +144,7 @@ pub(crate) fn build(program: &Program, iface: &ModelInterface, opts: &BackendOpt
         }
     }
     define_entry(&mut cx, program, &kernel_ids, opts)?;
-    let _ = iface;
+    abi::define_info(&mut cx.module, iface)?;
     let product = cx.module.finish();
     product.emit().map_err(cl("emit object"))
 }
@@ -107,7 +156,10 @@ fn define_kernel(cx: &mut Ctx, program: &Program, k: &Kernel) -> Result<FuncId, 
     for _ in &params {
         sig.params.push(AbiParam::new(ptr));
     }
-    let id = cx.module.declare_function(&k.name, Linkage::Local, &sig).map_err(cl("declare kernel"))?;
+    let id = cx
+        .module
+        .declare_function(&k.name, Linkage::Local, &sig)
+        .map_err(cl("declare kernel"))?;
     let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
     // Data symbols this kernel reads.
     let mut gvs = Vec::new();
@@ -115,7 +167,10 @@ fn define_kernel(cx: &mut Ctx, program: &Program, k: &Kernel) -> Result<FuncId, 
         if let Some(BufKind::Const(c)) = program.buffer(a.buf).map(|b| b.kind)
             && !gvs.iter().any(|(x, _)| *x == c)
         {
-            let did = *cx.consts.get(c).ok_or_else(|| CodegenError::Internal(format!("constant {c} missing")))?;
+            let did = *cx
+                .consts
+                .get(c)
+                .ok_or_else(|| CodegenError::Internal(format!("constant {c} missing")))?;
             gvs.push((c, cx.module.declare_data_in_func(did, &mut func)));
         }
     }
@@ -128,22 +183,41 @@ fn define_kernel(cx: &mut Ctx, program: &Program, k: &Kernel) -> Result<FuncId, 
         let mut bases = Vec::with_capacity(k.accesses.len());
         let mut dtypes = Vec::with_capacity(k.accesses.len());
         for a in &k.accesses {
-            let buf = program.buffer(a.buf).ok_or_else(|| CodegenError::Internal(format!("buffer b{} missing", a.buf.0)))?;
+            let buf = program
+                .buffer(a.buf)
+                .ok_or_else(|| CodegenError::Internal(format!("buffer b{} missing", a.buf.0)))?;
             let base = match buf.kind {
                 BufKind::Const(c) => {
-                    let gv = gvs.iter().find(|(x, _)| *x == c).map(|(_, g)| *g).ok_or_else(|| CodegenError::Internal("gv".into()))?;
+                    let gv = gvs
+                        .iter()
+                        .find(|(x, _)| *x == c)
+                        .map(|(_, g)| *g)
+                        .ok_or_else(|| CodegenError::Internal("gv".into()))?;
                     b.ins().symbol_value(ptr, gv)
                 }
                 _ => {
-                    let i = params.iter().position(|p| *p == a.buf).ok_or_else(|| CodegenError::Internal("param".into()))?;
+                    let i = params
+                        .iter()
+                        .position(|p| *p == a.buf)
+                        .ok_or_else(|| CodegenError::Internal("param".into()))?;
                     pvals[i]
                 }
             };
             let off = a.offset * buf.dtype.size() as i64;
-            bases.push(if off != 0 { b.ins().iadd_imm_s(base, off) } else { base });
+            bases.push(if off != 0 {
+                b.ins().iadd_imm_s(base, off)
+            } else {
+                base
+            });
             dtypes.push(buf.dtype);
         }
-        let mut em = KernelEmitter { b: &mut b, kernel: k, caps: cx.caps, dtypes, ptr };
+        let mut em = KernelEmitter {
+            b: &mut b,
+            kernel: k,
+            caps: cx.caps,
+            dtypes,
+            ptr,
+        };
         em.emit(&bases)?;
         b.ins().return_(&[]);
         b.seal_all_blocks();
@@ -151,17 +225,28 @@ fn define_kernel(cx: &mut Ctx, program: &Program, k: &Kernel) -> Result<FuncId, 
     }
     let mut ctx = cx.module.make_context();
     ctx.func = func;
-    cx.module.define_function(id, &mut ctx).map_err(|e| CodegenError::Cranelift(format!("kernel {}: {e:?}", k.name)))?;
+    cx.module
+        .define_function(id, &mut ctx)
+        .map_err(|e| CodegenError::Cranelift(format!("kernel {}: {e:?}", k.name)))?;
     Ok(id)
 }
 
-fn define_entry(cx: &mut Ctx, program: &Program, kernels: &[Option<FuncId>], opts: &BackendOptions) -> Result<(), CodegenError> {
+fn define_entry(
+    cx: &mut Ctx,
+    program: &Program,
+    kernels: &[Option<FuncId>],
+    opts: &BackendOptions,
+) -> Result<(), CodegenError> {
     let ptr = cx.module.target_config().pointer_type();
     let mut sig: Signature = cx.module.make_signature();
-    sig.params.extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(ptr)]);
+    sig.params
+        .extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(ptr)]);
     sig.returns.push(AbiParam::new(I32));
     let name = format!("{}_run", opts.prefix);
-    let id = cx.module.declare_function(&name, Linkage::Export, &sig).map_err(cl("declare entry"))?;
+    let id = cx
+        .module
+        .declare_function(&name, Linkage::Export, &sig)
+        .map_err(cl("declare entry"))?;
     let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
     let mut refs = Vec::new();
     for k in kernels {
@@ -180,24 +265,57 @@ fn define_entry(cx: &mut Ctx, program: &Program, kernels: &[Option<FuncId>], opt
         for _ in 0..11 {
             psig.params.push(AbiParam::new(ptr));
         }
-        let g = cx.module.declare_function("nnefc_sgemm", Linkage::Import, &gsig).map_err(cl("declare nnefc_sgemm"))?;
-        let p = cx.module.declare_function("nnefc_sgemm_packed_a", Linkage::Import, &psig).map_err(cl("declare nnefc_sgemm_packed_a"))?;
-        gemm_refs = Some((cx.module.declare_func_in_func(g, &mut func), cx.module.declare_func_in_func(p, &mut func)));
+        let g = cx
+            .module
+            .declare_function("nnefc_sgemm", Linkage::Import, &gsig)
+            .map_err(cl("declare nnefc_sgemm"))?;
+        let p = cx
+            .module
+            .declare_function("nnefc_sgemm_packed_a", Linkage::Import, &psig)
+            .map_err(cl("declare nnefc_sgemm_packed_a"))?;
+        gemm_refs = Some((
+            cx.module.declare_func_in_func(g, &mut func),
+            cx.module.declare_func_in_func(p, &mut func),
+        ));
         for s in &program.steps {
             if let Step::Gemm(g) = s {
                 for bid in [Some(g.a.buf), Some(g.b.buf), Some(g.c.buf), g.bias, g.epi.row_bias.as_ref().map(|r| r.0)].into_iter().flatten() {
                     if let Some(BufKind::Const(c)) = program.buffer(bid).map(|b| b.kind)
                         && !const_gvs.iter().any(|(x, _)| *x == c)
                     {
-                        let did = *cx.consts.get(c).ok_or_else(|| CodegenError::Internal(format!("constant {c} missing")))?;
+                        let did = *cx.consts.get(c).ok_or_else(|| {
+                            CodegenError::Internal(format!("constant {c} missing"))
+                        })?;
                         const_gvs.push((c, cx.module.declare_data_in_func(did, &mut func)));
                     }
                 }
             }
         }
     }
-    let num_inputs = program.buffers.iter().filter_map(|b| if let BufKind::Input(i) = b.kind { Some(i + 1) } else { None }).max().unwrap_or(0);
-    let num_outputs = program.buffers.iter().filter_map(|b| if let BufKind::Output(i) = b.kind { Some(i + 1) } else { None }).max().unwrap_or(0);
+    let num_inputs = program
+        .buffers
+        .iter()
+        .filter_map(|b| {
+            if let BufKind::Input(i) = b.kind {
+                Some(i + 1)
+            } else {
+                None
+            }
+        })
+        .max()
+        .unwrap_or(0);
+    let num_outputs = program
+        .buffers
+        .iter()
+        .filter_map(|b| {
+            if let BufKind::Output(i) = b.kind {
+                Some(i + 1)
+            } else {
+                None
+            }
+        })
+        .max()
+        .unwrap_or(0);
     {
         let mut b = FunctionBuilder::new(&mut func, &mut cx.fctx);
         let entry = b.create_block();
@@ -227,7 +345,7 @@ fn define_entry(cx: &mut Ctx, program: &Program, kernels: &[Option<FuncId>], opt
             check(&mut b, z, Status::NullPointer);
             let low = b.ins().band_imm_s(ws, 63);
             let mis = b.ins().icmp_imm_s(IntCC::NotEqual, low, 0);
-            check(&mut b, mis, Status::MisalignedWorkspace);
+            check(&mut b, mis, Status::Misaligned);
         }
         let flags = MemFlagsData::new().with_notrap().with_readonly();
         let psize = i32::from(ptr.bytes() as u8);
@@ -245,15 +363,25 @@ fn define_entry(cx: &mut Ctx, program: &Program, kernels: &[Option<FuncId>], opt
             check(&mut b, z, Status::NullPointer);
             out_ptrs.push(v);
         }
-        let buf_ptr = |b: &mut FunctionBuilder<'_>, id: super::kernel::BufId| -> Result<Value, CodegenError> {
-            let buf = program.buffer(id).ok_or_else(|| CodegenError::Internal(format!("buffer b{} missing", id.0)))?;
+        let buf_ptr = |b: &mut FunctionBuilder<'_>,
+                       id: super::kernel::BufId|
+         -> Result<Value, CodegenError> {
+            let buf = program
+                .buffer(id)
+                .ok_or_else(|| CodegenError::Internal(format!("buffer b{} missing", id.0)))?;
             Ok(match buf.kind {
-                BufKind::Input(i) => *in_ptrs.get(i).ok_or_else(|| CodegenError::Internal("input".into()))?,
-                BufKind::Output(i) => *out_ptrs.get(i).ok_or_else(|| CodegenError::Internal("output".into()))?,
+                BufKind::Input(i) => *in_ptrs
+                    .get(i)
+                    .ok_or_else(|| CodegenError::Internal("input".into()))?,
+                BufKind::Output(i) => *out_ptrs
+                    .get(i)
+                    .ok_or_else(|| CodegenError::Internal("output".into()))?,
                 BufKind::Workspace(off) => b.ins().iadd_imm_s(ws, off as i64),
                 BufKind::Const(c) => {
                     let gv = const_gvs.iter().find(|(x, _)| *x == c).map(|(_, g)| *g);
-                    let gv = gv.ok_or_else(|| CodegenError::Internal("constant passed as a kernel argument".into()))?;
+                    let gv = gv.ok_or_else(|| {
+                        CodegenError::Internal("constant passed as a kernel argument".into())
+                    })?;
                     b.ins().symbol_value(ptr, gv)
                 }
             })
@@ -268,7 +396,8 @@ fn define_entry(cx: &mut Ctx, program: &Program, kernels: &[Option<FuncId>], opt
                     b.ins().call(*f, &args);
                 }
                 (Step::Gemm(g), _) => {
-                    let (f_plain, f_packed) = gemm_refs.ok_or_else(|| CodegenError::Internal("gemm not declared".into()))?;
+                    let (f_plain, f_packed) = gemm_refs
+                        .ok_or_else(|| CodegenError::Internal("gemm not declared".into()))?;
                     let a = buf_ptr(&mut b, g.a.buf)?;
                     let bb = buf_ptr(&mut b, g.b.buf)?;
                     let c = buf_ptr(&mut b, g.c.buf)?;
@@ -301,13 +430,24 @@ fn define_entry(cx: &mut Ctx, program: &Program, kernels: &[Option<FuncId>], opt
                         let bp = b.ins().iadd_imm_s(bb, off[1] * esz);
                         let cp = b.ins().iadd_imm_s(c, off[2] * esz);
                         let iv = |b: &mut FunctionBuilder<'_>, x: i64| b.ins().iconst(ptr, x);
-                        let (m, n, k) = (iv(&mut b, g.m as i64), iv(&mut b, g.n as i64), iv(&mut b, g.k as i64));
-                        let (brs, bcs, crs) = (iv(&mut b, g.b.rs), iv(&mut b, g.b.cs), iv(&mut b, g.c.rs));
+                        let (m, n, k) = (
+                            iv(&mut b, g.m as i64),
+                            iv(&mut b, g.n as i64),
+                            iv(&mut b, g.k as i64),
+                        );
+                        let (brs, bcs, crs) =
+                            (iv(&mut b, g.b.rs), iv(&mut b, g.b.cs), iv(&mut b, g.c.rs));
                         if g.a_packed {
-                            b.ins().call(f_packed, &[m, n, k, ap, bp, brs, bcs, cp, crs, epi, scratch]);
+                            b.ins().call(
+                                f_packed,
+                                &[m, n, k, ap, bp, brs, bcs, cp, crs, epi, scratch],
+                            );
                         } else {
                             let (ars, acs) = (iv(&mut b, g.a.rs), iv(&mut b, g.a.cs));
-                            b.ins().call(f_plain, &[m, n, k, ap, ars, acs, bp, brs, bcs, cp, crs, epi, scratch]);
+                            b.ins().call(
+                                f_plain,
+                                &[m, n, k, ap, ars, acs, bp, brs, bcs, cp, crs, epi, scratch],
+                            );
                         }
                     }
                 }
@@ -324,7 +464,9 @@ fn define_entry(cx: &mut Ctx, program: &Program, kernels: &[Option<FuncId>], opt
     }
     let mut ctx = cx.module.make_context();
     ctx.func = func;
-    cx.module.define_function(id, &mut ctx).map_err(|e| CodegenError::Cranelift(format!("{name}: {e:?}")))?;
+    cx.module
+        .define_function(id, &mut ctx)
+        .map_err(|e| CodegenError::Cranelift(format!("{name}: {e:?}")))?;
     Ok(())
 }
 

@@ -23,7 +23,10 @@ pub fn schedule(k: &mut Kernel, vectorize: bool) {
 }
 
 fn first_red(k: &Kernel) -> usize {
-    k.reduction.as_ref().map(|r| r.first_loop).unwrap_or(k.loops.len())
+    k.reduction
+        .as_ref()
+        .map(|r| r.first_loop)
+        .unwrap_or(k.loops.len())
 }
 
 fn remove_loop(k: &mut Kernel, l: usize) {
@@ -73,20 +76,27 @@ fn merge_loops(k: &mut Kernel) {
 }
 
 fn choose_vector(k: &mut Kernel) {
-    let Some(last) = k.loops.len().checked_sub(1) else { return };
+    let Some(last) = k.loops.len().checked_sub(1) else {
+        return;
+    };
     if k.loops[last].extent < 4 {
         return;
     }
     if let Some(r) = &k.reduction {
         // Only an innermost reduction loop with an associative lane-wise combine.
-        if r.first_loop > last || !matches!(r.kind, ReduceKind::Sum | ReduceKind::Max | ReduceKind::Min) {
+        if r.first_loop > last
+            || !matches!(r.kind, ReduceKind::Sum | ReduceKind::Max | ReduceKind::Min)
+        {
             return;
         }
     }
     let strides_ok = k.accesses.iter().enumerate().all(|(i, a)| {
         let s = a.strides.get(last).copied().unwrap_or(0);
-        let is_index = k.accesses.iter().any(|b| b.indirect.iter().any(|ind| ind.index.0 as usize == i));
-        (s == 0 || s == 1) && !(is_index && s != 0)
+        let is_index = k
+            .accesses
+            .iter()
+            .any(|b| b.indirect.iter().any(|ind| ind.index.0 as usize == i));
+        s == 0 || (s == 1 && !is_index)
     });
     if !strides_ok {
         return;

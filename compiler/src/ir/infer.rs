@@ -108,7 +108,11 @@ pub fn auto_padding(input: usize, size: usize, stride: usize, dilation: usize) -
     let s = stride.max(1);
     let out = input.div_ceil(s);
     let w = effective_window(size, dilation);
-    let total = (out.saturating_sub(1) * s + w).saturating_sub(input);
+    let total = out
+        .saturating_sub(1)
+        .saturating_mul(s)
+        .saturating_add(w)
+        .saturating_sub(input);
     (total / 2, total - total / 2)
 }
 
@@ -123,7 +127,11 @@ pub fn transposed_auto_padding(
     dilation: usize,
 ) -> (usize, usize) {
     let w = effective_window(size, dilation);
-    let total = (input.saturating_sub(1) * stride.max(1) + w).saturating_sub(output);
+    let total = (input
+        .saturating_sub(1)
+        .saturating_mul(stride.max(1))
+        .saturating_add(w))
+    .saturating_sub(output);
     (total / 2, total - total / 2)
 }
 
@@ -673,8 +681,8 @@ fn check_border_reach(
     axis: usize,
 ) -> Result<(), InferError> {
     let (front_ok, back_ok) = match border {
-        Border::Reflect => (lo < n, hi + 2 <= 2 * n),
-        Border::ReflectEven => (lo <= n, hi < 2 * n),
+        Border::Reflect => (lo < n, hi.saturating_add(2) <= n.saturating_mul(2)),
+        Border::ReflectEven => (lo <= n, hi < n.saturating_mul(2)),
         Border::Replicate => (n > 0 || (lo == 0 && hi == 0), true),
         Border::Constant | Border::Ignore => (true, true),
     };
@@ -755,12 +763,15 @@ fn transposed_extent(
         return Ok(Dim::Unknown);
     };
     match pad {
-        None => Ok(Dim::Known(n * s)),
+        None => Ok(Dim::Known(n.saturating_mul(s))),
         Some((p, q)) => {
             let Dim::Known(kk) = k else {
                 return Ok(Dim::Unknown);
             };
-            let full = n.saturating_sub(1) * s + effective_window(kk, d);
+            let full = n
+                .saturating_sub(1)
+                .saturating_mul(s)
+                .saturating_add(effective_window(kk, d));
             if n == 0 || full <= p + q {
                 return fail(format!(
                     "{} padding ({p},{q}) at axis {axis} leaves no output (input extent {n}, size {kk}, stride {s}, dilation {d})",
@@ -912,7 +923,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, InferEr
             let mut dims = x.dims.clone();
             for (d, &f) in dims[2..].iter_mut().zip(factor) {
                 if let Dim::Known(n) = *d {
-                    *d = Dim::Known(n * f);
+                    *d = Dim::Known(n.saturating_mul(f));
                 }
             }
             Ok(out(DType::F32, dims))
@@ -1131,7 +1142,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, InferEr
                 for i in 0..dims.len() {
                     if i == *axis {
                         dims[i] = match (dims[i], t.dims[i]) {
-                            (Dim::Known(a), Dim::Known(b)) => Dim::Known(a + b),
+                            (Dim::Known(a), Dim::Known(b)) => Dim::Known(a.saturating_add(b)),
                             _ => Dim::Unknown,
                         };
                     } else {
@@ -1218,7 +1229,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, InferEr
                 .iter()
                 .zip(repeats)
                 .map(|(&d, &r)| match d {
-                    Dim::Known(n) => Dim::Known(n * r),
+                    Dim::Known(n) => Dim::Known(n.saturating_mul(r)),
                     Dim::Unknown => Dim::Unknown,
                 })
                 .collect();
@@ -1239,7 +1250,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, InferEr
                 dims.push(match d {
                     Dim::Known(n) => {
                         check_border_reach(op, *border, n, p, (n + q).saturating_sub(1), i)?;
-                        Dim::Known(n + p + q)
+                        Dim::Known(n.saturating_add(p).saturating_add(q))
                     }
                     Dim::Unknown => Dim::Unknown,
                 });
@@ -1331,30 +1342,30 @@ fn infer_conv(
         Some(attrs.groups)
     };
     if let Some(g) = g {
-        if let Dim::Known(c) = c {
-            if g == 0 || c % g != 0 {
-                return fail(format!("groups = {g} does not divide input channels {c}"));
-            }
+        if let Dim::Known(c) = c
+            && (g == 0 || c % g != 0)
+        {
+            return fail(format!("groups = {g} does not divide input channels {c}"));
         }
-        if let Dim::Known(co) = cout {
-            if g == 0 || co % g != 0 {
-                return fail(format!(
-                    "groups = {g} does not divide output channels {co} (filter {w})"
-                ));
-            }
+        if let Dim::Known(co) = cout
+            && (g == 0 || co % g != 0)
+        {
+            return fail(format!(
+                "groups = {g} does not divide output channels {co} (filter {w})"
+            ));
         }
-        if let (Dim::Known(c), Dim::Known(k)) = (c, cpg) {
-            if k * g != c {
-                let per_group = if g == 1 {
-                    String::new()
-                } else {
-                    format!(" ({k} per group × {g} groups)")
-                };
-                return fail(format!(
-                    "conv filter {w} expects {} input channels{per_group}, input {x} has {c}",
-                    k * g
-                ));
-            }
+        if let (Dim::Known(c), Dim::Known(k)) = (c, cpg)
+            && k.saturating_mul(g) != c
+        {
+            let per_group = if g == 1 {
+                String::new()
+            } else {
+                format!(" ({k} per group × {g} groups)")
+            };
+            return fail(format!(
+                "conv filter {w} expects {} input channels{per_group}, input {x} has {c}",
+                k.saturating_mul(g)
+            ));
         }
     }
     check_bias(op, bias, cout)?;
@@ -1401,23 +1412,23 @@ fn infer_deconv(
     };
     let mut cout = Dim::Unknown;
     if let Some(g) = g {
-        if let Some(c) = cin.merge(fin).and_then(|d| d.known()) {
-            if g == 0 || c % g != 0 {
-                return fail(format!("groups = {g} does not divide input channels {c}"));
-            }
+        if let Some(c) = cin.merge(fin).and_then(|d| d.known())
+            && (g == 0 || c % g != 0)
+        {
+            return fail(format!("groups = {g} does not divide input channels {c}"));
         }
         if let Dim::Known(k) = per_group {
-            cout = Dim::Known(k * g);
+            cout = Dim::Known(k.saturating_mul(g));
         }
     }
-    if let Some(&n) = attrs.output_shape.first() {
-        if x.dims[0].merge(Dim::Known(n)).is_none() {
-            return fail(format!(
-                "deconv output_shape {} has batch {n} but input {x} has {}",
-                list(&attrs.output_shape),
-                x.dims[0]
-            ));
-        }
+    if let Some(&n) = attrs.output_shape.first()
+        && x.dims[0].merge(Dim::Known(n)).is_none()
+    {
+        return fail(format!(
+            "deconv output_shape {} has batch {n} but input {x} has {}",
+            list(&attrs.output_shape),
+            x.dims[0]
+        ));
     }
     if let Some(&c) = attrs.output_shape.get(1) {
         cout = cout.merge(Dim::Known(c)).ok_or_else(|| {

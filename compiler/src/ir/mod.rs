@@ -19,6 +19,7 @@ pub mod plan;
 pub mod print;
 pub mod tensor;
 pub mod types;
+pub mod verify;
 
 pub use graph::{ConstId, Constant, Graph, Node, NodeId, Value, ValueDef, ValueId};
 pub use op::{BinaryOp, Border, ConvAttrs, Op, ReduceOp, ResampleMethod, RoiPoolOp, UnaryOp, WindowAttrs};

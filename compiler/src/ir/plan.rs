@@ -46,9 +46,21 @@ impl fmt::Display for MemoryPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, s) in self.slots.iter().enumerate() {
             if let Some(s) = s {
-                writeln!(f, "{} @{} +{} live [{}, {}]", ValueId(i as u32), s.offset, s.size, s.first, s.last)?;
+                writeln!(
+                    f,
+                    "{} @{} +{} live [{}, {}]",
+                    ValueId(i as u32),
+                    s.offset,
+                    s.size,
+                    s.first,
+                    s.last
+                )?;
             }
         }
-        write!(f, "arena {} bytes (peak live {})", self.arena_size, self.peak_live)
+        write!(
+            f,
+            "arena {} bytes (peak live {})",
+            self.arena_size, self.peak_live
+        )
     }
 }

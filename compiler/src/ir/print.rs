@@ -78,11 +78,11 @@ impl<'g> Printer<'g> {
         let mut next_v = 0usize;
         let mut next_c = 0usize;
         let mut assign_v = |names: &mut Vec<String>, v: ValueId| {
-            if let Some(slot) = names.get_mut(v.index()) {
-                if slot.is_empty() {
-                    *slot = format!("%v{next_v}");
-                    next_v += 1;
-                }
+            if let Some(slot) = names.get_mut(v.index())
+                && slot.is_empty()
+            {
+                *slot = format!("%v{next_v}");
+                next_v += 1;
             }
         };
         for &v in &g.inputs {

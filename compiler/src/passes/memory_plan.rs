@@ -19,7 +19,8 @@ pub enum PlanError {
 }
 
 fn round_up(n: usize) -> Option<usize> {
-    n.checked_add(SLOT_ALIGN - 1).map(|x| x / SLOT_ALIGN * SLOT_ALIGN)
+    n.checked_add(SLOT_ALIGN - 1)
+        .map(|x| x / SLOT_ALIGN * SLOT_ALIGN)
 }
 
 /// Computes the arena layout of `graph`.
@@ -43,15 +44,26 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
     // Intermediates in definition order, with [first, last] and rounded size.
     let mut wanted = Vec::new();
     for (vi, val) in graph.values.iter().enumerate() {
-        let ValueDef::Node(n, _) = val.def else { continue };
+        let ValueDef::Node(n, _) = val.def else {
+            continue;
+        };
         if is_output[vi] {
             continue;
         }
         let name = format!("{}", crate::ir::ValueId(vi as u32));
-        let size = val.ty.byte_size().ok_or_else(|| PlanError::UnknownShape(name.clone()))?;
+        let size = val
+            .ty
+            .byte_size()
+            .ok_or_else(|| PlanError::UnknownShape(name.clone()))?;
         let rounded = round_up(size).ok_or(PlanError::TooLarge(name))?;
         let first = n.index();
-        wanted.push((vi, size, rounded, first, last[vi].unwrap_or(first).max(first)));
+        wanted.push((
+            vi,
+            size,
+            rounded,
+            first,
+            last[vi].unwrap_or(first).max(first),
+        ));
     }
     wanted.sort_by_key(|w| (w.3, w.0));
 
@@ -80,15 +92,28 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
         arena = arena.max(offset + rounded);
         let pos = live.partition_point(|&(o, _, _)| o < offset);
         live.insert(pos, (offset, rounded, lastu));
-        slots[vi] = Some(Slot { offset, size, first, last: lastu });
+        slots[vi] = Some(Slot {
+            offset,
+            size,
+            first,
+            last: lastu,
+        });
     }
     // Peak of live (rounded) bytes over node steps.
     let mut peak = 0usize;
     for step in 0..graph.nodes.len() {
-        let total: usize = wanted.iter().filter(|w| w.3 <= step && step <= w.4).map(|w| w.2).sum();
+        let total: usize = wanted
+            .iter()
+            .filter(|w| w.3 <= step && step <= w.4)
+            .map(|w| w.2)
+            .sum();
         peak = peak.max(total);
     }
-    Ok(MemoryPlan { slots, arena_size: arena, peak_live: peak })
+    Ok(MemoryPlan {
+        slots,
+        arena_size: arena,
+        peak_live: peak,
+    })
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ impl ScratchLayout {
 /// # Safety
 /// The operands, epilogue bias and scratch satisfy the contract of `nnefc_sgemm` /
 /// `nnefc_sgemm_packed_a`.
-pub(crate) unsafe fn sgemm(kern: &Kernel, p: Problem, epi: &GemmEpilogue, scratch: *mut u8) {
+pub(crate) unsafe fn sgemm(kern: &'static Kernel, p: Problem, epi: &GemmEpilogue, scratch: *mut u8) {
     if p.m == 0 || p.n == 0 {
         return;
     }
@@ -185,7 +185,7 @@ fn nul_f32() -> *const f32 {
 /// # Safety
 /// The problem's operands are valid and `scratch` holds `ScratchLayout::new(m, n, k)` bytes.
 unsafe fn blocked(
-    kern: &Kernel,
+    kern: &'static Kernel,
     p: &Problem,
     bias_row: *const f32,
     bias_col: *const f32,
@@ -193,6 +193,7 @@ unsafe fn blocked(
     epi: &GemmEpilogue,
     scratch: *mut u8,
 ) {
+    let kern = super::kernels::for_width(kern, p.n);
     let (m, n, k, nr) = (p.m, p.n, p.k, kern.nr);
     let layout = ScratchLayout::new(m, n, k);
     let bpack = scratch.cast::<f32>();

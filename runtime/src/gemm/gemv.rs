@@ -15,7 +15,7 @@ const AXPY_CHUNK: usize = 256;
 /// # Safety
 /// `o < g.len`; `g.y` and `g.bias` address element `o` as described by [`Gemv`].
 #[inline(always)]
-unsafe fn finish(g: &Gemv, o: usize, s: f32) {
+pub(crate) unsafe fn finish(g: &Gemv, o: usize, s: f32) {
     // SAFETY: element o of y (and of bias, if present) exists by the caller's contract.
     unsafe {
         let yp = g.y.offset(o as isize * g.incy);

@@ -24,17 +24,26 @@ pub(crate) fn vectorizable(n: &ExprNode, operand_ty: impl Fn(usize) -> DType) ->
             let t = operand_ty(a.0 as usize);
             match t {
                 DType::F32 => !matches!(op, UnaryOp::Not),
-                DType::I32 => matches!(op, UnaryOp::Copy | UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign),
+                DType::I32 => matches!(
+                    op,
+                    UnaryOp::Copy | UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign
+                ),
                 DType::Bool => false,
             }
         }
         Expr::Binary(op, a, _) => match operand_ty(a.0 as usize) {
             DType::F32 => !op.is_comparison() && !op.is_logical(),
-            DType::I32 => matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Min | BinaryOp::Max),
+            DType::I32 => matches!(
+                op,
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Min | BinaryOp::Max
+            ),
             DType::Bool => false,
         },
         Expr::Select(..) => false,
-        Expr::Cast(to, a) => matches!((operand_ty(a.0 as usize), to), (DType::F32, DType::F32) | (DType::I32, DType::I32) | (DType::I32, DType::F32)),
+        Expr::Cast(to, a) => matches!(
+            (operand_ty(a.0 as usize), to),
+            (DType::F32, DType::F32) | (DType::I32, DType::I32) | (DType::I32, DType::F32)
+        ),
     }
 }
 
@@ -43,16 +52,31 @@ fn unsupported(what: String) -> CodegenError {
 }
 
 /// Lowers `n` given its operand values (`args` indexed by expression id).
-pub(crate) fn lower(cx: &mut Cx<'_, '_>, n: &ExprNode, args: &[Value], tys: &[DType], acc: Option<Value>) -> Result<Value, CodegenError> {
+pub(crate) fn lower(
+    cx: &mut Cx<'_, '_>,
+    n: &ExprNode,
+    args: &[Value],
+    tys: &[DType],
+    acc: Option<Value>,
+) -> Result<Value, CodegenError> {
     let arg = |i: crate::back::kernel::ExprId| -> Result<(Value, DType), CodegenError> {
         match (args.get(i.0 as usize), tys.get(i.0 as usize)) {
             (Some(v), Some(t)) => Ok((*v, *t)),
-            _ => Err(CodegenError::Internal(format!("expression operand e{} out of range", i.0))),
+            _ => Err(CodegenError::Internal(format!(
+                "expression operand e{} out of range",
+                i.0
+            ))),
         }
     };
     Ok(match &n.expr {
-        Expr::Load(_) => return Err(CodegenError::Internal("load lowered as an expression".into())),
-        Expr::Acc => acc.ok_or_else(|| CodegenError::Internal("acc outside a reduction finalizer".into()))?,
+        Expr::Load(_) => {
+            return Err(CodegenError::Internal(
+                "load lowered as an expression".into(),
+            ));
+        }
+        Expr::Acc => {
+            acc.ok_or_else(|| CodegenError::Internal("acc outside a reduction finalizer".into()))?
+        }
         Expr::Lit(l) => match l {
             Lit::F32(x) => cx.fc(*x),
             Lit::I32(x) => cx.ic(*x),
@@ -107,7 +131,10 @@ fn unary(cx: &mut Cx<'_, '_>, op: UnaryOp, x: Value, t: DType) -> Result<Value, 
         return match op {
             U::Not => Ok(cx.b.ins().bxor_imm_s(x, 1)),
             U::Copy => Ok(x),
-            _ => Err(unsupported(format!("{} on bool", crate::ir::Op::Unary(op).mnemonic()))),
+            _ => Err(unsupported(format!(
+                "{} on bool",
+                crate::ir::Op::Unary(op).mnemonic()
+            ))),
         };
     }
     if t == DType::I32 {
@@ -124,7 +151,10 @@ fn unary(cx: &mut Cx<'_, '_>, op: UnaryOp, x: Value, t: DType) -> Result<Value, 
                 let r = cx.sel(neg, m1, z);
                 Ok(cx.sel(pos, one, r))
             }
-            _ => Err(unsupported(format!("{} on i32", crate::ir::Op::Unary(op).mnemonic()))),
+            _ => Err(unsupported(format!(
+                "{} on i32",
+                crate::ir::Op::Unary(op).mnemonic()
+            ))),
         };
     }
     Ok(match op {
@@ -165,7 +195,11 @@ fn unary(cx: &mut Cx<'_, '_>, op: UnaryOp, x: Value, t: DType) -> Result<Value, 
             let e = cx.exp(x);
             let n = cx.b.ins().fneg(x);
             let ei = cx.exp(n);
-            let s = if op == U::Sinh { cx.fsub(e, ei) } else { cx.fadd(e, ei) };
+            let s = if op == U::Sinh {
+                cx.fsub(e, ei)
+            } else {
+                cx.fadd(e, ei)
+            };
             cx.fmulc(s, 0.5)
         }
         U::Tanh => cx.tanh(x),
@@ -254,10 +288,20 @@ fn elu(cx: &mut Cx<'_, '_>, x: Value, alpha: f32, lambda: f32) -> Value {
     let em1 = cx.faddc(e, -1.0);
     let a = cx.fmulc(em1, alpha);
     let r = cx.sel(neg, a, x);
-    if lambda == 1.0 { r } else { cx.fmulc(r, lambda) }
+    if lambda == 1.0 {
+        r
+    } else {
+        cx.fmulc(r, lambda)
+    }
 }
 
-fn binary(cx: &mut Cx<'_, '_>, op: BinaryOp, x: Value, y: Value, t: DType) -> Result<Value, CodegenError> {
+fn binary(
+    cx: &mut Cx<'_, '_>,
+    op: BinaryOp,
+    x: Value,
+    y: Value,
+    t: DType,
+) -> Result<Value, CodegenError> {
     use BinaryOp as B;
     let name = || crate::ir::Op::Binary(op).mnemonic();
     match t {

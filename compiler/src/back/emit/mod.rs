@@ -54,6 +54,9 @@ fn lane_type(dt: DType, lanes: usize) -> Type {
     }
 }
 
+/// The body of a counted loop: called once with the pointers of the current iteration.
+type LoopBody<'f, S> = dyn FnMut(&mut S, &[Value]) -> Result<(), CodegenError> + 'f;
+
 /// Per-reduction mutable state: scalar accumulator, vector accumulators, argmax index.
 struct Acc {
     scalar: Variable,
@@ -76,13 +79,21 @@ impl KernelEmitter<'_, '_> {
         self.dtypes.get(a).map(|d| d.size() as i64).unwrap_or(4)
     }
     fn access(&self, a: AccessId) -> Result<&Access, CodegenError> {
-        self.kernel.accesses.get(a.0 as usize).ok_or_else(|| CodegenError::Internal(format!("access a{} missing", a.0)))
+        self.kernel
+            .accesses
+            .get(a.0 as usize)
+            .ok_or_else(|| CodegenError::Internal(format!("access a{} missing", a.0)))
     }
 
     /// Emits the whole nest; `bases[a]` is access `a`'s pointer with all loop indices 0.
     pub fn emit(&mut self, bases: &[Value]) -> Result<(), CodegenError> {
         let red_first = self.kernel.reduction.as_ref().map(|r| r.first_loop);
-        let outer_empty = self.kernel.loops.iter().enumerate().any(|(i, l)| l.extent == 0 && red_first.is_none_or(|f| i < f));
+        let outer_empty = self
+            .kernel
+            .loops
+            .iter()
+            .enumerate()
+            .any(|(i, l)| l.extent == 0 && red_first.is_none_or(|f| i < f));
         if outer_empty {
             return Ok(());
         }
@@ -109,8 +120,12 @@ impl KernelEmitter<'_, '_> {
         if l + 1 == k.loops.len() && lp.vector == 4 {
             return self.vector_inner(l, ptrs, acc);
         }
-        let steps: Vec<i64> = (0..k.accesses.len()).map(|a| k.accesses[a].strides.get(l).copied().unwrap_or(0) * self.esize(a)).collect();
-        self.rotated(lp.extent, ptrs, &steps, &mut |s, cur| s.level(l + 1, cur, acc))
+        let steps: Vec<i64> = (0..k.accesses.len())
+            .map(|a| k.accesses[a].strides.get(l).copied().unwrap_or(0) * self.esize(a))
+            .collect();
+        self.rotated(lp.extent, ptrs, &steps, &mut |s, cur| {
+            s.level(l + 1, cur, acc)
+        })
     }
 
     /// A counted loop of `n` iterations whose pointers advance by `steps` bytes.
@@ -119,7 +134,7 @@ impl KernelEmitter<'_, '_> {
         n: usize,
         ptrs: &[Value],
         steps: &[i64],
-        body: &mut dyn FnMut(&mut Self, &[Value]) -> Result<(), CodegenError>,
+        body: &mut LoopBody<'_, Self>,
     ) -> Result<(), CodegenError> {
         if n == 0 {
             return Ok(());
@@ -144,7 +159,11 @@ impl KernelEmitter<'_, '_> {
         let exit = self.b.create_block();
         self.b.ins().jump(blk, &[]);
         self.b.switch_to_block(blk);
-        let cur: Vec<Value> = vars.iter().zip(ptrs).map(|(v, &p)| v.map(|v| self.b.use_var(v)).unwrap_or(p)).collect();
+        let cur: Vec<Value> = vars
+            .iter()
+            .zip(ptrs)
+            .map(|(v, &p)| v.map(|v| self.b.use_var(v)).unwrap_or(p))
+            .collect();
         body(self, &cur)?;
         for (i, v) in vars.iter().enumerate() {
             if let Some(v) = *v {
@@ -163,16 +182,27 @@ impl KernelEmitter<'_, '_> {
     }
 
     /// Innermost loop at 4 lanes: unrolled vector loop, leftover vectors, scalar tail.
-    fn vector_inner(&mut self, l: usize, ptrs: &[Value], acc: Option<&Acc>) -> Result<(), CodegenError> {
+    fn vector_inner(
+        &mut self,
+        l: usize,
+        ptrs: &[Value],
+        acc: Option<&Acc>,
+    ) -> Result<(), CodegenError> {
         let k = self.kernel;
         let n = k.loops[l].extent;
         let nvec = n / 4;
         let tail = n % 4;
-        let want = if acc.is_some() { acc.map(|a| a.vecs.len()).unwrap_or(1).max(1) } else { 2 };
+        let want = if acc.is_some() {
+            acc.map(|a| a.vecs.len()).unwrap_or(1).max(1)
+        } else {
+            2
+        };
         let unroll = if nvec >= want { want } else { 1 };
         let groups = nvec / unroll;
         let rem = nvec % unroll;
-        let stride_bytes: Vec<i64> = (0..k.accesses.len()).map(|a| k.accesses[a].strides.get(l).copied().unwrap_or(0) * self.esize(a)).collect();
+        let stride_bytes: Vec<i64> = (0..k.accesses.len())
+            .map(|a| k.accesses[a].strides.get(l).copied().unwrap_or(0) * self.esize(a))
+            .collect();
         let steps: Vec<i64> = stride_bytes.iter().map(|s| s * 4 * unroll as i64).collect();
         self.rotated(groups, ptrs, &steps, &mut |s, cur| {
             for u in 0..unroll {
@@ -184,7 +214,13 @@ impl KernelEmitter<'_, '_> {
         let after: Vec<Value> = ptrs
             .iter()
             .zip(&stride_bytes)
-            .map(|(&p, &s)| if s != 0 && done != 0 { self.b.ins().iadd_imm_s(p, s * done) } else { p })
+            .map(|(&p, &s)| {
+                if s != 0 && done != 0 {
+                    self.b.ins().iadd_imm_s(p, s * done)
+                } else {
+                    p
+                }
+            })
             .collect();
         for r in 0..rem {
             self.point(&after, 4 * r as i64, 4, acc, 0)?;
@@ -201,13 +237,26 @@ impl KernelEmitter<'_, '_> {
         let inner = self.kernel.loops.len().checked_sub(1);
         let s = inner.and_then(|i| acc.strides.get(i).copied()).unwrap_or(0);
         let off = lane * s * self.esize(a);
-        let mut p = *ptrs.get(a).ok_or_else(|| CodegenError::Internal("pointer missing".into()))?;
+        let mut p = *ptrs
+            .get(a)
+            .ok_or_else(|| CodegenError::Internal("pointer missing".into()))?;
         for ind in &acc.indirect {
             let ia = ind.index.0 as usize;
             let (ip, ioff) = self.addr(ptrs, ia, lane)?;
-            let i = self.b.ins().load(I32, MemFlagsData::new().with_notrap().with_readonly().with_can_move(), ip, ioff);
+            let i = self.b.ins().load(
+                I32,
+                MemFlagsData::new()
+                    .with_notrap()
+                    .with_readonly()
+                    .with_can_move(),
+                ip,
+                ioff,
+            );
             let zero = self.b.ins().iconst(I32, 0);
-            let hi = self.b.ins().iconst(I32, ind.bound.saturating_sub(1).min(i32::MAX as usize) as i64);
+            let hi = self.b.ins().iconst(
+                I32,
+                ind.bound.saturating_sub(1).min(i32::MAX as usize) as i64,
+            );
             let i = self.b.ins().smax(i, zero);
             let i = self.b.ins().smin(i, hi);
             let i = self.b.ins().sextend(I64, i);
@@ -215,16 +264,29 @@ impl KernelEmitter<'_, '_> {
             let i = self.b.ins().imul_imm_s(i, scale);
             p = self.b.ins().iadd(p, i);
         }
-        let off = i32::try_from(off).map_err(|_| CodegenError::Internal("offset exceeds 2 GiB".into()))?;
+        let off = i32::try_from(off)
+            .map_err(|_| CodegenError::Internal("offset exceeds 2 GiB".into()))?;
         Ok((p, off))
     }
 
-    fn load(&mut self, ptrs: &[Value], a: usize, lane: i64, lanes: usize) -> Result<Value, CodegenError> {
+    fn load(
+        &mut self,
+        ptrs: &[Value],
+        a: usize,
+        lane: i64,
+        lanes: usize,
+    ) -> Result<Value, CodegenError> {
         let dt = self.dtypes.get(a).copied().unwrap_or(DType::F32);
         let (p, off) = self.addr(ptrs, a, lane)?;
-        let flags = MemFlagsData::new().with_notrap().with_readonly().with_can_move();
+        let flags = MemFlagsData::new()
+            .with_notrap()
+            .with_readonly()
+            .with_can_move();
         let inner = self.kernel.loops.len().checked_sub(1);
-        let moves = inner.and_then(|i| self.kernel.accesses[a].strides.get(i).copied()).unwrap_or(0) != 0;
+        let moves = inner
+            .and_then(|i| self.kernel.accesses[a].strides.get(i).copied())
+            .unwrap_or(0)
+            != 0;
         if lanes == 4 && moves {
             return Ok(self.b.ins().load(lane_type(dt, 4), flags, p, off));
         }
@@ -233,7 +295,11 @@ impl KernelEmitter<'_, '_> {
             // Normalize caller-provided bytes to 0/1.
             return Ok(self.b.ins().icmp_imm_s(IntCC::NotEqual, v, 0));
         }
-        Ok(if lanes == 4 { self.b.ins().splat(lane_type(dt, 4), v) } else { v })
+        Ok(if lanes == 4 {
+            self.b.ins().splat(lane_type(dt, 4), v)
+        } else {
+            v
+        })
     }
 
     fn eval_nodes(
@@ -250,25 +316,46 @@ impl KernelEmitter<'_, '_> {
             let v = match &n.expr {
                 Expr::Load(a) => self.load(ptrs, a.0 as usize, lane, lanes)?,
                 _ => {
-                    let mut cx = Cx { b: &mut *self.b, lanes, caps: self.caps };
+                    let mut cx = Cx {
+                        b: &mut *self.b,
+                        lanes,
+                        caps: self.caps,
+                    };
                     expr::lower(&mut cx, n, &vals, &tys, acc)?
                 }
             };
             vals.push(v);
             tys.push(n.ty);
         }
-        vals.last().copied().ok_or_else(|| CodegenError::Internal(format!("kernel {} has an empty body", self.kernel.name)))
+        vals.last().copied().ok_or_else(|| {
+            CodegenError::Internal(format!("kernel {} has an empty body", self.kernel.name))
+        })
     }
 
-    fn store(&mut self, ptrs: &[Value], lane: i64, _lanes: usize, v: Value) -> Result<(), CodegenError> {
+    fn store(
+        &mut self,
+        ptrs: &[Value],
+        lane: i64,
+        _lanes: usize,
+        v: Value,
+    ) -> Result<(), CodegenError> {
         let a = self.kernel.store.0 as usize;
         let (p, off) = self.addr(ptrs, a, lane)?;
-        self.b.ins().store(MemFlagsData::new().with_notrap(), v, p, off);
+        self.b
+            .ins()
+            .store(MemFlagsData::new().with_notrap(), v, p, off);
         Ok(())
     }
 
     /// One body evaluation at `lanes` lanes; stores it or folds it into the accumulator.
-    fn point(&mut self, ptrs: &[Value], lane: i64, lanes: usize, acc: Option<&Acc>, slot: usize) -> Result<(), CodegenError> {
+    fn point(
+        &mut self,
+        ptrs: &[Value],
+        lane: i64,
+        lanes: usize,
+        acc: Option<&Acc>,
+        slot: usize,
+    ) -> Result<(), CodegenError> {
         let v = self.eval_nodes(&self.kernel.body, ptrs, lane, lanes, None)?;
         match (acc, &self.kernel.reduction) {
             (Some(st), Some(r)) => self.update_acc(r.kind, st, v, lanes, slot),
@@ -283,15 +370,27 @@ impl KernelEmitter<'_, '_> {
     fn init_value(&mut self, kind: ReduceKind, dt: DType, lanes: usize) -> Value {
         let s = match (kind, dt) {
             (ReduceKind::Sum, DType::F32) => self.b.ins().f32const(0.0),
-            (ReduceKind::Max | ReduceKind::ArgMax, DType::F32) => self.b.ins().f32const(f32::NEG_INFINITY),
-            (ReduceKind::Min | ReduceKind::ArgMin, DType::F32) => self.b.ins().f32const(f32::INFINITY),
-            (ReduceKind::Max | ReduceKind::ArgMax, DType::I32) => self.b.ins().iconst(I32, i64::from(i32::MIN)),
-            (ReduceKind::Min | ReduceKind::ArgMin, DType::I32) => self.b.ins().iconst(I32, i64::from(i32::MAX)),
+            (ReduceKind::Max | ReduceKind::ArgMax, DType::F32) => {
+                self.b.ins().f32const(f32::NEG_INFINITY)
+            }
+            (ReduceKind::Min | ReduceKind::ArgMin, DType::F32) => {
+                self.b.ins().f32const(f32::INFINITY)
+            }
+            (ReduceKind::Max | ReduceKind::ArgMax, DType::I32) => {
+                self.b.ins().iconst(I32, i64::from(i32::MIN))
+            }
+            (ReduceKind::Min | ReduceKind::ArgMin, DType::I32) => {
+                self.b.ins().iconst(I32, i64::from(i32::MAX))
+            }
             (ReduceKind::All, _) => self.b.ins().iconst(I8, 1),
             (_, DType::I32) => self.b.ins().iconst(I32, 0),
             (_, _) => self.b.ins().iconst(I8, 0),
         };
-        if lanes == 4 { self.b.ins().splat(lane_type(dt, 4), s) } else { s }
+        if lanes == 4 {
+            self.b.ins().splat(lane_type(dt, 4), s)
+        } else {
+            s
+        }
     }
 
     fn init_acc(&mut self, kind: ReduceKind, vector: bool) -> Result<Acc, CodegenError> {
@@ -322,7 +421,11 @@ impl KernelEmitter<'_, '_> {
     }
 
     fn combine(&mut self, kind: ReduceKind, dt: DType, lanes: usize, a: Value, v: Value) -> Value {
-        let mut cx = Cx { b: &mut *self.b, lanes, caps: self.caps };
+        let mut cx = Cx {
+            b: &mut *self.b,
+            lanes,
+            caps: self.caps,
+        };
         match (kind, dt) {
             (ReduceKind::Sum, DType::F32) => cx.fadd(a, v),
             (ReduceKind::Sum, _) => cx.b.ins().iadd(a, v),
@@ -336,7 +439,14 @@ impl KernelEmitter<'_, '_> {
         }
     }
 
-    fn update_acc(&mut self, kind: ReduceKind, st: &Acc, v: Value, lanes: usize, slot: usize) -> Result<(), CodegenError> {
+    fn update_acc(
+        &mut self,
+        kind: ReduceKind,
+        st: &Acc,
+        v: Value,
+        lanes: usize,
+        slot: usize,
+    ) -> Result<(), CodegenError> {
         let dt = self.body_type();
         if let Some((best, cnt)) = st.arg {
             let cur = self.b.use_var(st.scalar);
@@ -360,7 +470,9 @@ impl KernelEmitter<'_, '_> {
             return Ok(());
         }
         let var = if lanes == 4 {
-            *st.vecs.get(slot).ok_or_else(|| CodegenError::Internal("vector accumulator missing".into()))?
+            *st.vecs
+                .get(slot)
+                .ok_or_else(|| CodegenError::Internal("vector accumulator missing".into()))?
         } else {
             st.scalar
         };

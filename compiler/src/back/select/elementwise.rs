@@ -11,8 +11,15 @@ use crate::back::CodegenError;
 use crate::back::kernel::{Expr, ExprId, Lit};
 use crate::ir::{BinaryOp, DType, Op, UnaryOp, ValueId};
 
-pub(super) fn lower(lw: &mut Lowering<'_>, op: &Op, ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
-    let out = *outs.first().ok_or_else(|| CodegenError::Internal("element-wise op without output".into()))?;
+pub(super) fn lower(
+    lw: &mut Lowering<'_>,
+    op: &Op,
+    ins: &[ValueId],
+    outs: &[ValueId],
+) -> Result<(), CodegenError> {
+    let out = *outs
+        .first()
+        .ok_or_else(|| CodegenError::Internal("element-wise op without output".into()))?;
     let oshape = lw.shape(out)?;
     let odt = lw.dtype(out)?;
     let ob = lw.buf(out)?;
@@ -26,7 +33,10 @@ pub(super) fn lower(lw: &mut Lowering<'_>, op: &Op, ins: &[ValueId], outs: &[Val
         loads.push(k.load(a, dt));
     }
     let arg = |i: usize| -> Result<ExprId, CodegenError> {
-        loads.get(i).copied().ok_or_else(|| CodegenError::Internal(format!("`{}` needs operand {i}", op.mnemonic())))
+        loads
+            .get(i)
+            .copied()
+            .ok_or_else(|| CodegenError::Internal(format!("`{}` needs operand {i}", op.mnemonic())))
     };
     match op {
         Op::Unary(u) => {
@@ -61,7 +71,12 @@ pub(super) fn lower(lw: &mut Lowering<'_>, op: &Op, ins: &[ValueId], outs: &[Val
             let q = k.push(Expr::Binary(BinaryOp::Div, sx, sd), f);
             k.push(Expr::Binary(BinaryOp::Add, offset, q), f);
         }
-        other => return Err(CodegenError::Internal(format!("`{}` is not element-wise", other.mnemonic()))),
+        other => {
+            return Err(CodegenError::Internal(format!(
+                "`{}` is not element-wise",
+                other.mnemonic()
+            )));
+        }
     }
     k.set_store(ob, 0, super::strides(&oshape));
     lw.push(k);

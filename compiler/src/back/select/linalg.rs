@@ -19,41 +19,77 @@ type R = Result<(), CodegenError>;
 fn f32_only(lw: &Lowering<'_>, vs: &[ValueId], what: &str) -> R {
     for &v in vs {
         if lw.dtype(v)? != DType::F32 {
-            return Err(CodegenError::Unsupported(format!("{what} on {}", lw.dtype(v)?)));
+            return Err(CodegenError::Unsupported(format!(
+                "{what} on {}",
+                lw.dtype(v)?
+            )));
         }
     }
     Ok(())
 }
 
 /// A as a packed constant when it is one and does not vary over the batch.
-fn packed_a(lw: &mut Lowering<'_>, a: ValueId, m: usize, k: usize, rs: i64, cs: i64) -> Result<Option<BufId>, CodegenError> {
-    let Some(t) = lw.g.const_of(a) else { return Ok(None) };
-    let Some(data) = t.as_f32() else { return Ok(None) };
+fn packed_a(
+    lw: &mut Lowering<'_>,
+    a: ValueId,
+    m: usize,
+    k: usize,
+    rs: i64,
+    cs: i64,
+) -> Result<Option<BufId>, CodegenError> {
+    let Some(t) = lw.g.const_of(a) else {
+        return Ok(None);
+    };
+    let Some(data) = t.as_f32() else {
+        return Ok(None);
+    };
     if data.len() != m * k {
         return Ok(None);
     }
-    let p = nnefc_runtime::try_pack_a(m, k, data, rs as usize, cs as usize).map_err(|e| CodegenError::Internal(format!("packing A: {e:?}")))?;
+    let p = nnefc_runtime::try_pack_a(m, k, data, rs as usize, cs as usize)
+        .map_err(|e| CodegenError::Internal(format!("packing A: {e:?}")))?;
     let bytes = p.iter().flat_map(|x| x.to_le_bytes()).collect();
     Ok(Some(lw.const_buf(bytes, DType::F32, p.len())))
 }
 
-pub(super) fn matmul(lw: &mut Lowering<'_>, ta: bool, tb: bool, ins: &[ValueId], outs: &[ValueId]) -> R {
+pub(super) fn matmul(
+    lw: &mut Lowering<'_>,
+    ta: bool,
+    tb: bool,
+    ins: &[ValueId],
+    outs: &[ValueId],
+) -> R {
     let (&a, &b) = match ins {
         [a, b] => (a, b),
         _ => return Err(CodegenError::Invalid("matmul needs two operands".into())),
     };
-    let c = *outs.first().ok_or_else(|| CodegenError::Invalid("matmul without output".into()))?;
+    let c = *outs
+        .first()
+        .ok_or_else(|| CodegenError::Invalid("matmul without output".into()))?;
     f32_only(lw, &[a, b, c], "matmul")?;
     let (ash, bsh, csh) = (lw.shape(a)?, lw.shape(b)?, lw.shape(c)?);
     let r = csh.len();
     if r < 2 || ash.len() != r || bsh.len() != r {
-        return Err(CodegenError::Unsupported(format!("matmul of ranks {}, {} → {}", ash.len(), bsh.len(), r)));
+        return Err(CodegenError::Unsupported(format!(
+            "matmul of ranks {}, {} → {}",
+            ash.len(),
+            bsh.len(),
+            r
+        )));
     }
     let (m, n) = (csh[r - 2], csh[r - 1]);
     let k = if ta { ash[r - 2] } else { ash[r - 1] };
     let (a_st, b_st, c_st) = (strides(&ash), strides(&bsh), strides(&csh));
-    let (ars, acs) = if ta { (a_st[r - 1], a_st[r - 2]) } else { (a_st[r - 2], a_st[r - 1]) };
-    let (brs, bcs) = if tb { (b_st[r - 1], b_st[r - 2]) } else { (b_st[r - 2], b_st[r - 1]) };
+    let (ars, acs) = if ta {
+        (a_st[r - 1], a_st[r - 2])
+    } else {
+        (a_st[r - 2], a_st[r - 1])
+    };
+    let (brs, bcs) = if tb {
+        (b_st[r - 1], b_st[r - 2])
+    } else {
+        (b_st[r - 2], b_st[r - 1])
+    };
     // Batch offsets over the output's batch dims (row-major), broadcasting extent-1 dims.
     let bdims = &csh[..r - 2];
     let nb: usize = bdims.iter().product();
@@ -76,7 +112,11 @@ pub(super) fn matmul(lw: &mut Lowering<'_>, ta: bool, tb: bool, ins: &[ValueId],
         }
     }
     let a_batched = ash[..r - 2].iter().any(|&e| e != 1);
-    let packed = if a_batched || m == 0 || k == 0 { None } else { packed_a(lw, a, m, k, ars, acs)? };
+    let packed = if a_batched || m == 0 || k == 0 {
+        None
+    } else {
+        packed_a(lw, a, m, k, ars, acs)?
+    };
     let abuf = match packed {
         Some(p) => p,
         None => lw.buf(a)?,
@@ -88,10 +128,22 @@ pub(super) fn matmul(lw: &mut Lowering<'_>, ta: bool, tb: bool, ins: &[ValueId],
         m,
         n,
         k,
-        a: Matrix { buf: abuf, rs: ars, cs: acs },
+        a: Matrix {
+            buf: abuf,
+            rs: ars,
+            cs: acs,
+        },
         a_packed: packed.is_some(),
-        b: Matrix { buf: bbuf, rs: brs, cs: bcs },
-        c: Matrix { buf: cbuf, rs: n as i64, cs: 1 },
+        b: Matrix {
+            buf: bbuf,
+            rs: brs,
+            cs: bcs,
+        },
+        c: Matrix {
+            buf: cbuf,
+            rs: n as i64,
+            cs: 1,
+        },
         batches,
         bias: None,
         scratch,
@@ -105,11 +157,15 @@ pub(super) fn linear(lw: &mut Lowering<'_>, ins: &[ValueId], outs: &[ValueId]) -
         [x, w, b] => (x, w, b),
         _ => return Err(CodegenError::Invalid("linear needs three operands".into())),
     };
-    let y = *outs.first().ok_or_else(|| CodegenError::Invalid("linear without output".into()))?;
+    let y = *outs
+        .first()
+        .ok_or_else(|| CodegenError::Invalid("linear without output".into()))?;
     f32_only(lw, &[x, w, bias, y], "linear")?;
     let (xsh, wsh, ysh) = (lw.shape(x)?, lw.shape(w)?, lw.shape(y)?);
     let (&[m, k], &[n, k2], &[m2, n2]) = (xsh.as_slice(), wsh.as_slice(), ysh.as_slice()) else {
-        return Err(CodegenError::Invalid("linear expects [N,Cin]·[Cout,Cin] → [N,Cout]".into()));
+        return Err(CodegenError::Invalid(
+            "linear expects [N,Cin]·[Cout,Cin] → [N,Cout]".into(),
+        ));
     };
     if k != k2 || m != m2 || n != n2 {
         return Err(CodegenError::Invalid("linear shapes disagree".into()));
@@ -128,7 +184,9 @@ pub(super) fn linear(lw: &mut Lowering<'_>, ins: &[ValueId], outs: &[ValueId]) -
         lw.push(kk);
         dst
     } else {
-        return Err(CodegenError::Invalid(format!("linear bias has {bvol} elements for {n} outputs")));
+        return Err(CodegenError::Invalid(format!(
+            "linear bias has {bvol} elements for {n} outputs"
+        )));
     };
     let xbuf = lw.buf(x)?;
     let wbuf = lw.buf(w)?;
@@ -138,10 +196,22 @@ pub(super) fn linear(lw: &mut Lowering<'_>, ins: &[ValueId], outs: &[ValueId]) -
         m,
         n,
         k,
-        a: Matrix { buf: xbuf, rs: k as i64, cs: 1 },
+        a: Matrix {
+            buf: xbuf,
+            rs: k as i64,
+            cs: 1,
+        },
         a_packed: false,
-        b: Matrix { buf: wbuf, rs: 1, cs: k as i64 },
-        c: Matrix { buf: ybuf, rs: n as i64, cs: 1 },
+        b: Matrix {
+            buf: wbuf,
+            rs: 1,
+            cs: k as i64,
+        },
+        c: Matrix {
+            buf: ybuf,
+            rs: n as i64,
+            cs: 1,
+        },
         batches: vec![[0, 0, 0]],
         bias: Some(bias_buf),
         scratch,

@@ -37,7 +37,15 @@ pub(crate) fn strides(shape: &[usize]) -> Vec<i64> {
 /// under NNEF broadcasting (left-aligned: missing trailing dims and extents of 1 repeat).
 pub(crate) fn broadcast_strides(input: &[usize], out: &[usize]) -> Vec<i64> {
     let st = strides(input);
-    (0..out.len()).map(|d| if d < input.len() && input[d] != 1 { st[d] } else { 0 }).collect()
+    (0..out.len())
+        .map(|d| {
+            if d < input.len() && input[d] != 1 {
+                st[d]
+            } else {
+                0
+            }
+        })
+        .collect()
 }
 
 pub(crate) struct Lowering<'g> {
@@ -90,25 +98,44 @@ impl<'g> Lowering<'g> {
     }
 
     pub fn shape(&self, v: ValueId) -> Result<Vec<usize>, CodegenError> {
-        let val = self.g.values.get(v.index()).ok_or_else(|| CodegenError::Internal(format!("value {v} missing")))?;
+        let val = self
+            .g
+            .values
+            .get(v.index())
+            .ok_or_else(|| CodegenError::Internal(format!("value {v} missing")))?;
         if !val.ty.layout.is_row_major() {
-            return Err(CodegenError::Unsupported(format!("non-row-major layout of {v}")));
+            return Err(CodegenError::Unsupported(format!(
+                "non-row-major layout of {v}"
+            )));
         }
-        val.ty.shape().ok_or_else(|| CodegenError::UnknownShape(format!("{v}: {}", val.ty)))
+        val.ty
+            .shape()
+            .ok_or_else(|| CodegenError::UnknownShape(format!("{v}: {}", val.ty)))
     }
     pub fn dtype(&self, v: ValueId) -> Result<DType, CodegenError> {
-        self.g.values.get(v.index()).map(|x| x.ty.dtype).ok_or_else(|| CodegenError::Internal(format!("value {v} missing")))
+        self.g
+            .values
+            .get(v.index())
+            .map(|x| x.ty.dtype)
+            .ok_or_else(|| CodegenError::Internal(format!("value {v} missing")))
     }
 
     /// The buffer holding value `v`.
     pub fn buf(&mut self, v: ValueId) -> Result<BufId, CodegenError> {
-        let val = self.g.values.get(v.index()).ok_or_else(|| CodegenError::Internal(format!("value {v} missing")))?;
+        let val = self
+            .g
+            .values
+            .get(v.index())
+            .ok_or_else(|| CodegenError::Internal(format!("value {v} missing")))?;
         let dtype = val.ty.dtype;
         let len = self.shape(v)?.iter().product();
         let kind = match val.def {
             ValueDef::Input(i) => BufKind::Input(i),
             ValueDef::Const(c) => {
-                let slot = self.const_map.get_mut(c.index()).ok_or_else(|| CodegenError::Internal(format!("constant {c} missing")))?;
+                let slot = self
+                    .const_map
+                    .get_mut(c.index())
+                    .ok_or_else(|| CodegenError::Internal(format!("constant {c} missing")))?;
                 let idx = match *slot {
                     Some(i) => i,
                     None => {
@@ -124,7 +151,10 @@ impl<'g> Lowering<'g> {
             ValueDef::Node(..) => match self.output_of.get(v.index()).copied().flatten() {
                 Some(j) => BufKind::Output(j),
                 None => {
-                    let s = self.plan.slot(v).ok_or_else(|| CodegenError::Internal(format!("no memory slot for {v}")))?;
+                    let s = self
+                        .plan
+                        .slot(v)
+                        .ok_or_else(|| CodegenError::Internal(format!("no memory slot for {v}")))?;
                     BufKind::Workspace(s.offset)
                 }
             },
@@ -163,7 +193,10 @@ impl<'g> Lowering<'g> {
     /// A fresh kernel named after the current node.
     pub fn kernel(&self, what: &str, extents: &[usize]) -> Kernel {
         let n = self.prog.steps.len();
-        Kernel::new(format!("{}_k{}_n{}_{}", self.prefix, n, self.node_index, what), extents)
+        Kernel::new(
+            format!("{}_k{}_n{}_{}", self.prefix, n, self.node_index, what),
+            extents,
+        )
     }
     /// Schedules `k` and appends it.
     pub fn push(&mut self, mut k: Kernel) {
@@ -184,22 +217,39 @@ impl<'g> Lowering<'g> {
         let ins = &n.inputs;
         let outs = &n.outputs;
         match &n.op {
-            Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Clamp | Op::Cast { .. } | Op::BatchNorm { .. } => {
-                elementwise::lower(self, &n.op, ins, outs)
-            }
+            Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Select
+            | Op::Clamp
+            | Op::Cast { .. }
+            | Op::BatchNorm { .. } => elementwise::lower(self, &n.op, ins, outs),
             Op::Reduce { op, axes } => reduce::reduce(self, *op, axes, ins, outs),
             Op::Softmax { axes } => reduce::softmax(self, axes, ins, outs),
-            Op::MatMul { transpose_a, transpose_b } => linalg::matmul(self, *transpose_a, *transpose_b, ins, outs),
+            Op::MatMul {
+                transpose_a,
+                transpose_b,
+            } => linalg::matmul(self, *transpose_a, *transpose_b, ins, outs),
             Op::Linear => linalg::linear(self, ins, outs),
-            Op::Reshape { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. } => movement::reshape(self, ins, outs),
+            Op::Reshape { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. } => {
+                movement::reshape(self, ins, outs)
+            }
             Op::Transpose { axes } => movement::transpose(self, axes, ins, outs),
             Op::Split { axis, .. } => movement::split(self, *axis, ins, outs),
             Op::Concat { axis } => movement::concat(self, *axis, ins, outs),
             Op::Stack { axis } => movement::stack(self, *axis, ins, outs),
             Op::Unstack { axis } => movement::unstack(self, *axis, ins, outs),
-            Op::Slice { axes, begin, end, stride } => movement::slice(self, axes, begin, end, stride, ins, outs),
+            Op::Slice {
+                axes,
+                begin,
+                end,
+                stride,
+            } => movement::slice(self, axes, begin, end, stride, ins, outs),
             Op::Tile { .. } => movement::tile(self, ins, outs),
-            Op::Pad { padding, border, value } => movement::pad(self, padding, *border, *value, ins, outs),
+            Op::Pad {
+                padding,
+                border,
+                value,
+            } => movement::pad(self, padding, *border, *value, ins, outs),
             Op::Gather { axis } => movement::gather(self, *axis, ins, outs),
             Op::Conv(a) => conv::conv(self, a, ins, outs),
             Op::Deconv(a) => conv::deconv(self, a, ins, outs),
@@ -227,7 +277,8 @@ impl<'g> Lowering<'g> {
         self.node_index = self.g.nodes.len();
         self.scratch_used = 0;
         for (j, &v) in self.g.outputs.iter().enumerate() {
-            let direct = matches!(self.g.value(v).def, ValueDef::Node(..)) && self.output_of.get(v.index()).copied().flatten() == Some(j);
+            let direct = matches!(self.g.value(v).def, ValueDef::Node(..))
+                && self.output_of.get(v.index()).copied().flatten() == Some(j);
             if direct {
                 continue;
             }
@@ -246,7 +297,12 @@ impl<'g> Lowering<'g> {
 }
 
 /// Lowers a whole graph.
-pub(crate) fn select(g: &Graph, plan: &MemoryPlan, prefix: &str, vectorize: bool) -> Result<Program, CodegenError> {
+pub(crate) fn select(
+    g: &Graph,
+    plan: &MemoryPlan,
+    prefix: &str,
+    vectorize: bool,
+) -> Result<Program, CodegenError> {
     Lowering::new(g, plan, prefix, vectorize).run()
 }
 

@@ -11,18 +11,23 @@
 
 use super::{Lowering, strides};
 use crate::back::CodegenError;
-use crate::back::kernel::{Expr, Lit, Reduction, ReduceKind};
+use crate::back::kernel::{Expr, Lit, ReduceKind, Reduction};
 use crate::ir::{BinaryOp, DType, ReduceOp, UnaryOp, ValueId};
 
 fn first(v: &[ValueId], what: &str) -> Result<ValueId, CodegenError> {
-    v.first().copied().ok_or_else(|| CodegenError::Invalid(format!("{what} without operand")))
+    v.first()
+        .copied()
+        .ok_or_else(|| CodegenError::Invalid(format!("{what} without operand")))
 }
 
 /// Loop order (kept axes, then reduced axes), the extents in that order, and the number
 /// of kept loops.
 fn order(shape: &[usize], axes: &[usize]) -> Result<(Vec<usize>, usize), CodegenError> {
     if let Some(a) = axes.iter().find(|&&a| a >= shape.len()) {
-        return Err(CodegenError::Invalid(format!("reduction axis {a} outside rank {}", shape.len())));
+        return Err(CodegenError::Invalid(format!(
+            "reduction axis {a} outside rank {}",
+            shape.len()
+        )));
     }
     let kept: Vec<usize> = (0..shape.len()).filter(|d| !axes.contains(d)).collect();
     let n = kept.len();
@@ -33,10 +38,20 @@ fn order(shape: &[usize], axes: &[usize]) -> Result<(Vec<usize>, usize), Codegen
 
 /// Factor the Mean finalizer applies: 1/count (count 0 gives NaN like 0/0).
 fn mean_scale(count: usize) -> f32 {
-    if count == 0 { f32::NAN } else { 1.0 / count as f32 }
+    if count == 0 {
+        f32::NAN
+    } else {
+        1.0 / count as f32
+    }
 }
 
-pub(super) fn reduce(lw: &mut Lowering<'_>, op: ReduceOp, axes: &[usize], ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
+pub(super) fn reduce(
+    lw: &mut Lowering<'_>,
+    op: ReduceOp,
+    axes: &[usize],
+    ins: &[ValueId],
+    outs: &[ValueId],
+) -> Result<(), CodegenError> {
     let x = first(ins, "reduce")?;
     let y = first(outs, "reduce")?;
     let shape = lw.shape(x)?;
@@ -46,13 +61,24 @@ pub(super) fn reduce(lw: &mut Lowering<'_>, op: ReduceOp, axes: &[usize], ins: &
     let xs = strides(&shape);
     let yshape = lw.shape(y)?;
     if yshape.len() != shape.len() {
-        return Err(CodegenError::Invalid(format!("reduce output rank {} differs from input rank {}", yshape.len(), shape.len())));
+        return Err(CodegenError::Invalid(format!(
+            "reduce output rank {} differs from input rank {}",
+            yshape.len(),
+            shape.len()
+        )));
     }
     let ys = strides(&yshape);
     let xb = lw.buf(x)?;
     let yb = lw.buf(y)?;
     let extents: Vec<usize> = ord.iter().map(|&d| shape[d]).collect();
-    let mut k = lw.kernel(crate::ir::Op::Reduce { op, axes: Vec::new() }.mnemonic(), &extents);
+    let mut k = lw.kernel(
+        crate::ir::Op::Reduce {
+            op,
+            axes: Vec::new(),
+        }
+        .mnemonic(),
+        &extents,
+    );
     let a = k.access(xb, 0, ord.iter().map(|&d| xs[d]).collect());
     k.load(a, xdt);
     let kind = match op {
@@ -64,29 +90,57 @@ pub(super) fn reduce(lw: &mut Lowering<'_>, op: ReduceOp, axes: &[usize], ins: &
         ReduceOp::ArgMax => ReduceKind::ArgMax,
         ReduceOp::ArgMin => ReduceKind::ArgMin,
     };
-    let mut fin = vec![crate::back::kernel::ExprNode { expr: Expr::Acc, ty: ydt }];
+    let mut fin = vec![crate::back::kernel::ExprNode {
+        expr: Expr::Acc,
+        ty: ydt,
+    }];
     if op == ReduceOp::Mean {
         let count: usize = axes.iter().map(|&d| shape[d]).product();
-        fin.push(crate::back::kernel::ExprNode { expr: Expr::Lit(Lit::F32(mean_scale(count))), ty: DType::F32 });
         fin.push(crate::back::kernel::ExprNode {
-            expr: Expr::Binary(BinaryOp::Mul, crate::back::kernel::ExprId(0), crate::back::kernel::ExprId(1)),
+            expr: Expr::Lit(Lit::F32(mean_scale(count))),
+            ty: DType::F32,
+        });
+        fin.push(crate::back::kernel::ExprNode {
+            expr: Expr::Binary(
+                BinaryOp::Mul,
+                crate::back::kernel::ExprId(0),
+                crate::back::kernel::ExprId(1),
+            ),
             ty: DType::F32,
         });
     }
-    k.reduction = Some(Reduction { kind, first_loop: nkept, finalize: fin });
-    k.set_store(yb, 0, ord.iter().enumerate().map(|(l, &d)| if l < nkept { ys[d] } else { 0 }).collect());
+    k.reduction = Some(Reduction {
+        kind,
+        first_loop: nkept,
+        finalize: fin,
+    });
+    k.set_store(
+        yb,
+        0,
+        ord.iter()
+            .enumerate()
+            .map(|(l, &d)| if l < nkept { ys[d] } else { 0 })
+            .collect(),
+    );
     lw.push(k);
     Ok(())
 }
 
-pub(super) fn softmax(lw: &mut Lowering<'_>, axes: &[usize], ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
+pub(super) fn softmax(
+    lw: &mut Lowering<'_>,
+    axes: &[usize],
+    ins: &[ValueId],
+    outs: &[ValueId],
+) -> Result<(), CodegenError> {
     let x = first(ins, "softmax")?;
     let y = first(outs, "softmax")?;
     let shape = lw.shape(x)?;
     let (ord, nkept) = order(&shape, axes)?;
     let xs = strides(&shape);
     // Row buffers indexed by the kept axes (reduced axes have extent 1).
-    let rshape: Vec<usize> = (0..shape.len()).map(|d| if axes.contains(&d) { 1 } else { shape[d] }).collect();
+    let rshape: Vec<usize> = (0..shape.len())
+        .map(|d| if axes.contains(&d) { 1 } else { shape[d] })
+        .collect();
     let rs = strides(&rshape);
     let rows: usize = rshape.iter().product();
     let xb = lw.buf(x)?;
@@ -95,15 +149,28 @@ pub(super) fn softmax(lw: &mut Lowering<'_>, axes: &[usize], ins: &[ValueId], ou
     let sb = lw.scratch(DType::F32, rows);
     let extents: Vec<usize> = ord.iter().map(|&d| shape[d]).collect();
     let xstr: Vec<i64> = ord.iter().map(|&d| xs[d]).collect();
-    let rstr: Vec<i64> = ord.iter().enumerate().map(|(l, &d)| if l < nkept { rs[d] } else { 0 }).collect();
+    let rstr: Vec<i64> = ord
+        .iter()
+        .enumerate()
+        .map(|(l, &d)| if l < nkept { rs[d] } else { 0 })
+        .collect();
     let f = DType::F32;
-    let acc_only = || vec![crate::back::kernel::ExprNode { expr: Expr::Acc, ty: DType::F32 }];
+    let acc_only = || {
+        vec![crate::back::kernel::ExprNode {
+            expr: Expr::Acc,
+            ty: DType::F32,
+        }]
+    };
 
     // m = max x
     let mut k = lw.kernel("softmax_max", &extents);
     let a = k.access(xb, 0, xstr.clone());
     k.load(a, f);
-    k.reduction = Some(Reduction { kind: ReduceKind::Max, first_loop: nkept, finalize: acc_only() });
+    k.reduction = Some(Reduction {
+        kind: ReduceKind::Max,
+        first_loop: nkept,
+        finalize: acc_only(),
+    });
     k.set_store(mb, 0, rstr.clone());
     lw.push(k);
 
@@ -115,14 +182,20 @@ pub(super) fn softmax(lw: &mut Lowering<'_>, axes: &[usize], ins: &[ValueId], ou
     let mv = k.load(am, f);
     let d = k.push(Expr::Binary(BinaryOp::Sub, xv, mv), f);
     k.push(Expr::Unary(UnaryOp::Exp, d), f);
-    k.reduction = Some(Reduction { kind: ReduceKind::Sum, first_loop: nkept, finalize: acc_only() });
+    k.reduction = Some(Reduction {
+        kind: ReduceKind::Sum,
+        first_loop: nkept,
+        finalize: acc_only(),
+    });
     k.set_store(sb, 0, rstr.clone());
     lw.push(k);
 
     // y = exp(x − m) / s, in the input's own loop order.
     let mut k = lw.kernel("softmax_div", &shape);
     let a = k.access(xb, 0, xs.clone());
-    let rstr_in: Vec<i64> = (0..shape.len()).map(|d| if axes.contains(&d) { 0 } else { rs[d] }).collect();
+    let rstr_in: Vec<i64> = (0..shape.len())
+        .map(|d| if axes.contains(&d) { 0 } else { rs[d] })
+        .collect();
     let am = k.access(mb, 0, rstr_in.clone());
     let asum = k.access(sb, 0, rstr_in);
     let xv = k.load(a, f);

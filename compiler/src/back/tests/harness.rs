@@ -35,9 +35,13 @@ pub fn runtime_lib() -> &'static Path {
     })
 }
 
-fn scratch_dir() -> PathBuf {
+pub fn scratch_dir() -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
-    let d = target_dir().join("backend-tests/tmp").join(format!("{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
+    let d = target_dir().join("backend-tests/tmp").join(format!(
+        "{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
     std::fs::create_dir_all(&d).expect("create scratch dir");
     d
 }
@@ -57,7 +61,10 @@ impl Drop for Loaded {
 }
 
 pub fn opts(prefix: &str) -> BackendOptions {
-    BackendOptions { prefix: prefix.into(), ..BackendOptions::default() }
+    BackendOptions {
+        prefix: prefix.into(),
+        ..BackendOptions::default()
+    }
 }
 
 /// Compiles, links and loads `g`.
@@ -67,15 +74,31 @@ pub fn load(g: &Graph, o: &BackendOptions) -> Loaded {
     let obj = dir.join("model.o");
     let so = dir.join("model.so");
     std::fs::write(&obj, &art.object).expect("write object");
-    let st = Command::new("cc").arg("-shared").arg(&obj).arg(runtime_lib()).arg("-o").arg(&so).status().expect("run cc");
+    let st = Command::new("cc")
+        .arg("-shared")
+        .arg(&obj)
+        .arg(runtime_lib())
+        .arg("-o")
+        .arg(&so)
+        .status()
+        .expect("run cc");
     assert!(st.success(), "linking failed");
     // SAFETY: the library is our freshly compiled model; its entry point has the ABI below.
     unsafe {
         let lib = libloading::Library::new(&so).expect("load model");
-        let sym: libloading::Symbol<'_, unsafe extern "C" fn(*const *const u8, *const *mut u8, *mut u8) -> i32> =
-            lib.get(format!("{}_run", o.prefix).as_bytes()).expect("entry symbol");
+        let sym: libloading::Symbol<
+            '_,
+            unsafe extern "C" fn(*const *const u8, *const *mut u8, *mut u8) -> i32,
+        > = lib
+            .get(format!("{}_run", o.prefix).as_bytes())
+            .expect("entry symbol");
         let run = *sym;
-        Loaded { art, _lib: lib, run, dir }
+        Loaded {
+            art,
+            _lib: lib,
+            run,
+            dir,
+        }
     }
 }
 
@@ -87,8 +110,13 @@ impl Loaded {
     /// Runs with fresh output buffers; returns the outputs or the status.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, i32> {
         let in_bytes: Vec<Vec<u8>> = inputs.iter().map(|t| t.to_le_bytes()).collect();
-        let mut out_bytes: Vec<Vec<u8>> =
-            self.art.interface.outputs.iter().map(|t| vec![0xA5u8; t.volume() * t.dtype.size()]).collect();
+        let mut out_bytes: Vec<Vec<u8>> = self
+            .art
+            .interface
+            .outputs
+            .iter()
+            .map(|t| vec![0xA5u8; t.volume() * t.dtype.size()])
+            .collect();
         // Poison the workspace so reads of unwritten scratch show up as garbage.
         let mut ws = vec![Block([0xCD; 64]); self.art.workspace_size.div_ceil(64).max(1)];
         let ip: Vec<*const u8> = in_bytes.iter().map(|b| b.as_ptr()).collect();
@@ -108,6 +136,17 @@ impl Loaded {
             .collect())
     }
 
+    /// A data symbol of the loaded object, viewed as a `T`.
+    pub fn symbol<T>(&self, name: &str) -> &T {
+        // SAFETY: the caller names a symbol the object defines with type T; the
+        // reference lives no longer than the library.
+        unsafe {
+            let s: libloading::Symbol<'_, *const T> =
+                self._lib.get(name.as_bytes()).expect("symbol");
+            &**s
+        }
+    }
+
     /// Calls the entry point with raw pointers (for the status tests).
     ///
     /// # Safety
@@ -123,11 +162,17 @@ pub fn assert_close(what: &str, got: &Tensor, want: &Tensor) {
     assert_eq!(got.shape, want.shape, "{what}: shape");
     match (&got.data, &want.data) {
         (TensorData::F32(g), TensorData::F32(w)) => {
-            let scale = w.iter().filter(|x| x.is_finite()).fold(1.0f32, |m, x| m.max(x.abs()));
+            let scale = w
+                .iter()
+                .filter(|x| x.is_finite())
+                .fold(1.0f32, |m, x| m.max(x.abs()));
             let tol = 1e-4 * scale;
             for (i, (a, b)) in g.iter().zip(w).enumerate() {
                 let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= tol;
-                assert!(ok, "{what}: element {i}: got {a}, want {b} (tolerance {tol})");
+                assert!(
+                    ok,
+                    "{what}: element {i}: got {a}, want {b} (tolerance {tol})"
+                );
             }
         }
         (TensorData::I32(g), TensorData::I32(w)) => assert_eq!(g, w, "{what}"),
@@ -159,8 +204,14 @@ impl Rng {
         let n: usize = shape.iter().product();
         match dtype {
             DType::F32 => Tensor::f32(shape.to_vec(), (0..n).map(|_| self.f32(lo, hi)).collect()),
-            DType::I32 => Tensor::i32(shape.to_vec(), (0..n).map(|_| self.f32(lo, hi).floor() as i32).collect()),
-            DType::Bool => Tensor::bool(shape.to_vec(), (0..n).map(|_| self.next() & 1 == 1).collect()),
+            DType::I32 => Tensor::i32(
+                shape.to_vec(),
+                (0..n).map(|_| self.f32(lo, hi).floor() as i32).collect(),
+            ),
+            DType::Bool => Tensor::bool(
+                shape.to_vec(),
+                (0..n).map(|_| self.next() & 1 == 1).collect(),
+            ),
         }
     }
 }

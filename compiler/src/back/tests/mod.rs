@@ -2,6 +2,8 @@
 //! into a shared library, loads it and runs it; the op tests compare that with the
 //! reference interpreter. `math_accuracy` measures the inline polynomials.
 
+mod abi;
 mod harness;
+mod math;
 mod ops;
 mod window;

@@ -4,13 +4,16 @@
 
 use super::harness::{Rng, assert_close, load, opts};
 use crate::back::BackendOptions;
-use crate::ir::{BinaryOp, Border, DType, Graph, Op, ReduceOp, Tensor, TensorType, UnaryOp, ValueId};
+use crate::ir::{
+    BinaryOp, Border, DType, Graph, Op, ReduceOp, Tensor, TensorType, UnaryOp, ValueId,
+};
 
 /// Appends `op(ins)` with types from `ir::infer`.
 fn node(g: &mut Graph, op: Op, ins: &[ValueId]) -> Vec<ValueId> {
     let tys: Vec<TensorType> = ins.iter().map(|v| g.ty(*v).clone()).collect();
     let refs: Vec<&TensorType> = tys.iter().collect();
-    let out = crate::ir::infer::infer(&op, &refs).unwrap_or_else(|e| panic!("infer {}: {e}", op.mnemonic()));
+    let out = crate::ir::infer::infer(&op, &refs)
+        .unwrap_or_else(|e| panic!("infer {}: {e}", op.mnemonic()));
     g.add_node(op, ins.to_vec(), out)
 }
 
@@ -32,7 +35,10 @@ fn check_with(g: &Graph, inputs: &[Tensor], o: &BackendOptions) {
 /// Both the vectorized and the scalar-only code.
 fn check(g: &Graph, inputs: &[Tensor], prefix: &str) {
     check_with(g, inputs, &opts(prefix));
-    let scalar = BackendOptions { vectorize: false, ..opts(&format!("{prefix}_s")) };
+    let scalar = BackendOptions {
+        vectorize: false,
+        ..opts(&format!("{prefix}_s"))
+    };
     check_with(g, inputs, &scalar);
 }
 
@@ -79,7 +85,14 @@ fn unary_float_ops() {
         (U::Silu, -8.0, 8.0),
         (U::Gelu, -8.0, 8.0),
         (U::Elu { alpha: 0.7 }, -4.0, 4.0),
-        (U::Selu { alpha: 1.673_263_2, lambda: 1.050_701 }, -4.0, 4.0),
+        (
+            U::Selu {
+                alpha: 1.673_263_2,
+                lambda: 1.050_701,
+            },
+            -4.0,
+            4.0,
+        ),
         (U::LeakyRelu { alpha: 0.1 }, -4.0, 4.0),
     ];
     let mut rng = Rng::new(1);
@@ -92,7 +105,11 @@ fn unary_float_ops() {
             out(&mut g, y, Op::Unary(*op).mnemonic().to_string());
             inputs.push(rng.tensor(DType::F32, &shape, *lo, *hi));
         }
-        check(&g, &inputs, &format!("unary{}", shape.iter().product::<usize>()));
+        check(
+            &g,
+            &inputs,
+            &format!("unary{}", shape.iter().product::<usize>()),
+        );
     }
 }
 
@@ -108,7 +125,10 @@ fn unary_int_and_bool_ops() {
     let y = node(&mut g, Op::Unary(UnaryOp::Not), &[b])[0];
     out(&mut g, y, "not".into());
     let mut rng = Rng::new(2);
-    let inputs = vec![rng.tensor(DType::I32, &[3, 5], -50.0, 50.0), rng.tensor(DType::Bool, &[3, 5], 0.0, 1.0)];
+    let inputs = vec![
+        rng.tensor(DType::I32, &[3, 5], -50.0, 50.0),
+        rng.tensor(DType::Bool, &[3, 5], 0.0, 1.0),
+    ];
     check(&g, &inputs, "unary_int");
 }
 
@@ -119,7 +139,14 @@ fn op_name(op: &Op) -> String {
 #[test]
 fn binary_ops_with_broadcasting() {
     use BinaryOp as B;
-    let shapes: [(&[usize], &[usize]); 6] = [(&[2, 3, 5], &[2, 3, 5]), (&[2, 3, 5], &[2, 1, 5]), (&[2, 3, 5], &[2]), (&[1], &[4, 3]), (&[4, 1], &[1, 6]), (&[7], &[])];
+    let shapes: [(&[usize], &[usize]); 6] = [
+        (&[2, 3, 5], &[2, 3, 5]),
+        (&[2, 3, 5], &[2, 1, 5]),
+        (&[2, 3, 5], &[2]),
+        (&[1], &[4, 3]),
+        (&[4, 1], &[1, 6]),
+        (&[7], &[]),
+    ];
     let mut rng = Rng::new(3);
     for (si, (sa, sb)) in shapes.iter().enumerate() {
         let mut g = Graph::new("bin");
@@ -145,11 +172,36 @@ fn binary_ops_with_broadcasting() {
         inputs.push(ibv);
         inputs.push(rng.tensor(DType::Bool, sa, 0.0, 1.0));
         inputs.push(rng.tensor(DType::Bool, sb, 0.0, 1.0));
-        for op in [B::Add, B::Sub, B::Mul, B::Div, B::Pow, B::Min, B::Max, B::Lt, B::Gt, B::Le, B::Ge, B::Eq, B::Ne] {
+        for op in [
+            B::Add,
+            B::Sub,
+            B::Mul,
+            B::Div,
+            B::Pow,
+            B::Min,
+            B::Max,
+            B::Lt,
+            B::Gt,
+            B::Le,
+            B::Ge,
+            B::Eq,
+            B::Ne,
+        ] {
             let y = node(&mut g, Op::Binary(op), &[fa, fb])[0];
             out(&mut g, y, format!("f_{}", op_name(&Op::Binary(op))));
         }
-        for op in [B::Add, B::Sub, B::Mul, B::Div, B::Min, B::Max, B::Lt, B::Ge, B::Eq, B::Ne] {
+        for op in [
+            B::Add,
+            B::Sub,
+            B::Mul,
+            B::Div,
+            B::Min,
+            B::Max,
+            B::Lt,
+            B::Ge,
+            B::Eq,
+            B::Ne,
+        ] {
             let y = node(&mut g, Op::Binary(op), &[ia, ib])[0];
             out(&mut g, y, format!("i_{}", op_name(&Op::Binary(op))));
         }
@@ -174,7 +226,15 @@ fn select_clamp_cast_batchnorm() {
     let hi = g.add_const(Tensor::f32(vec![], vec![0.7]), None, None);
     let cl = node(&mut g, Op::Clamp, &[x, lo, hi])[0];
     out(&mut g, cl, "clamp".into());
-    for (v, to) in [(x, DType::I32), (x, DType::Bool), (i, DType::F32), (i, DType::Bool), (c, DType::F32), (c, DType::I32), (x, DType::F32)] {
+    for (v, to) in [
+        (x, DType::I32),
+        (x, DType::Bool),
+        (i, DType::F32),
+        (i, DType::Bool),
+        (c, DType::F32),
+        (c, DType::I32),
+        (x, DType::F32),
+    ] {
         let r = node(&mut g, Op::Cast { to }, &[v])[0];
         out(&mut g, r, format!("cast_{to}"));
     }
@@ -184,7 +244,11 @@ fn select_clamp_cast_batchnorm() {
     let var = g.add_const(Tensor::f32(vec![1, 3], vec![1.0, 0.5, 2.0]), None, None);
     let off = g.add_const(Tensor::f32(vec![1, 3], vec![0.0, 1.0, -1.0]), None, None);
     let sc = g.add_const(Tensor::f32(vec![1, 3], vec![1.5, 0.5, 1.0]), None, None);
-    let bn = node(&mut g, Op::BatchNorm { epsilon: 1e-3 }, &[bx, mean, var, off, sc])[0];
+    let bn = node(
+        &mut g,
+        Op::BatchNorm { epsilon: 1e-3 },
+        &[bx, mean, var, off, sc],
+    )[0];
     out(&mut g, bn, "batch_norm".into());
     let mut rng = Rng::new(4);
     let inputs = vec![
@@ -200,23 +264,67 @@ fn select_clamp_cast_batchnorm() {
 #[test]
 fn reductions() {
     let mut rng = Rng::new(5);
-    let axes_list: Vec<Vec<usize>> = vec![vec![], vec![0], vec![1], vec![2], vec![0, 2], vec![1, 2], vec![0, 1, 2]];
+    let axes_list: Vec<Vec<usize>> = vec![
+        vec![],
+        vec![0],
+        vec![1],
+        vec![2],
+        vec![0, 2],
+        vec![1, 2],
+        vec![0, 1, 2],
+    ];
     for shape in [vec![3usize, 4, 9], vec![1, 5, 1], vec![2, 1, 17]] {
         let mut g = Graph::new("red");
         let x = input(&mut g, "x", DType::F32, &shape);
         let b = input(&mut g, "b", DType::Bool, &shape);
         for axes in &axes_list {
-            for op in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min, ReduceOp::ArgMax, ReduceOp::ArgMin] {
-                let y = node(&mut g, Op::Reduce { op, axes: axes.clone() }, &[x])[0];
-                out(&mut g, y, format!("{}{axes:?}", Op::Reduce { op, axes: vec![] }.mnemonic()));
+            for op in [
+                ReduceOp::Sum,
+                ReduceOp::Mean,
+                ReduceOp::Max,
+                ReduceOp::Min,
+                ReduceOp::ArgMax,
+                ReduceOp::ArgMin,
+            ] {
+                let y = node(
+                    &mut g,
+                    Op::Reduce {
+                        op,
+                        axes: axes.clone(),
+                    },
+                    &[x],
+                )[0];
+                out(
+                    &mut g,
+                    y,
+                    format!("{}{axes:?}", Op::Reduce { op, axes: vec![] }.mnemonic()),
+                );
             }
             for op in [ReduceOp::Any, ReduceOp::All] {
-                let y = node(&mut g, Op::Reduce { op, axes: axes.clone() }, &[b])[0];
-                out(&mut g, y, format!("{}{axes:?}", Op::Reduce { op, axes: vec![] }.mnemonic()));
+                let y = node(
+                    &mut g,
+                    Op::Reduce {
+                        op,
+                        axes: axes.clone(),
+                    },
+                    &[b],
+                )[0];
+                out(
+                    &mut g,
+                    y,
+                    format!("{}{axes:?}", Op::Reduce { op, axes: vec![] }.mnemonic()),
+                );
             }
         }
-        let inputs = vec![rng.tensor(DType::F32, &shape, -4.0, 4.0), rng.tensor(DType::Bool, &shape, 0.0, 1.0)];
-        check(&g, &inputs, &format!("red{}", shape.iter().product::<usize>()));
+        let inputs = vec![
+            rng.tensor(DType::F32, &shape, -4.0, 4.0),
+            rng.tensor(DType::Bool, &shape, 0.0, 1.0),
+        ];
+        check(
+            &g,
+            &inputs,
+            &format!("red{}", shape.iter().product::<usize>()),
+        );
     }
 }
 
@@ -245,26 +353,121 @@ fn movement_ops() {
             out(g, y, format!("{name}{k}"));
         }
     };
-    add(&mut g, Op::Reshape { shape: vec![4, 0, -1], axis_start: 0, axis_count: -1 }, &[x], "reshape");
-    add(&mut g, Op::Transpose { axes: vec![2, 0, 1] }, &[x], "transpose");
-    add(&mut g, Op::Transpose { axes: vec![1, 0] }, &[xi], "transpose_i");
-    add(&mut g, Op::Transpose { axes: vec![0, 2, 1] }, &[xb], "transpose_b");
-    add(&mut g, Op::Split { axis: 2, ratios: vec![1, 3] }, &[x], "split");
+    add(
+        &mut g,
+        Op::Reshape {
+            shape: vec![4, 0, -1],
+            axis_start: 0,
+            axis_count: -1,
+        },
+        &[x],
+        "reshape",
+    );
+    add(
+        &mut g,
+        Op::Transpose {
+            axes: vec![2, 0, 1],
+        },
+        &[x],
+        "transpose",
+    );
+    add(
+        &mut g,
+        Op::Transpose { axes: vec![1, 0] },
+        &[xi],
+        "transpose_i",
+    );
+    add(
+        &mut g,
+        Op::Transpose {
+            axes: vec![0, 2, 1],
+        },
+        &[xb],
+        "transpose_b",
+    );
+    add(
+        &mut g,
+        Op::Split {
+            axis: 2,
+            ratios: vec![1, 3],
+        },
+        &[x],
+        "split",
+    );
     add(&mut g, Op::Concat { axis: 1 }, &[x, z], "concat");
     add(&mut g, Op::Stack { axis: 1 }, &[x, x], "stack");
     add(&mut g, Op::Unstack { axis: 1 }, &[x], "unstack");
-    add(&mut g, Op::Slice { axes: vec![1, 2], begin: vec![1, -1], end: vec![3, 0], stride: vec![1, -2] }, &[x], "slice");
-    add(&mut g, Op::Slice { axes: vec![2], begin: vec![1], end: vec![0], stride: vec![] }, &[x], "slice_to_end");
-    add(&mut g, Op::Tile { repeats: vec![2, 1, 3] }, &[x], "tile");
+    add(
+        &mut g,
+        Op::Slice {
+            axes: vec![1, 2],
+            begin: vec![1, -1],
+            end: vec![3, 0],
+            stride: vec![1, -2],
+        },
+        &[x],
+        "slice",
+    );
+    add(
+        &mut g,
+        Op::Slice {
+            axes: vec![2],
+            begin: vec![1],
+            end: vec![0],
+            stride: vec![],
+        },
+        &[x],
+        "slice_to_end",
+    );
+    add(
+        &mut g,
+        Op::Tile {
+            repeats: vec![2, 1, 3],
+        },
+        &[x],
+        "tile",
+    );
     add(&mut g, Op::Gather { axis: 1 }, &[x, idx], "gather");
     let u = node(&mut g, Op::Unsqueeze { axes: vec![0, 3] }, &[x])[0];
     out(&mut g, u, "unsqueeze".into());
     add(&mut g, Op::Squeeze { axes: vec![0, 3] }, &[u], "squeeze");
-    for border in [Border::Constant, Border::Replicate, Border::Reflect, Border::ReflectEven] {
-        add(&mut g, Op::Pad { padding: vec![(0, 1), (2, 1), (1, 3)], border, value: 0.5 }, &[x], border.mnemonic());
+    for border in [
+        Border::Constant,
+        Border::Replicate,
+        Border::Reflect,
+        Border::ReflectEven,
+    ] {
+        add(
+            &mut g,
+            Op::Pad {
+                padding: vec![(0, 1), (2, 1), (1, 3)],
+                border,
+                value: 0.5,
+            },
+            &[x],
+            border.mnemonic(),
+        );
     }
-    add(&mut g, Op::Pad { padding: vec![(1, 0), (0, 0), (0, 2)], border: Border::Constant, value: 7.0 }, &[x], "pad_front");
-    add(&mut g, Op::Pad { padding: vec![(0, 0), (2, 2), (0, 0)], border: Border::Reflect, value: 0.0 }, &[x], "pad_middle_dim");
+    add(
+        &mut g,
+        Op::Pad {
+            padding: vec![(1, 0), (0, 0), (0, 2)],
+            border: Border::Constant,
+            value: 7.0,
+        },
+        &[x],
+        "pad_front",
+    );
+    add(
+        &mut g,
+        Op::Pad {
+            padding: vec![(0, 0), (2, 2), (0, 0)],
+            border: Border::Reflect,
+            value: 0.0,
+        },
+        &[x],
+        "pad_middle_dim",
+    );
     let mut rng = Rng::new(7);
     let inputs = vec![
         rng.tensor(DType::F32, &[2, 3, 4], -1.0, 1.0),
@@ -285,19 +488,75 @@ fn matmul_and_linear() {
     let ba = input(&mut g, "ba", DType::F32, &[2, 1, 3, 4]);
     let bb = input(&mut g, "bb", DType::F32, &[1, 3, 4, 6]);
     let mut rng = Rng::new(8);
-    let wa = g.add_const(rng.tensor(DType::F32, &[5, 7], -1.0, 1.0), Some("w".into()), None);
+    let wa = g.add_const(
+        rng.tensor(DType::F32, &[5, 7], -1.0, 1.0),
+        Some("w".into()),
+        None,
+    );
     let add = |g: &mut Graph, op: Op, ins: &[ValueId], name: &str| {
         let y = node(g, op, ins)[0];
         out(g, y, name.into());
     };
-    add(&mut g, Op::MatMul { transpose_a: false, transpose_b: false }, &[a, b], "nn");
-    add(&mut g, Op::MatMul { transpose_a: true, transpose_b: false }, &[at, b], "tn");
-    add(&mut g, Op::MatMul { transpose_a: false, transpose_b: true }, &[a, bt], "nt");
-    add(&mut g, Op::MatMul { transpose_a: true, transpose_b: true }, &[at, bt], "tt");
-    add(&mut g, Op::MatMul { transpose_a: false, transpose_b: false }, &[ba, bb], "batched");
-    add(&mut g, Op::MatMul { transpose_a: false, transpose_b: false }, &[wa, b], "packed_const_a");
+    add(
+        &mut g,
+        Op::MatMul {
+            transpose_a: false,
+            transpose_b: false,
+        },
+        &[a, b],
+        "nn",
+    );
+    add(
+        &mut g,
+        Op::MatMul {
+            transpose_a: true,
+            transpose_b: false,
+        },
+        &[at, b],
+        "tn",
+    );
+    add(
+        &mut g,
+        Op::MatMul {
+            transpose_a: false,
+            transpose_b: true,
+        },
+        &[a, bt],
+        "nt",
+    );
+    add(
+        &mut g,
+        Op::MatMul {
+            transpose_a: true,
+            transpose_b: true,
+        },
+        &[at, bt],
+        "tt",
+    );
+    add(
+        &mut g,
+        Op::MatMul {
+            transpose_a: false,
+            transpose_b: false,
+        },
+        &[ba, bb],
+        "batched",
+    );
+    add(
+        &mut g,
+        Op::MatMul {
+            transpose_a: false,
+            transpose_b: false,
+        },
+        &[wa, b],
+        "packed_const_a",
+    );
     // linear: x [5,7], W [9,7], bias [1,9] and scalar bias.
-    let w = g.add_const(rng.tensor(DType::F32, &[9, 7], -1.0, 1.0), Some("lw".into()), None);
+    let w = g.add_const(
+        rng.tensor(DType::F32, &[9, 7], -1.0, 1.0),
+        Some("lw".into()),
+        None,
+    );
     let bias = g.add_const(rng.tensor(DType::F32, &[1, 9], -1.0, 1.0), None, None);
     let sbias = g.add_const(Tensor::f32(vec![1, 1], vec![0.25]), None, None);
     add(&mut g, Op::Linear, &[a, w, bias], "linear");
@@ -337,9 +596,20 @@ fn chain_uses_arena_and_outputs_of_inputs() {
 fn object_is_deterministic() {
     let mut g = Graph::new("det");
     let x = input(&mut g, "x", DType::F32, &[2, 17]);
-    let w = g.add_const(Rng::new(3).tensor(DType::F32, &[17, 4], -1.0, 1.0), None, None);
+    let w = g.add_const(
+        Rng::new(3).tensor(DType::F32, &[17, 4], -1.0, 1.0),
+        None,
+        None,
+    );
     let y = node(&mut g, Op::Unary(UnaryOp::Tanh), &[x])[0];
-    let z = node(&mut g, Op::MatMul { transpose_a: false, transpose_b: false }, &[y, w])[0];
+    let z = node(
+        &mut g,
+        Op::MatMul {
+            transpose_a: false,
+            transpose_b: false,
+        },
+        &[y, w],
+    )[0];
     let s = node(&mut g, Op::Softmax { axes: vec![1] }, &[z])[0];
     g.outputs.push(s);
     let a = crate::back::compile(&g, &opts("det")).unwrap();

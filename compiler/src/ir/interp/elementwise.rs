@@ -9,14 +9,14 @@
 //! complement hardware; integer division by zero is an error. Not here: reductions or any
 //! op that mixes elements.
 
-use super::shape_rules::broadcast_dims;
 use super::{Result, bool_data, f32_data, invalid, strides};
 use crate::ir::op::{BinaryOp, UnaryOp};
 use crate::ir::tensor::{Tensor, TensorData};
 use crate::ir::types::DType;
 
 /// For each element of `out` (row-major), the offset it reads in an operand of `shape`
-/// that broadcasts to `out`; `None` when the shapes are equal (offset = index).
+/// that broadcasts to `out` (checked by `infer`); `None` when the shapes are equal
+/// (offset = index).
 fn broadcast_offsets(out: &[usize], shape: &[usize]) -> Option<Vec<usize>> {
     if out == shape {
         return None;
@@ -60,7 +60,10 @@ fn zip_broadcast<A: Copy, B: Copy, R>(
     (ys, yshape): (&[B], &[usize]),
     mut f: impl FnMut(A, B) -> Result<R>,
 ) -> Result<Vec<R>> {
-    let (ox, oy) = (broadcast_offsets(out, xshape), broadcast_offsets(out, yshape));
+    let (ox, oy) = (
+        broadcast_offsets(out, xshape),
+        broadcast_offsets(out, yshape),
+    );
     let count: usize = out.iter().product();
     let mut r = Vec::with_capacity(count);
     for i in 0..count {
@@ -127,7 +130,12 @@ fn unary_f64(u: UnaryOp, x: f64) -> f64 {
             }
         }
         UnaryOp::Selu { alpha, lambda } => {
-            lambda as f64 * if x < 0.0 { alpha as f64 * x.exp_m1() } else { x }
+            lambda as f64
+                * if x < 0.0 {
+                    alpha as f64 * x.exp_m1()
+                } else {
+                    x
+                }
         }
         UnaryOp::LeakyRelu { alpha } => {
             if x < 0.0 {
@@ -149,9 +157,15 @@ pub(super) fn unary(u: UnaryOp, x: &Tensor) -> Result<Tensor> {
     let data = match (&x.data, u) {
         (_, UnaryOp::Copy) => x.data.clone(),
         (TensorData::Bool(v), UnaryOp::Not) => TensorData::Bool(v.iter().map(|b| !b).collect()),
-        (TensorData::I32(v), UnaryOp::Neg) => TensorData::I32(v.iter().map(|a| a.wrapping_neg()).collect()),
-        (TensorData::I32(v), UnaryOp::Abs) => TensorData::I32(v.iter().map(|a| a.wrapping_abs()).collect()),
-        (TensorData::I32(v), UnaryOp::Sign) => TensorData::I32(v.iter().map(|a| a.signum()).collect()),
+        (TensorData::I32(v), UnaryOp::Neg) => {
+            TensorData::I32(v.iter().map(|a| a.wrapping_neg()).collect())
+        }
+        (TensorData::I32(v), UnaryOp::Abs) => {
+            TensorData::I32(v.iter().map(|a| a.wrapping_abs()).collect())
+        }
+        (TensorData::I32(v), UnaryOp::Sign) => {
+            TensorData::I32(v.iter().map(|a| a.signum()).collect())
+        }
         (TensorData::F32(v), u) if u != UnaryOp::Not => {
             TensorData::F32(v.iter().map(|&a| unary_f64(u, a as f64) as f32).collect())
         }
@@ -247,74 +261,123 @@ fn compare<T: PartialOrd>(b: BinaryOp, x: T, y: T) -> bool {
     }
 }
 
-/// Binary ops with broadcasting: arithmetic on f32 or on two i32, comparisons on two
-/// f32 or two i32 (and `eq`/`ne` on two bool) giving bool, `and`/`or` on bool.
-pub(super) fn binary(b: BinaryOp, x: &Tensor, y: &Tensor) -> Result<Tensor> {
+/// Binary ops broadcast to `out`: arithmetic on f32 or on two i32, comparisons on two
+/// f32 or two i32 giving bool, `and`/`or` on bool.
+pub(super) fn binary(b: BinaryOp, x: &Tensor, y: &Tensor, out: &[usize]) -> Result<Tensor> {
     let op = crate::ir::op::Op::Binary(b).mnemonic();
-    let out = broadcast_dims(op, &x.shape, &y.shape)?;
     let data = match (&x.data, &y.data) {
-        (TensorData::F32(xs), TensorData::F32(ys)) if b.is_comparison() => {
-            TensorData::Bool(zip_broadcast(&out, (xs, &x.shape), (ys, &y.shape), |p, q| Ok(compare(b, p, q)))?)
+        (TensorData::F32(xs), TensorData::F32(ys)) if b.is_comparison() => TensorData::Bool(
+            zip_broadcast(out, (xs, &x.shape), (ys, &y.shape), |p, q| {
+                Ok(compare(b, p, q))
+            })?,
+        ),
+        (TensorData::F32(xs), TensorData::F32(ys)) if !b.is_logical() => TensorData::F32(
+            zip_broadcast(out, (xs, &x.shape), (ys, &y.shape), |p, q| {
+                Ok(float_binary(b, p, q))
+            })?,
+        ),
+        (TensorData::I32(xs), TensorData::I32(ys)) if b.is_comparison() => TensorData::Bool(
+            zip_broadcast(out, (xs, &x.shape), (ys, &y.shape), |p, q| {
+                Ok(compare(b, p, q))
+            })?,
+        ),
+        (TensorData::I32(xs), TensorData::I32(ys)) if !b.is_logical() => TensorData::I32(
+            zip_broadcast(out, (xs, &x.shape), (ys, &y.shape), |p, q| {
+                int_binary(b, p, q)
+            })?,
+        ),
+        (TensorData::Bool(xs), TensorData::Bool(ys)) if b.is_logical() => TensorData::Bool(
+            zip_broadcast(out, (xs, &x.shape), (ys, &y.shape), |p, q| {
+                Ok(if b == BinaryOp::And { p && q } else { p || q })
+            })?,
+        ),
+        _ => {
+            return Err(invalid(
+                op,
+                format!("not defined on {} and {}", x.dtype(), y.dtype()),
+            ));
         }
-        (TensorData::F32(xs), TensorData::F32(ys)) if !b.is_logical() => {
-            TensorData::F32(zip_broadcast(&out, (xs, &x.shape), (ys, &y.shape), |p, q| Ok(float_binary(b, p, q)))?)
-        }
-        (TensorData::I32(xs), TensorData::I32(ys)) if b.is_comparison() => {
-            TensorData::Bool(zip_broadcast(&out, (xs, &x.shape), (ys, &y.shape), |p, q| Ok(compare(b, p, q)))?)
-        }
-        (TensorData::I32(xs), TensorData::I32(ys)) if !b.is_logical() => {
-            TensorData::I32(zip_broadcast(&out, (xs, &x.shape), (ys, &y.shape), |p, q| int_binary(b, p, q))?)
-        }
-        (TensorData::Bool(xs), TensorData::Bool(ys)) if b.is_logical() || matches!(b, BinaryOp::Eq | BinaryOp::Ne) => {
-            TensorData::Bool(zip_broadcast(&out, (xs, &x.shape), (ys, &y.shape), |p, q| {
-                Ok(match b {
-                    BinaryOp::And => p && q,
-                    BinaryOp::Or => p || q,
-                    BinaryOp::Eq => p == q,
-                    _ => p != q,
-                })
-            })?)
-        }
-        _ => return Err(invalid(op, format!("not defined on {} and {}", x.dtype(), y.dtype()))),
     };
-    Ok(Tensor { shape: out, data })
+    Ok(Tensor {
+        shape: out.to_vec(),
+        data,
+    })
 }
 
-/// `select(condition, t, f)` with three-way broadcasting; `t` and `f` share any dtype.
-pub(super) fn select(cond: &Tensor, t: &Tensor, f: &Tensor) -> Result<Tensor> {
+/// `select(condition, t, f)` broadcast to `out`; `t` and `f` share any dtype.
+pub(super) fn select(cond: &Tensor, t: &Tensor, f: &Tensor, out: &[usize]) -> Result<Tensor> {
     let op = "select";
     let c = bool_data(op, "condition", cond)?;
-    if t.dtype() != f.dtype() {
-        return Err(invalid(op, format!("branches differ in dtype: {} and {}", t.dtype(), f.dtype())));
-    }
-    let out = broadcast_dims(op, &cond.shape, &broadcast_dims(op, &t.shape, &f.shape)?)?;
-    let (oc, ot, of) =
-        (broadcast_offsets(&out, &cond.shape), broadcast_offsets(&out, &t.shape), broadcast_offsets(&out, &f.shape));
+    let (oc, ot, of) = (
+        broadcast_offsets(out, &cond.shape),
+        broadcast_offsets(out, &t.shape),
+        broadcast_offsets(out, &f.shape),
+    );
     let count: usize = out.iter().product();
-    let index: Vec<(bool, usize, usize)> = (0..count).map(|i| (c[at(&oc, i)], at(&ot, i), at(&of, i))).collect();
+    let index: Vec<(bool, usize, usize)> = (0..count)
+        .map(|i| (c[at(&oc, i)], at(&ot, i), at(&of, i)))
+        .collect();
     fn pick<T: Copy>(index: &[(bool, usize, usize)], t: &[T], f: &[T]) -> Vec<T> {
-        index.iter().map(|&(c, i, j)| if c { t[i] } else { f[j] }).collect()
+        index
+            .iter()
+            .map(|&(c, i, j)| if c { t[i] } else { f[j] })
+            .collect()
     }
     let data = match (&t.data, &f.data) {
         (TensorData::F32(a), TensorData::F32(b)) => TensorData::F32(pick(&index, a, b)),
         (TensorData::I32(a), TensorData::I32(b)) => TensorData::I32(pick(&index, a, b)),
         (TensorData::Bool(a), TensorData::Bool(b)) => TensorData::Bool(pick(&index, a, b)),
-        _ => return Err(invalid(op, "branches differ in dtype")),
+        _ => {
+            return Err(invalid(
+                op,
+                format!("branches differ in dtype: {} and {}", t.dtype(), f.dtype()),
+            ));
+        }
     };
-    Ok(Tensor { shape: out, data })
+    Ok(Tensor {
+        shape: out.to_vec(),
+        data,
+    })
 }
 
-/// `clamp(x, a, b) = max(min(x, b), a)` with three-way broadcasting (f32 or i32).
-pub(super) fn clamp(x: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let low = binary(BinaryOp::Min, x, b).map_err(|e| rename(e, "clamp"))?;
-    binary(BinaryOp::Max, &low, a).map_err(|e| rename(e, "clamp"))
-}
-
-fn rename(e: super::InterpError, op: &'static str) -> super::InterpError {
-    match e {
-        super::InterpError::Invalid { message, .. } => invalid(op, message),
-        other => other,
+/// `clamp(x, a, b) = max(min(x, b), a)` broadcast to `out` (f32 or i32), with the
+/// `select` semantics of the stdlib `min`/`max` (a NaN `x` gives `b`, then `max(b, a)`).
+pub(super) fn clamp(x: &Tensor, a: &Tensor, b: &Tensor, out: &[usize]) -> Result<Tensor> {
+    let op = "clamp";
+    let (ox, oa, ob) = (
+        broadcast_offsets(out, &x.shape),
+        broadcast_offsets(out, &a.shape),
+        broadcast_offsets(out, &b.shape),
+    );
+    let count: usize = out.iter().product();
+    fn clamp_all<T: Copy + PartialOrd>(
+        count: usize,
+        o: [&Option<Vec<usize>>; 3],
+        x: &[T],
+        a: &[T],
+        b: &[T],
+    ) -> Vec<T> {
+        (0..count)
+            .map(|i| {
+                let (v, lo, hi) = (x[at(o[0], i)], a[at(o[1], i)], b[at(o[2], i)]);
+                let m = if v < hi { v } else { hi };
+                if m > lo { m } else { lo }
+            })
+            .collect()
     }
+    let data = match (&x.data, &a.data, &b.data) {
+        (TensorData::F32(x), TensorData::F32(a), TensorData::F32(b)) => {
+            TensorData::F32(clamp_all(count, [&ox, &oa, &ob], x, a, b))
+        }
+        (TensorData::I32(x), TensorData::I32(a), TensorData::I32(b)) => {
+            TensorData::I32(clamp_all(count, [&ox, &oa, &ob], x, a, b))
+        }
+        _ => return Err(invalid(op, "operands must all be f32 or all be i32")),
+    };
+    Ok(Tensor {
+        shape: out.to_vec(),
+        data,
+    })
 }
 
 /// `batch_normalization`: `offset + scale·(input − mean)/√(variance + ε)`; the four
@@ -330,12 +393,17 @@ pub(super) fn batch_norm(
     let op = "batch_normalization";
     let x = f32_data(op, "input", input)?;
     let mut params = Vec::with_capacity(4);
-    for (what, p) in [("mean", mean), ("variance", variance), ("offset", offset), ("scale", scale)] {
-        let data = f32_data(op, what, p)?;
-        if broadcast_dims(op, &input.shape, &p.shape)? != input.shape {
-            return Err(invalid(op, format!("{what} of shape {:?} does not broadcast to input {:?}", p.shape, input.shape)));
-        }
-        params.push((data, broadcast_offsets(&input.shape, &p.shape)));
+    for (what, p) in [
+        ("mean", mean),
+        ("variance", variance),
+        ("offset", offset),
+        ("scale", scale),
+    ] {
+        // `infer` checked that the parameter broadcasts to the input.
+        params.push((
+            f32_data(op, what, p)?,
+            broadcast_offsets(&input.shape, &p.shape),
+        ));
     }
     let eps = epsilon as f64;
     let out = (0..x.len())
@@ -353,13 +421,20 @@ pub(super) fn cast(to: DType, x: &Tensor) -> Result<Tensor> {
     let data = match (&x.data, to) {
         (TensorData::F32(v), DType::F32) => TensorData::F32(v.clone()),
         (TensorData::F32(v), DType::I32) => TensorData::I32(v.iter().map(|&a| a as i32).collect()),
-        (TensorData::F32(v), DType::Bool) => TensorData::Bool(v.iter().map(|&a| a != 0.0).collect()),
+        (TensorData::F32(v), DType::Bool) => {
+            TensorData::Bool(v.iter().map(|&a| a != 0.0).collect())
+        }
         (TensorData::I32(v), DType::F32) => TensorData::F32(v.iter().map(|&a| a as f32).collect()),
         (TensorData::I32(v), DType::I32) => TensorData::I32(v.clone()),
         (TensorData::I32(v), DType::Bool) => TensorData::Bool(v.iter().map(|&a| a != 0).collect()),
-        (TensorData::Bool(v), DType::F32) => TensorData::F32(v.iter().map(|&a| a as i32 as f32).collect()),
+        (TensorData::Bool(v), DType::F32) => {
+            TensorData::F32(v.iter().map(|&a| a as i32 as f32).collect())
+        }
         (TensorData::Bool(v), DType::I32) => TensorData::I32(v.iter().map(|&a| a as i32).collect()),
         (TensorData::Bool(v), DType::Bool) => TensorData::Bool(v.clone()),
     };
-    Ok(Tensor { shape: x.shape.clone(), data })
+    Ok(Tensor {
+        shape: x.shape.clone(),
+        data,
+    })
 }

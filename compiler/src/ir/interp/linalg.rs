@@ -6,7 +6,6 @@
 //! products are accumulated in f64 and rounded to f32 once. Not here: any blocking or
 //! vectorization (this is the oracle, not a kernel).
 
-use super::shape_rules::broadcast_dims;
 use super::{Result, f32_data, invalid, strides};
 use crate::ir::tensor::Tensor;
 
@@ -47,24 +46,45 @@ fn load_matrix(dst: &mut Vec<f32>, m: &[f32], rows: usize, cols: usize, t: bool)
     }
 }
 
-/// `matmul`: `op(A)·op(B)` over the last two dims; leading (batch) dims must have equal
-/// rank and broadcast per §6.
-pub(super) fn matmul(a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: bool) -> Result<Tensor> {
+/// `matmul`: `op(A)·op(B)` over the last two dims; the leading (batch) dims broadcast
+/// to those of `out` (§6).
+pub(super) fn matmul(
+    a: &Tensor,
+    b: &Tensor,
+    transpose_a: bool,
+    transpose_b: bool,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let op = "matmul";
     let xa = f32_data(op, "A", a)?;
     let xb = f32_data(op, "B", b)?;
     let rank = a.shape.len();
     if rank < 2 || b.shape.len() != rank {
-        return Err(invalid(op, format!("A {:?} and B {:?} must have the same rank ≥ 2", a.shape, b.shape)));
+        return Err(invalid(
+            op,
+            format!(
+                "A {:?} and B {:?} must have the same rank ≥ 2",
+                a.shape, b.shape
+            ),
+        ));
     }
     let (ar, ac) = (a.shape[rank - 2], a.shape[rank - 1]);
     let (br, bc) = (b.shape[rank - 2], b.shape[rank - 1]);
     let (m, ka) = if transpose_a { (ac, ar) } else { (ar, ac) };
     let (kb, n) = if transpose_b { (bc, br) } else { (br, bc) };
     if ka != kb {
-        return Err(invalid(op, format!("inner extents differ: A {:?}, B {:?}", a.shape, b.shape)));
+        return Err(invalid(
+            op,
+            format!("inner extents differ: A {:?}, B {:?}", a.shape, b.shape),
+        ));
     }
-    let batch = broadcast_dims(op, &a.shape[..rank - 2], &b.shape[..rank - 2])?;
+    if out_shape.len() != rank {
+        return Err(invalid(
+            op,
+            format!("result shape {out_shape:?} does not have rank {rank}"),
+        ));
+    }
+    let batch = out_shape[..rank - 2].to_vec();
     let batch_count: usize = batch.iter().product();
     let (a_strides, b_strides) = (strides(&a.shape[..rank - 2]), strides(&b.shape[..rank - 2]));
     let mut out = Vec::with_capacity(batch_count * m * n);
@@ -87,9 +107,7 @@ pub(super) fn matmul(a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: boo
         }
         super::window::next_index(&mut index, &batch);
     }
-    let mut shape = batch;
-    shape.extend([m, n]);
-    Ok(Tensor::f32(shape, out))
+    Ok(Tensor::f32(out_shape.to_vec(), out))
 }
 
 /// `linear`: input `[N, Cin]`, filter `[Cout, Cin]`, bias a single value or `[1, Cout]`.
@@ -99,19 +117,45 @@ pub(super) fn linear(input: &Tensor, filter: &Tensor, bias: &Tensor) -> Result<T
     let f = f32_data(op, "filter", filter)?;
     let bv = f32_data(op, "bias", bias)?;
     let (&[n, cin], &[cout, fcin]) = (input.shape.as_slice(), filter.shape.as_slice()) else {
-        return Err(invalid(op, format!("input {:?} and filter {:?} must be rank 2", input.shape, filter.shape)));
+        return Err(invalid(
+            op,
+            format!(
+                "input {:?} and filter {:?} must be rank 2",
+                input.shape, filter.shape
+            ),
+        ));
     };
     if cin != fcin {
-        return Err(invalid(op, format!("input {:?} and filter {:?} differ in Cin", input.shape, filter.shape)));
+        return Err(invalid(
+            op,
+            format!(
+                "input {:?} and filter {:?} differ in Cin",
+                input.shape, filter.shape
+            ),
+        ));
     }
-    let bias_at = |c: usize| -> f64 { if bv.len() == 1 { bv[0] as f64 } else { bv[c] as f64 } };
+    let bias_at = |c: usize| -> f64 {
+        if bv.len() == 1 {
+            bv[0] as f64
+        } else {
+            bv[c] as f64
+        }
+    };
     if bv.len() != 1 && bias.shape != [1, cout] {
-        return Err(invalid(op, format!("bias of shape {:?} is neither a single value nor [1, {cout}]", bias.shape)));
+        return Err(invalid(
+            op,
+            format!(
+                "bias of shape {:?} is neither a single value nor [1, {cout}]",
+                bias.shape
+            ),
+        ));
     }
     let mut out = Vec::with_capacity(n * cout);
     for i in 0..n {
         for c in 0..cout {
-            out.push((dot(&x[i * cin..(i + 1) * cin], &f[c * cin..(c + 1) * cin]) + bias_at(c)) as f32);
+            out.push(
+                (dot(&x[i * cin..(i + 1) * cin], &f[c * cin..(c + 1) * cin]) + bias_at(c)) as f32,
+            );
         }
     }
     Ok(Tensor::f32(vec![n, cout], out))

@@ -1,14 +1,15 @@
-//! Data movement ops (spec §3.8): `reshape`, `squeeze`, `unsqueeze`, `transpose`,
-//! `split`, `concat`, `stack`, `unstack`, `slice` (1.0.4 rules, negative strides),
-//! `tile`, `pad` (every border) and `gather`.
+//! Data movement ops (spec §3.8): `transpose`, `split`, `concat`, `stack`, `unstack`,
+//! `slice` (1.0.4 rules, negative strides), `tile`, `pad` (every border) and `gather`.
+//! (`reshape`, `squeeze` and `unsqueeze` keep the data and take the shape `ir::infer`
+//! computes; `eval_op` does that itself.)
 //!
 //! Each computes, for every output element, the input offset it copies, then gathers;
 //! all work on any dtype. Not here: anything that computes new values (see
 //! `elementwise`), and layout changes (the interpreter is row-major throughout).
 
-use super::shape_rules::{reshape_dims, slice_range};
 use super::window::{border_map, next_index};
 use super::{InterpError, Result, bool_data, f32_data, i32_data, invalid, strides, take, take_or};
+use crate::ir::infer::slice_ranges;
 use crate::ir::op::Border;
 use crate::ir::tensor::{Tensor, TensorData};
 use crate::ir::types::DType;
@@ -25,55 +26,37 @@ fn offsets(out_shape: &[usize], mut source: impl FnMut(&[usize]) -> usize) -> Ve
     result
 }
 
-pub(super) fn reshape(shape: &[i64], axis_start: usize, axis_count: i64, input: &Tensor) -> Result<Tensor> {
-    let dims = reshape_dims("reshape", &input.shape, shape, axis_start, axis_count)?;
-    Ok(Tensor { shape: dims, data: input.data.clone() })
-}
-
-pub(super) fn squeeze(axes: &[usize], input: &Tensor) -> Result<Tensor> {
-    let rank = input.shape.len();
-    for (i, &a) in axes.iter().enumerate() {
-        if a >= rank || input.shape[a] != 1 || axes[..i].contains(&a) {
-            return Err(invalid(
-                "squeeze",
-                format!("axes {axes:?} must be distinct dims of extent 1 in {:?}", input.shape),
-            ));
-        }
-    }
-    let shape = (0..rank).filter(|d| !axes.contains(d)).map(|d| input.shape[d]).collect();
-    Ok(Tensor { shape, data: input.data.clone() })
-}
-
-pub(super) fn unsqueeze(axes: &[usize], input: &Tensor) -> Result<Tensor> {
-    let rank = input.shape.len() + axes.len();
-    for (i, &a) in axes.iter().enumerate() {
-        if a >= rank || axes[..i].contains(&a) {
-            return Err(invalid("unsqueeze", format!("axes {axes:?} must be distinct and below output rank {rank}")));
-        }
-    }
-    let mut dims = input.shape.iter();
-    let shape = (0..rank).map(|d| if axes.contains(&d) { 1 } else { dims.next().copied().unwrap_or(1) }).collect();
-    Ok(Tensor { shape, data: input.data.clone() })
-}
-
 /// `output.shape[i] = input.shape[axes[i]]`; dims past `axes.len()` stay in place.
 pub(super) fn transpose(axes: &[usize], input: &Tensor) -> Result<Tensor> {
     let rank = input.shape.len();
     let mut seen = vec![false; axes.len()];
     for &a in axes {
         if a >= axes.len() || seen[a] {
-            return Err(invalid("transpose", format!("axes {axes:?} are not a permutation")));
+            return Err(invalid(
+                "transpose",
+                format!("axes {axes:?} are not a permutation"),
+            ));
         }
         seen[a] = true;
     }
     if axes.len() > rank {
-        return Err(invalid("transpose", format!("{} axes for rank {rank}", axes.len())));
+        return Err(invalid(
+            "transpose",
+            format!("{} axes for rank {rank}", axes.len()),
+        ));
     }
-    let perm: Vec<usize> = (0..rank).map(|d| axes.get(d).copied().unwrap_or(d)).collect();
+    let perm: Vec<usize> = (0..rank)
+        .map(|d| axes.get(d).copied().unwrap_or(d))
+        .collect();
     let st = strides(&input.shape);
     let shape: Vec<usize> = perm.iter().map(|&p| input.shape[p]).collect();
-    let src = offsets(&shape, |idx| idx.iter().zip(&perm).map(|(i, &p)| i * st[p]).sum());
-    Ok(Tensor { shape, data: take(&input.data, &src) })
+    let src = offsets(&shape, |idx| {
+        idx.iter().zip(&perm).map(|(i, &p)| i * st[p]).sum()
+    });
+    Ok(Tensor {
+        shape,
+        data: take(&input.data, &src),
+    })
 }
 
 /// The part of `input` from `start` (length `len`) along `axis`.
@@ -82,19 +65,31 @@ fn part(input: &Tensor, axis: usize, start: usize, len: usize) -> Tensor {
     let mut shape = input.shape.clone();
     shape[axis] = len;
     let src = offsets(&shape, |idx| {
-        idx.iter().zip(&st).enumerate().map(|(d, (i, s))| (if d == axis { i + start } else { *i }) * s).sum()
+        idx.iter()
+            .zip(&st)
+            .enumerate()
+            .map(|(d, (i, s))| (if d == axis { i + start } else { *i }) * s)
+            .sum()
     });
-    Tensor { shape, data: take(&input.data, &src) }
+    Tensor {
+        shape,
+        data: take(&input.data, &src),
+    }
 }
 
 pub(super) fn split(axis: usize, ratios: &[usize], input: &Tensor) -> Result<Vec<Tensor>> {
-    let n = *input
-        .shape
-        .get(axis)
-        .ok_or_else(|| invalid("split", format!("axis {axis} outside rank {}", input.shape.len())))?;
+    let n = *input.shape.get(axis).ok_or_else(|| {
+        invalid(
+            "split",
+            format!("axis {axis} outside rank {}", input.shape.len()),
+        )
+    })?;
     let total: usize = ratios.iter().sum();
     if ratios.is_empty() || ratios.contains(&0) || n % total != 0 {
-        return Err(invalid("split", format!("extent {n} cannot be split in ratios {ratios:?}")));
+        return Err(invalid(
+            "split",
+            format!("extent {n} cannot be split in ratios {ratios:?}"),
+        ));
     }
     let unit = n / total;
     let mut start = 0;
@@ -107,10 +102,12 @@ pub(super) fn split(axis: usize, ratios: &[usize], input: &Tensor) -> Result<Vec
 }
 
 pub(super) fn unstack(axis: usize, input: &Tensor) -> Result<Vec<Tensor>> {
-    let n = *input
-        .shape
-        .get(axis)
-        .ok_or_else(|| invalid("unstack", format!("axis {axis} outside rank {}", input.shape.len())))?;
+    let n = *input.shape.get(axis).ok_or_else(|| {
+        invalid(
+            "unstack",
+            format!("axis {axis} outside rank {}", input.shape.len()),
+        )
+    })?;
     Ok((0..n)
         .map(|i| {
             let mut t = part(input, axis, i, 1);
@@ -131,19 +128,36 @@ fn interleave<T: Copy>(parts: &[&[T]], outer: usize, chunks: &[usize]) -> Vec<T>
     out
 }
 
-fn interleave_data(op: &'static str, inputs: &[&Tensor], outer: usize, chunks: &[usize]) -> Result<TensorData> {
-    let dtype = inputs.first().map(|t| t.dtype()).ok_or_else(|| invalid(op, "needs at least one value"))?;
+fn interleave_data(
+    op: &'static str,
+    inputs: &[&Tensor],
+    outer: usize,
+    chunks: &[usize],
+) -> Result<TensorData> {
+    let dtype = inputs
+        .first()
+        .map(|t| t.dtype())
+        .ok_or_else(|| invalid(op, "needs at least one value"))?;
     Ok(match dtype {
         DType::F32 => {
-            let parts = inputs.iter().map(|t| f32_data(op, "every value", t)).collect::<Result<Vec<_>>>()?;
+            let parts = inputs
+                .iter()
+                .map(|t| f32_data(op, "every value", t))
+                .collect::<Result<Vec<_>>>()?;
             TensorData::F32(interleave(&parts, outer, chunks))
         }
         DType::I32 => {
-            let parts = inputs.iter().map(|t| i32_data(op, "every value", t)).collect::<Result<Vec<_>>>()?;
+            let parts = inputs
+                .iter()
+                .map(|t| i32_data(op, "every value", t))
+                .collect::<Result<Vec<_>>>()?;
             TensorData::I32(interleave(&parts, outer, chunks))
         }
         DType::Bool => {
-            let parts = inputs.iter().map(|t| bool_data(op, "every value", t)).collect::<Result<Vec<_>>>()?;
+            let parts = inputs
+                .iter()
+                .map(|t| bool_data(op, "every value", t))
+                .collect::<Result<Vec<_>>>()?;
             TensorData::Bool(interleave(&parts, outer, chunks))
         }
     })
@@ -151,7 +165,9 @@ fn interleave_data(op: &'static str, inputs: &[&Tensor], outer: usize, chunks: &
 
 pub(super) fn concat(axis: usize, inputs: &[&Tensor]) -> Result<Tensor> {
     let op = "concat";
-    let first = inputs.first().ok_or_else(|| invalid(op, "needs at least one value"))?;
+    let first = inputs
+        .first()
+        .ok_or_else(|| invalid(op, "needs at least one value"))?;
     let rank = first.shape.len();
     if axis >= rank {
         return Err(invalid(op, format!("axis {axis} outside rank {rank}")));
@@ -159,26 +175,44 @@ pub(super) fn concat(axis: usize, inputs: &[&Tensor]) -> Result<Tensor> {
     let mut shape = first.shape.clone();
     shape[axis] = 0;
     for t in inputs {
-        let same = t.shape.len() == rank && (0..rank).all(|d| d == axis || t.shape[d] == first.shape[d]);
+        let same =
+            t.shape.len() == rank && (0..rank).all(|d| d == axis || t.shape[d] == first.shape[d]);
         if !same {
-            return Err(invalid(op, format!("shapes {:?} and {:?} differ off axis {axis}", first.shape, t.shape)));
+            return Err(invalid(
+                op,
+                format!(
+                    "shapes {:?} and {:?} differ off axis {axis}",
+                    first.shape, t.shape
+                ),
+            ));
         }
         shape[axis] += t.shape[axis];
     }
     let outer: usize = first.shape[..axis].iter().product();
-    let chunks: Vec<usize> = inputs.iter().map(|t| t.shape[axis..].iter().product()).collect();
+    let chunks: Vec<usize> = inputs
+        .iter()
+        .map(|t| t.shape[axis..].iter().product())
+        .collect();
     let data = interleave_data(op, inputs, outer, &chunks)?;
     Ok(Tensor { shape, data })
 }
 
 pub(super) fn stack(axis: usize, inputs: &[&Tensor]) -> Result<Tensor> {
     let op = "stack";
-    let first = inputs.first().ok_or_else(|| invalid(op, "needs at least one value"))?;
+    let first = inputs
+        .first()
+        .ok_or_else(|| invalid(op, "needs at least one value"))?;
     if axis > first.shape.len() {
-        return Err(invalid(op, format!("axis {axis} outside output rank {}", first.shape.len() + 1)));
+        return Err(invalid(
+            op,
+            format!("axis {axis} outside output rank {}", first.shape.len() + 1),
+        ));
     }
     if let Some(t) = inputs.iter().find(|t| t.shape != first.shape) {
-        return Err(invalid(op, format!("shapes {:?} and {:?} differ", first.shape, t.shape)));
+        return Err(invalid(
+            op,
+            format!("shapes {:?} and {:?} differ", first.shape, t.shape),
+        ));
     }
     let outer: usize = first.shape[..axis].iter().product();
     let chunk: usize = first.shape[axis..].iter().product();
@@ -188,52 +222,93 @@ pub(super) fn stack(axis: usize, inputs: &[&Tensor]) -> Result<Tensor> {
     Ok(Tensor { shape, data })
 }
 
-/// NNEF 1.0.4 `slice`; unlisted axes are kept whole.
-pub(super) fn slice(axes: &[usize], begin: &[i64], end: &[i64], stride: &[i64], input: &Tensor) -> Result<Tensor> {
-    let op = "slice";
-    let rank = input.shape.len();
-    if begin.len() != axes.len() || end.len() != axes.len() || !(stride.is_empty() || stride.len() == axes.len()) {
-        return Err(invalid(op, "axes, begin, end and stride must have equal lengths"));
-    }
-    // Per dim: first index, step, count.
-    let mut ranges: Vec<(i64, i64, usize)> = input.shape.iter().map(|&n| (0, 1, n)).collect();
-    for (i, &a) in axes.iter().enumerate() {
-        if a >= rank || axes[..i].contains(&a) {
-            return Err(invalid(op, format!("axes {axes:?} must be distinct and below rank {rank}")));
-        }
-        let s = stride.get(i).copied().unwrap_or(1);
-        let (first, count) = slice_range(op, input.shape[a], begin[i], end[i], s)?;
-        ranges[a] = (first, s, count);
-    }
+/// NNEF 1.0.4 `slice` (negative strides run backwards); the per-axis ranges come from
+/// `ir::infer::slice_ranges`, the one implementation of the rule.
+pub(super) fn slice(
+    axes: &[usize],
+    begin: &[i64],
+    end: &[i64],
+    stride: &[i64],
+    input: &Tensor,
+) -> Result<Tensor> {
+    let ranges = slice_ranges(&input.shape, axes, begin, end, stride)
+        .map_err(|e| invalid("slice", e.message))?;
     let st = strides(&input.shape);
-    let shape: Vec<usize> = ranges.iter().map(|r| r.2).collect();
+    let shape: Vec<usize> = ranges.iter().map(|r| r.count).collect();
     let src = offsets(&shape, |idx| {
-        idx.iter().zip(&ranges).zip(&st).map(|((&i, &(f, s, _)), &stride)| (f + i as i64 * s) as usize * stride).sum()
+        idx.iter()
+            .zip(&ranges)
+            .zip(&st)
+            .map(|((&i, r), &stride)| (r.start as i64 + i as i64 * r.stride) as usize * stride)
+            .sum()
     });
-    Ok(Tensor { shape, data: take(&input.data, &src) })
+    Ok(Tensor {
+        shape,
+        data: take(&input.data, &src),
+    })
 }
 
 pub(super) fn tile(repeats: &[usize], input: &Tensor) -> Result<Tensor> {
     if repeats.len() != input.shape.len() || repeats.contains(&0) {
-        return Err(invalid("tile", format!("repeats {repeats:?} must be ≥ 1, one per dim of {:?}", input.shape)));
+        return Err(invalid(
+            "tile",
+            format!(
+                "repeats {repeats:?} must be ≥ 1, one per dim of {:?}",
+                input.shape
+            ),
+        ));
     }
     let st = strides(&input.shape);
-    let shape: Vec<usize> = input.shape.iter().zip(repeats).map(|(n, r)| n * r).collect();
-    let src = offsets(&shape, |idx| idx.iter().zip(&input.shape).zip(&st).map(|((i, n), s)| (i % n) * s).sum());
-    Ok(Tensor { shape, data: take(&input.data, &src) })
+    let shape: Vec<usize> = input
+        .shape
+        .iter()
+        .zip(repeats)
+        .map(|(n, r)| n * r)
+        .collect();
+    let src = offsets(&shape, |idx| {
+        idx.iter()
+            .zip(&input.shape)
+            .zip(&st)
+            .map(|((i, n), s)| (i % n) * s)
+            .sum()
+    });
+    Ok(Tensor {
+        shape,
+        data: take(&input.data, &src),
+    })
 }
 
 /// `pad`: `constant` fills with `value`; `replicate`, `reflect`, `reflect-even` read the
 /// mirrored/clamped input position (§5.6).
-pub(super) fn pad(padding: &[(usize, usize)], border: Border, value: f32, input: &Tensor) -> Result<Tensor> {
+pub(super) fn pad(
+    padding: &[(usize, usize)],
+    border: Border,
+    value: f32,
+    input: &Tensor,
+) -> Result<Tensor> {
     let op = "pad";
     if padding.len() != input.shape.len() {
-        return Err(invalid(op, format!("padding has {} items for rank {}", padding.len(), input.shape.len())));
+        return Err(invalid(
+            op,
+            format!(
+                "padding has {} items for rank {}",
+                padding.len(),
+                input.shape.len()
+            ),
+        ));
     }
     if border == Border::Ignore {
-        return Err(InterpError::Unsupported { op, message: "border 'ignore'".into() });
+        return Err(InterpError::Unsupported {
+            op,
+            message: "border 'ignore'".into(),
+        });
     }
-    let shape: Vec<usize> = input.shape.iter().zip(padding).map(|(n, (p, q))| p + n + q).collect();
+    let shape: Vec<usize> = input
+        .shape
+        .iter()
+        .zip(padding)
+        .map(|(n, (p, q))| p + n + q)
+        .collect();
     // Per dim: the input coordinate each output coordinate reads.
     let mut maps = Vec::with_capacity(shape.len());
     for (d, &n) in input.shape.iter().enumerate() {
@@ -254,7 +329,10 @@ pub(super) fn pad(padding: &[(usize, usize)], border: Border, value: f32, input:
         src.push(off);
         next_index(&mut index, &shape);
     }
-    Ok(Tensor { shape, data: take_or(&input.data, &src, value) })
+    Ok(Tensor {
+        shape,
+        data: take_or(&input.data, &src, value),
+    })
 }
 
 /// `gather`: `output[a…, i…, b…] = input[a…, indices[i…], b…]`; every index must lie in
@@ -282,5 +360,8 @@ pub(super) fn gather(axis: usize, input: &Tensor, indices: &Tensor) -> Result<Te
     let mut shape = input.shape[..axis].to_vec();
     shape.extend_from_slice(&indices.shape);
     shape.extend_from_slice(&input.shape[axis + 1..]);
-    Ok(Tensor { shape, data: take(&input.data, &src) })
+    Ok(Tensor {
+        shape,
+        data: take(&input.data, &src),
+    })
 }

@@ -12,18 +12,29 @@ use crate::ir::tensor::Tensor;
 
 /// Output shape (reduced axes set to 1), the input offset of every output element, and
 /// the relative offsets of the elements of one reduced slice.
-fn split_axes(op: &'static str, shape: &[usize], axes: &[usize]) -> Result<(Vec<usize>, Vec<usize>, Vec<usize>)> {
+fn split_axes(
+    op: &'static str,
+    shape: &[usize],
+    axes: &[usize],
+) -> Result<(Vec<usize>, Vec<usize>, Vec<usize>)> {
     let rank = shape.len();
     let mut reduced = vec![false; rank];
     for &a in axes {
         if a >= rank || reduced[a] {
-            return Err(invalid(op, format!("axes {axes:?} must be distinct and below rank {rank}")));
+            return Err(invalid(
+                op,
+                format!("axes {axes:?} must be distinct and below rank {rank}"),
+            ));
         }
         reduced[a] = true;
     }
     let st = strides(shape);
-    let out_shape: Vec<usize> = (0..rank).map(|d| if reduced[d] { 1 } else { shape[d] }).collect();
-    let slice_shape: Vec<usize> = (0..rank).map(|d| if reduced[d] { shape[d] } else { 1 }).collect();
+    let out_shape: Vec<usize> = (0..rank)
+        .map(|d| if reduced[d] { 1 } else { shape[d] })
+        .collect();
+    let slice_shape: Vec<usize> = (0..rank)
+        .map(|d| if reduced[d] { shape[d] } else { 1 })
+        .collect();
     let offsets_of = |sub: &[usize]| -> Vec<usize> {
         let count: usize = sub.iter().product();
         let mut index = vec![0; rank];
@@ -34,19 +45,33 @@ fn split_axes(op: &'static str, shape: &[usize], axes: &[usize]) -> Result<(Vec<
         }
         offsets
     };
-    Ok((out_shape.clone(), offsets_of(&out_shape), offsets_of(&slice_shape)))
+    Ok((
+        out_shape.clone(),
+        offsets_of(&out_shape),
+        offsets_of(&slice_shape),
+    ))
 }
 
 /// `sum`/`mean`/`max`/`min` (f32), `any`/`all` (bool), `argmax`/`argmin` (f32 → i32,
 /// first position on ties). Reducing an empty slice gives the identity (0, −∞, +∞,
 /// false, true) and index 0; `mean` of an empty slice is NaN.
 pub(super) fn reduce(r: ReduceOp, axes: &[usize], input: &Tensor) -> Result<Tensor> {
-    let op = crate::ir::op::Op::Reduce { op: r, axes: Vec::new() }.mnemonic();
+    let op = crate::ir::op::Op::Reduce {
+        op: r,
+        axes: Vec::new(),
+    }
+    .mnemonic();
     let (shape, bases, slice) = split_axes(op, &input.shape, axes)?;
     if matches!(r, ReduceOp::Any | ReduceOp::All) {
         let x = bool_data(op, "input", input)?;
         let any = r == ReduceOp::Any;
-        let out = bases.iter().map(|&b| if any { slice.iter().any(|&s| x[b + s]) } else { slice.iter().all(|&s| x[b + s]) });
+        let out = bases.iter().map(|&b| {
+            if any {
+                slice.iter().any(|&s| x[b + s])
+            } else {
+                slice.iter().all(|&s| x[b + s])
+            }
+        });
         return Ok(Tensor::bool(shape, out.collect()));
     }
     let x = f32_data(op, "input", input)?;
@@ -85,7 +110,10 @@ pub(super) fn softmax(axes: &[usize], input: &Tensor) -> Result<Tensor> {
     let mut out = vec![0f32; x.len()];
     let mut e = vec![0f64; slice.len()];
     for &b in &bases {
-        let m = slice.iter().fold(f32::NEG_INFINITY, |m, &s| if x[b + s] > m { x[b + s] } else { m }) as f64;
+        let m = slice.iter().fold(
+            f32::NEG_INFINITY,
+            |m, &s| if x[b + s] > m { x[b + s] } else { m },
+        ) as f64;
         let mut sum = 0f64;
         for (ei, &s) in e.iter_mut().zip(&slice) {
             *ei = (x[b + s] as f64 - m).exp();

@@ -44,15 +44,28 @@ fn sample_coordinate(method: ResampleMethod, j: usize, out: usize, begin: f64, l
 
 /// The two (input index, weight) taps of linear interpolation at `c` in an extent of
 /// `n`; an index is `None` when the border reads 0 there.
-fn linear_taps(op: &'static str, c: f64, n: usize, border: Border) -> Result<[(Option<usize>, f64); 2]> {
+fn linear_taps(
+    op: &'static str,
+    c: f64,
+    n: usize,
+    border: Border,
+) -> Result<[(Option<usize>, f64); 2]> {
     let lo = c.floor();
     let frac = c - lo;
     let lo = lo as i64;
-    Ok([(border_map(op, lo, n, border)?, 1.0 - frac), (border_map(op, lo + 1, n, border)?, frac)])
+    Ok([
+        (border_map(op, lo, n, border)?, 1.0 - frac),
+        (border_map(op, lo + 1, n, border)?, frac),
+    ])
 }
 
 /// Applies per-output-position taps along `axis` of an f64 buffer of `shape`.
-fn apply_axis(data: &[f64], shape: &[usize], axis: usize, taps: &[[(Option<usize>, f64); 2]]) -> (Vec<f64>, Vec<usize>) {
+fn apply_axis(
+    data: &[f64],
+    shape: &[usize],
+    axis: usize,
+    taps: &[[(Option<usize>, f64); 2]],
+) -> (Vec<f64>, Vec<usize>) {
     let outer: usize = shape[..axis].iter().product();
     let inner: usize = shape[axis + 1..].iter().product();
     let n = shape[axis];
@@ -76,15 +89,29 @@ fn apply_axis(data: &[f64], shape: &[usize], axis: usize, taps: &[[(Option<usize
 }
 
 /// `multilinear_upsample`: input `[N, C, s…]`, output `[N, C, s·factor…]`.
-pub(super) fn multilinear_upsample(factor: &[usize], method: ResampleMethod, border: Border, input: &Tensor) -> Result<Tensor> {
+pub(super) fn multilinear_upsample(
+    factor: &[usize],
+    method: ResampleMethod,
+    border: Border,
+    input: &Tensor,
+) -> Result<Tensor> {
     let op = "multilinear_upsample";
     let x = f32_data(op, "input", input)?;
     let rank = input.shape.len();
     if rank < 2 || factor.len() != rank - 2 || factor.contains(&0) {
-        return Err(invalid(op, format!("factor {factor:?} must be ≥ 1 for each spatial dim of {:?}", input.shape)));
+        return Err(invalid(
+            op,
+            format!(
+                "factor {factor:?} must be ≥ 1 for each spatial dim of {:?}",
+                input.shape
+            ),
+        ));
     }
     if border == Border::Ignore {
-        return Err(InterpError::Unsupported { op, message: "border 'ignore'".into() });
+        return Err(InterpError::Unsupported {
+            op,
+            message: "border 'ignore'".into(),
+        });
     }
     let mut data: Vec<f64> = x.iter().map(|&v| v as f64).collect();
     let mut shape = input.shape.clone();
@@ -93,11 +120,21 @@ pub(super) fn multilinear_upsample(factor: &[usize], method: ResampleMethod, bor
         let n = shape[axis];
         let out = n * f;
         let taps = (0..out)
-            .map(|j| linear_taps(op, sample_coordinate(method, j, out, 0.0, n as f64), n, border))
+            .map(|j| {
+                linear_taps(
+                    op,
+                    sample_coordinate(method, j, out, 0.0, n as f64),
+                    n,
+                    border,
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
         (data, shape) = apply_axis(&data, &shape, axis, &taps);
     }
-    Ok(Tensor::f32(shape, data.into_iter().map(|v| v as f32).collect()))
+    Ok(Tensor::f32(
+        shape,
+        data.into_iter().map(|v| v as f32).collect(),
+    ))
 }
 
 /// One region: batch item and per-dim `(begin, end)`.
@@ -106,7 +143,13 @@ struct Roi {
     bounds: Vec<(f64, f64)>,
 }
 
-fn rois_of(op: &'static str, input: &Tensor, rois: &Tensor, batch_index: &Tensor, output_size: &[usize]) -> Result<Vec<Roi>> {
+fn rois_of(
+    op: &'static str,
+    input: &Tensor,
+    rois: &Tensor,
+    batch_index: &Tensor,
+    output_size: &[usize],
+) -> Result<Vec<Roi>> {
     let r = f32_data(op, "rois", rois)?;
     let b = i32_data(op, "batch_index", batch_index)?;
     let rank = input.shape.len();
@@ -114,34 +157,61 @@ fn rois_of(op: &'static str, input: &Tensor, rois: &Tensor, batch_index: &Tensor
     if rank < 3 || output_size.len() != spatial || output_size.contains(&0) {
         return Err(invalid(
             op,
-            format!("output_size {output_size:?} must be ≥ 1 for each spatial dim of {:?}", input.shape),
+            format!(
+                "output_size {output_size:?} must be ≥ 1 for each spatial dim of {:?}",
+                input.shape
+            ),
         ));
     }
     let count = rois.shape.first().copied().unwrap_or(0);
     if rois.shape != [count, 2 * spatial] || batch_index.shape != [count] {
         return Err(invalid(
             op,
-            format!("rois {:?} must be [R, {}] and batch_index {:?} [R]", rois.shape, 2 * spatial, batch_index.shape),
+            format!(
+                "rois {:?} must be [R, {}] and batch_index {:?} [R]",
+                rois.shape,
+                2 * spatial,
+                batch_index.shape
+            ),
         ));
     }
     (0..count)
         .map(|i| {
             let row = &r[i * 2 * spatial..(i + 1) * 2 * spatial];
-            let bounds: Vec<(f64, f64)> = (0..spatial).map(|d| (row[d] as f64, row[spatial + d] as f64)).collect();
-            if bounds.iter().any(|&(lo, hi)| lo.partial_cmp(&hi).is_none_or(|o| o.is_gt())) {
-                return Err(invalid(op, format!("roi {i} ends before it begins: {row:?}")));
+            let bounds: Vec<(f64, f64)> = (0..spatial)
+                .map(|d| (row[d] as f64, row[spatial + d] as f64))
+                .collect();
+            if bounds
+                .iter()
+                .any(|&(lo, hi)| lo.partial_cmp(&hi).is_none_or(|o| o.is_gt()))
+            {
+                return Err(invalid(
+                    op,
+                    format!("roi {i} ends before it begins: {row:?}"),
+                ));
             }
             let batch = usize::try_from(b[i])
                 .ok()
                 .filter(|&n| n < input.shape[0])
-                .ok_or_else(|| invalid(op, format!("batch index {} outside [0, {})", b[i], input.shape[0])))?;
+                .ok_or_else(|| {
+                    invalid(
+                        op,
+                        format!("batch index {} outside [0, {})", b[i], input.shape[0]),
+                    )
+                })?;
             Ok(Roi { batch, bounds })
         })
         .collect()
 }
 
 /// `avg_roi_pool` / `max_roi_pool`: `[R, C, output_size…]`.
-pub(super) fn roi_pool(kind: RoiPoolOp, output_size: &[usize], input: &Tensor, rois: &Tensor, batch_index: &Tensor) -> Result<Tensor> {
+pub(super) fn roi_pool(
+    kind: RoiPoolOp,
+    output_size: &[usize],
+    input: &Tensor,
+    rois: &Tensor,
+    batch_index: &Tensor,
+) -> Result<Tensor> {
     let op = match kind {
         RoiPoolOp::Avg => "avg_roi_pool",
         RoiPoolOp::Max => "max_roi_pool",
@@ -171,7 +241,13 @@ pub(super) fn roi_pool(kind: RoiPoolOp, output_size: &[usize], input: &Tensor, r
             let mut pixels = Vec::with_capacity(volume);
             let mut at = vec![0; extents.len()];
             for _ in 0..volume {
-                pixels.push(at.iter().zip(&ranges).zip(&st).map(|((i, (s, _)), stride)| (s + i) * stride).sum());
+                pixels.push(
+                    at.iter()
+                        .zip(&ranges)
+                        .zip(&st)
+                        .map(|((i, (s, _)), stride)| (s + i) * stride)
+                        .sum(),
+                );
                 next_index(&mut at, &extents);
             }
             covered.push(pixels);
@@ -184,10 +260,14 @@ pub(super) fn roi_pool(kind: RoiPoolOp, output_size: &[usize], input: &Tensor, r
                     0.0
                 } else {
                     match kind {
-                        RoiPoolOp::Avg => pixels.iter().map(|&p| x[base + p] as f64).sum::<f64>() / pixels.len() as f64,
-                        RoiPoolOp::Max => {
-                            pixels.iter().map(|&p| x[base + p] as f64).fold(f64::NEG_INFINITY, |m, v| if v > m { v } else { m })
+                        RoiPoolOp::Avg => {
+                            pixels.iter().map(|&p| x[base + p] as f64).sum::<f64>()
+                                / pixels.len() as f64
                         }
+                        RoiPoolOp::Max => pixels
+                            .iter()
+                            .map(|&p| x[base + p] as f64)
+                            .fold(f64::NEG_INFINITY, |m, v| if v > m { v } else { m }),
                     }
                 };
                 out.push(v as f32);
@@ -200,7 +280,13 @@ pub(super) fn roi_pool(kind: RoiPoolOp, output_size: &[usize], input: &Tensor, r
 }
 
 /// `roi_resample`: each region multilinearly resampled to `output_size`.
-pub(super) fn roi_resample(output_size: &[usize], method: ResampleMethod, input: &Tensor, rois: &Tensor, batch_index: &Tensor) -> Result<Tensor> {
+pub(super) fn roi_resample(
+    output_size: &[usize],
+    method: ResampleMethod,
+    input: &Tensor,
+    rois: &Tensor,
+    batch_index: &Tensor,
+) -> Result<Tensor> {
     let op = "roi_resample";
     let x = f32_data(op, "input", input)?;
     let regions = rois_of(op, input, rois, batch_index, output_size)?;
@@ -210,13 +296,23 @@ pub(super) fn roi_resample(output_size: &[usize], method: ResampleMethod, input:
     for roi in &regions {
         // The batch item's [1, C, s…] slab, resampled one dim at a time.
         let start = roi.batch * c * plane;
-        let mut data: Vec<f64> = x[start..start + c * plane].iter().map(|&v| v as f64).collect();
+        let mut data: Vec<f64> = x[start..start + c * plane]
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
         let mut shape = vec![1, c];
         shape.extend_from_slice(&spatial);
         for (d, &size) in output_size.iter().enumerate() {
             let (lo, hi) = roi.bounds[d];
             let taps = (0..size)
-                .map(|j| linear_taps(op, sample_coordinate(method, j, size, lo, hi - lo), spatial[d], Border::Replicate))
+                .map(|j| {
+                    linear_taps(
+                        op,
+                        sample_coordinate(method, j, size, lo, hi - lo),
+                        spatial[d],
+                        Border::Replicate,
+                    )
+                })
                 .collect::<Result<Vec<_>>>()?;
             (data, shape) = apply_axis(&data, &shape, d + 2, &taps);
         }

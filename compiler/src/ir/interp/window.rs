@@ -11,12 +11,16 @@
 //! positions. Conv and deconv go through an im2col-style gather so their inner loop is a
 //! contiguous f64 dot product.
 //!
-//! Not here: shape rules beyond resolving this op's padding (see `shape_rules`), and
-//! anything layout- or speed-related.
+//! Output extents and resolved (automatic) padding come from `ir::infer`, so the oracle
+//! and the compiler cannot disagree on geometry. Not here: shape rules, and anything
+//! layout- or speed-related.
 
 use super::linalg::dot;
-use super::shape_rules::{forward_extent, transposed_extent};
 use super::{Result, f32_data, i32_data, invalid, strides};
+use crate::ir::infer::{
+    conv_groups, deconv_groups, resolved_conv_padding, resolved_deconv_padding,
+    resolved_transposed_window_padding, resolved_window_padding,
+};
 use crate::ir::op::{Border, ConvAttrs, WindowAttrs};
 use crate::ir::tensor::Tensor;
 
@@ -44,8 +48,22 @@ impl Geometry {
         pad: &[(usize, usize)],
         border: Border,
     ) -> Result<Geometry> {
-        let mut maps = Vec::with_capacity(input.len());
-        for d in 0..input.len() {
+        let rank = input.len();
+        let lengths = [
+            output.len(),
+            size.len(),
+            stride.len(),
+            dilation.len(),
+            pad.len(),
+        ];
+        if lengths.iter().any(|&l| l != rank) {
+            return Err(invalid(
+                op,
+                format!("window attributes {lengths:?} do not all cover the {rank} windowed dims"),
+            ));
+        }
+        let mut maps = Vec::with_capacity(rank);
+        for d in 0..rank {
             let (n, k) = (input[d], size[d]);
             let mut map = Vec::with_capacity(output[d] * k);
             for y in 0..output[d] {
@@ -57,7 +75,13 @@ impl Geometry {
             maps.push(map);
         }
         let in_strides = strides(&input);
-        Ok(Geometry { input, output, size, maps, in_strides })
+        Ok(Geometry {
+            input,
+            output,
+            size,
+            maps,
+            in_strides,
+        })
     }
 
     fn window_volume(&self) -> usize {
@@ -88,14 +112,24 @@ impl Geometry {
 }
 
 /// Where tap coordinate `x` reads in an extent of `n` (§5.6).
-pub(super) fn border_map(op: &'static str, x: i64, n: usize, border: Border) -> Result<Option<usize>> {
+pub(super) fn border_map(
+    op: &'static str,
+    x: i64,
+    n: usize,
+    border: Border,
+) -> Result<Option<usize>> {
     let n = n as i64;
     if (0..n).contains(&x) {
         return Ok(Some(x as usize));
     }
     let mapped = match border {
         Border::Constant | Border::Ignore => return Ok(None),
-        _ if n == 0 => return Err(invalid(op, format!("{} border on an empty extent", border.mnemonic()))),
+        _ if n == 0 => {
+            return Err(invalid(
+                op,
+                format!("{} border on an empty extent", border.mnemonic()),
+            ));
+        }
         Border::Replicate => x.clamp(0, n - 1),
         Border::Reflect => {
             if x < 0 {
@@ -113,7 +147,13 @@ pub(super) fn border_map(op: &'static str, x: i64, n: usize, border: Border) -> 
         }
     };
     if !(0..n).contains(&mapped) {
-        return Err(invalid(op, format!("{} border cannot reach coordinate {x} of an extent of {n}", border.mnemonic())));
+        return Err(invalid(
+            op,
+            format!(
+                "{} border cannot reach coordinate {x} of an extent of {n}",
+                border.mnemonic()
+            ),
+        ));
     }
     Ok(Some(mapped as usize))
 }
@@ -130,105 +170,66 @@ pub(super) fn next_index(index: &mut [usize], shape: &[usize]) -> bool {
     false
 }
 
-/// A per-dim attribute list: empty means all ones, otherwise exactly `rank` items.
-fn ones_or(op: &'static str, what: &str, list: &[usize], rank: usize) -> Result<Vec<usize>> {
+/// A per-dim attribute list: empty means all ones.
+fn ones_or(list: &[usize], rank: usize) -> Vec<usize> {
     if list.is_empty() {
-        return Ok(vec![1; rank]);
+        vec![1; rank]
+    } else {
+        list.to_vec()
     }
-    if list.len() != rank {
-        return Err(invalid(op, format!("{what} has {} items, expected {rank}", list.len())));
-    }
-    Ok(list.to_vec())
 }
 
-fn padding_list(op: &'static str, padding: &[(usize, usize)], rank: usize) -> Result<Vec<Option<(usize, usize)>>> {
-    if padding.is_empty() {
-        return Ok(vec![None; rank]);
-    }
-    if padding.len() != rank {
-        return Err(invalid(op, format!("padding has {} items, expected {rank}", padding.len())));
-    }
-    Ok(padding.iter().map(|&p| Some(p)).collect())
-}
-
-/// The forward geometry over `input` extents.
-#[allow(clippy::too_many_arguments)]
-fn forward(
+/// The geometry of a forward window op (`box`, `argmax_pool`, `sample`, `max_pool`)
+/// from `input` extents to `output` extents (as `infer` computed them).
+fn window_forward(
     op: &'static str,
+    w: &WindowAttrs,
     input: &[usize],
-    size: &[usize],
-    stride: &[usize],
-    dilation: &[usize],
-    padding: &[(usize, usize)],
-    border: Border,
+    output: &[usize],
 ) -> Result<Geometry> {
     let rank = input.len();
-    if size.len() != rank {
-        return Err(invalid(op, format!("size has {} items, expected {rank}", size.len())));
-    }
-    let stride = ones_or(op, "stride", stride, rank)?;
-    let dilation = ones_or(op, "dilation", dilation, rank)?;
-    let padding = padding_list(op, padding, rank)?;
-    let mut output = Vec::with_capacity(rank);
-    let mut pad = Vec::with_capacity(rank);
-    for d in 0..rank {
-        let (o, p) = forward_extent(op, input[d], size[d], stride[d], dilation[d], padding[d])?;
-        output.push(o);
-        pad.push(p);
-    }
-    Geometry::new(op, input.to_vec(), output, size.to_vec(), &stride, &dilation, &pad, border)
+    let pad = resolved_window_padding(w, input);
+    let (stride, dilation) = (ones_or(&w.stride, rank), ones_or(&w.dilation, rank));
+    Geometry::new(
+        op,
+        input.to_vec(),
+        output.to_vec(),
+        w.size.clone(),
+        &stride,
+        &dilation,
+        &pad,
+        w.border,
+    )
 }
 
-/// The geometry of the forward op a transposed op with input extents `input` is the
-/// adjoint of; its `input` field is the transposed op's output.
-#[allow(clippy::too_many_arguments)]
-fn transposed(
+/// The geometry of the forward op a transposed window op (`debox`, `desample`) mapping
+/// `input` to `output` is the adjoint of: it reads `output` and produces `input`.
+fn window_transposed(
     op: &'static str,
+    w: &WindowAttrs,
     input: &[usize],
-    size: &[usize],
-    stride: &[usize],
-    dilation: &[usize],
-    padding: &[(usize, usize)],
-    border: Border,
-    requested: Option<&[usize]>,
+    output: &[usize],
 ) -> Result<Geometry> {
     let rank = input.len();
-    if size.len() != rank {
-        return Err(invalid(op, format!("size has {} items, expected {rank}", size.len())));
-    }
-    if let Some(r) = requested
-        && r.len() != rank
-    {
-        return Err(invalid(op, format!("output_shape has {} items, expected {rank}", r.len())));
-    }
-    let stride = ones_or(op, "stride", stride, rank)?;
-    let dilation = ones_or(op, "dilation", dilation, rank)?;
-    let padding = padding_list(op, padding, rank)?;
-    let mut output = Vec::with_capacity(rank);
-    let mut pad = Vec::with_capacity(rank);
-    for d in 0..rank {
-        let req = requested.map(|r| r[d]);
-        let (o, p) = transposed_extent(op, input[d], size[d], stride[d], dilation[d], padding[d], req)?;
-        output.push(o);
-        pad.push(p);
-    }
-    Geometry::new(op, output, input.to_vec(), size.to_vec(), &stride, &dilation, &pad, border)
-}
-
-fn window_forward(op: &'static str, w: &WindowAttrs, input: &[usize]) -> Result<Geometry> {
-    if !w.output_shape.is_empty() {
-        return Err(invalid(op, "output_shape is only meaningful for debox and desample"));
-    }
-    forward(op, input, &w.size, &w.stride, &w.dilation, &w.padding, w.border)
-}
-
-fn window_transposed(op: &'static str, w: &WindowAttrs, input: &[usize]) -> Result<Geometry> {
-    let requested = (!w.output_shape.is_empty()).then_some(w.output_shape.as_slice());
-    transposed(op, input, &w.size, &w.stride, &w.dilation, &w.padding, w.border, requested)
+    let pad = resolved_transposed_window_padding(w, input, output);
+    let (stride, dilation) = (ones_or(&w.stride, rank), ones_or(&w.dilation, rank));
+    Geometry::new(
+        op,
+        output.to_vec(),
+        input.to_vec(),
+        w.size.clone(),
+        &stride,
+        &dilation,
+        &pad,
+        w.border,
+    )
 }
 
 /// Runs `f(output offset, taps)` for every output position of `g`, in row-major order.
-fn for_each_window(g: &Geometry, mut f: impl FnMut(usize, &[Option<usize>]) -> Result<()>) -> Result<()> {
+fn for_each_window(
+    g: &Geometry,
+    mut f: impl FnMut(usize, &[Option<usize>]) -> Result<()>,
+) -> Result<()> {
     let count: usize = g.output.iter().product();
     if count == 0 {
         return Ok(());
@@ -246,10 +247,15 @@ fn for_each_window(g: &Geometry, mut f: impl FnMut(usize, &[Option<usize>]) -> R
 
 /// `box`: window sums, divided by the window volume (or, with `ignore`, by the number of
 /// in-bounds taps) when `normalize`.
-pub(super) fn box_filter(w: &WindowAttrs, normalize: bool, input: &Tensor) -> Result<Tensor> {
+pub(super) fn box_filter(
+    w: &WindowAttrs,
+    normalize: bool,
+    input: &Tensor,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let op = "box";
     let x = f32_data(op, "input", input)?;
-    let g = window_forward(op, w, &input.shape)?;
+    let g = window_forward(op, w, &input.shape, out_shape)?;
     let volume = g.window_volume() as f64;
     let mut out = vec![0f32; g.output.iter().product()];
     for_each_window(&g, |o, taps| {
@@ -261,7 +267,11 @@ pub(super) fn box_filter(w: &WindowAttrs, normalize: bool, input: &Tensor) -> Re
         out[o] = if !normalize {
             sum as f32
         } else if w.border == Border::Ignore {
-            if count == 0 { 0.0 } else { (sum / count as f64) as f32 }
+            if count == 0 {
+                0.0
+            } else {
+                (sum / count as f64) as f32
+            }
         } else {
             (sum / volume) as f32
         };
@@ -272,10 +282,15 @@ pub(super) fn box_filter(w: &WindowAttrs, normalize: bool, input: &Tensor) -> Re
 
 /// `debox`: the adjoint of `box` — each input value is spread over its window (divided as
 /// `box` divides the window's sum when `normalize`).
-pub(super) fn debox(w: &WindowAttrs, normalize: bool, input: &Tensor) -> Result<Tensor> {
+pub(super) fn debox(
+    w: &WindowAttrs,
+    normalize: bool,
+    input: &Tensor,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let op = "debox";
     let x = f32_data(op, "input", input)?;
-    let g = window_transposed(op, w, &input.shape)?;
+    let g = window_transposed(op, w, &input.shape, out_shape)?;
     let volume = g.window_volume() as f64;
     let mut acc = vec![0f64; g.input.iter().product()];
     for_each_window(&g, |o, taps| {
@@ -292,15 +307,18 @@ pub(super) fn debox(w: &WindowAttrs, normalize: bool, input: &Tensor) -> Result<
         }
         Ok(())
     })?;
-    Ok(Tensor::f32(g.input.clone(), acc.into_iter().map(|v| v as f32).collect()))
+    Ok(Tensor::f32(
+        g.input.clone(),
+        acc.into_iter().map(|v| v as f32).collect(),
+    ))
 }
 
 /// `max_pool`: window maximum; outside taps read 0 under `constant` and are skipped
 /// under `ignore` (an all-outside window gives −∞).
-pub(super) fn max_pool(w: &WindowAttrs, input: &Tensor) -> Result<Tensor> {
+pub(super) fn max_pool(w: &WindowAttrs, input: &Tensor, out_shape: &[usize]) -> Result<Tensor> {
     let op = "max_pool";
     let x = f32_data(op, "input", input)?;
-    let g = window_forward(op, w, &input.shape)?;
+    let g = window_forward(op, w, &input.shape, out_shape)?;
     let mut out = vec![0f32; g.output.iter().product()];
     for_each_window(&g, |o, taps| {
         let mut best = f32::NEG_INFINITY;
@@ -322,10 +340,10 @@ pub(super) fn max_pool(w: &WindowAttrs, input: &Tensor) -> Result<Tensor> {
 
 /// `argmax_pool`: the row-major offset inside each window of its first maximum; outside
 /// taps are treated as in `max_pool` (an all-outside `ignore` window gives 0).
-pub(super) fn argmax_pool(w: &WindowAttrs, input: &Tensor) -> Result<Tensor> {
+pub(super) fn argmax_pool(w: &WindowAttrs, input: &Tensor, out_shape: &[usize]) -> Result<Tensor> {
     let op = "argmax_pool";
     let x = f32_data(op, "input", input)?;
-    let g = window_forward(op, w, &input.shape)?;
+    let g = window_forward(op, w, &input.shape, out_shape)?;
     let mut out = vec![0i32; g.output.iter().product()];
     for_each_window(&g, |o, taps| {
         let mut best: Option<(usize, f32)> = None;
@@ -350,18 +368,34 @@ fn tap_of(op: &'static str, taps: &[Option<usize>], index: i32) -> Result<Option
     usize::try_from(index)
         .ok()
         .and_then(|i| taps.get(i).copied())
-        .ok_or_else(|| invalid(op, format!("index {index} is outside a window of {} taps", taps.len())))
+        .ok_or_else(|| {
+            invalid(
+                op,
+                format!("index {index} is outside a window of {} taps", taps.len()),
+            )
+        })
 }
 
 /// `sample`: per window, the input element at the window offset `index` designates (an
 /// outside tap reads 0).
-pub(super) fn sample(w: &WindowAttrs, input: &Tensor, index: &Tensor) -> Result<Tensor> {
+pub(super) fn sample(
+    w: &WindowAttrs,
+    input: &Tensor,
+    index: &Tensor,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let op = "sample";
     let x = f32_data(op, "input", input)?;
     let idx = i32_data(op, "index", index)?;
-    let g = window_forward(op, w, &input.shape)?;
+    let g = window_forward(op, w, &input.shape, out_shape)?;
     if index.shape != g.output {
-        return Err(invalid(op, format!("index shape {:?} differs from output shape {:?}", index.shape, g.output)));
+        return Err(invalid(
+            op,
+            format!(
+                "index shape {:?} differs from output shape {:?}",
+                index.shape, g.output
+            ),
+        ));
     }
     let mut out = vec![0f32; g.output.iter().product()];
     for_each_window(&g, |o, taps| {
@@ -373,14 +407,25 @@ pub(super) fn sample(w: &WindowAttrs, input: &Tensor, index: &Tensor) -> Result<
 
 /// `desample`: the adjoint of `sample` — each input value is added at the window position
 /// its index designates; outside taps drop their value.
-pub(super) fn desample(w: &WindowAttrs, input: &Tensor, index: &Tensor) -> Result<Tensor> {
+pub(super) fn desample(
+    w: &WindowAttrs,
+    input: &Tensor,
+    index: &Tensor,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let op = "desample";
     let x = f32_data(op, "input", input)?;
     let idx = i32_data(op, "index", index)?;
     if index.shape != input.shape {
-        return Err(invalid(op, format!("index shape {:?} differs from input shape {:?}", index.shape, input.shape)));
+        return Err(invalid(
+            op,
+            format!(
+                "index shape {:?} differs from input shape {:?}",
+                index.shape, input.shape
+            ),
+        ));
     }
-    let g = window_transposed(op, w, &input.shape)?;
+    let g = window_transposed(op, w, &input.shape, out_shape)?;
     let mut acc = vec![0f64; g.input.iter().product()];
     for_each_window(&g, |o, taps| {
         if let Some(off) = tap_of(op, taps, idx[o])? {
@@ -388,7 +433,10 @@ pub(super) fn desample(w: &WindowAttrs, input: &Tensor, index: &Tensor) -> Resul
         }
         Ok(())
     })?;
-    Ok(Tensor::f32(g.input.clone(), acc.into_iter().map(|v| v as f32).collect()))
+    Ok(Tensor::f32(
+        g.input.clone(),
+        acc.into_iter().map(|v| v as f32).collect(),
+    ))
 }
 
 /// Per-output-channel bias: a single value (rank 0 or all extents 1) or `[1, C]`.
@@ -400,46 +448,79 @@ fn bias_values(op: &'static str, bias: &Tensor, channels: usize) -> Result<Vec<f
     if bias.shape == [1, channels] {
         return Ok(b.iter().map(|&v| v as f64).collect());
     }
-    Err(invalid(op, format!("bias of shape {:?} is neither a single value nor [1, {channels}]", bias.shape)))
+    Err(invalid(
+        op,
+        format!(
+            "bias of shape {:?} is neither a single value nor [1, {channels}]",
+            bias.shape
+        ),
+    ))
 }
 
-fn conv_geometry_lists(op: &'static str, a: &ConvAttrs, spatial: usize) -> Result<()> {
-    for (what, len) in [("padding", a.padding.len()), ("stride", a.stride.len()), ("dilation", a.dilation.len())] {
-        if len != 0 && len != spatial {
-            return Err(invalid(op, format!("{what} has {len} items, expected {spatial} (one per spatial dim)")));
-        }
+/// input `[N, C, s…]` and filter of the same rank, as `infer` guarantees.
+fn conv_operands<'a>(
+    op: &'static str,
+    input: &'a Tensor,
+    filter: &'a Tensor,
+    out: &[usize],
+) -> Result<(&'a [f32], &'a [f32])> {
+    let rank = input.shape.len();
+    if rank < 2 || filter.shape.len() != rank || out.len() != rank {
+        return Err(invalid(
+            op,
+            format!(
+                "input {:?}, filter {:?} and result {out:?} differ in rank",
+                input.shape, filter.shape
+            ),
+        ));
     }
-    Ok(())
+    Ok((
+        f32_data(op, "input", input)?,
+        f32_data(op, "filter", filter)?,
+    ))
 }
 
 /// `conv`: grouped N-d cross-correlation plus per-channel bias. input `[N, C, s…]`,
 /// filter `[Cout, C/G, k…]`; `groups == 0` is depthwise (G = C).
-pub(super) fn conv(a: &ConvAttrs, input: &Tensor, filter: &Tensor, bias: &Tensor) -> Result<Tensor> {
+pub(super) fn conv(
+    a: &ConvAttrs,
+    input: &Tensor,
+    filter: &Tensor,
+    bias: &Tensor,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let op = "conv";
-    let x = f32_data(op, "input", input)?;
-    let f = f32_data(op, "filter", filter)?;
+    let (x, f) = conv_operands(op, input, filter, out_shape)?;
     let rank = input.shape.len();
-    if rank < 2 || filter.shape.len() != rank {
-        return Err(invalid(
-            op,
-            format!("input {:?} and filter {:?} must have the same rank ≥ 2", input.shape, filter.shape),
-        ));
-    }
-    if !a.output_shape.is_empty() {
-        return Err(invalid(op, "output_shape is only meaningful for deconv"));
-    }
-    conv_geometry_lists(op, a, rank - 2)?;
     let (n, c) = (input.shape[0], input.shape[1]);
     let cout = filter.shape[0];
-    let groups = if a.groups == 0 { c } else { a.groups };
-    if groups == 0 || !c.is_multiple_of(groups) || !cout.is_multiple_of(groups) || filter.shape[1] * groups != c {
+    let groups = conv_groups(a, c);
+    if groups == 0
+        || !c.is_multiple_of(groups)
+        || !cout.is_multiple_of(groups)
+        || filter.shape[1] * groups != c
+    {
         return Err(invalid(
             op,
-            format!("{groups} groups do not fit input {:?} and filter {:?}", input.shape, filter.shape),
+            format!(
+                "{groups} groups do not fit input {:?} and filter {:?}",
+                input.shape, filter.shape
+            ),
         ));
     }
     let b = bias_values(op, bias, cout)?;
-    let g = forward(op, &input.shape[2..], &filter.shape[2..], &a.stride, &a.dilation, &a.padding, a.border)?;
+    let pad = resolved_conv_padding(a, &input.shape, &filter.shape);
+    let (stride, dilation) = (ones_or(&a.stride, rank - 2), ones_or(&a.dilation, rank - 2));
+    let g = Geometry::new(
+        op,
+        input.shape[2..].to_vec(),
+        out_shape[2..].to_vec(),
+        filter.shape[2..].to_vec(),
+        &stride,
+        &dilation,
+        &pad,
+        a.border,
+    )?;
 
     let (cg, og) = (c / groups, cout / groups);
     let in_plane: usize = g.input.iter().product();
@@ -483,41 +564,48 @@ pub(super) fn conv(a: &ConvAttrs, input: &Tensor, filter: &Tensor, bias: &Tensor
 
 /// `deconv`: the adjoint of `conv` with respect to its input, plus per-channel bias.
 /// input `[N, Cin, s…]`, filter `[Cin, Cout/G, k…]`; `groups == 0` is depthwise
-/// (G = `output_shape[1]` if given, else Cin).
-pub(super) fn deconv(a: &ConvAttrs, input: &Tensor, filter: &Tensor, bias: &Tensor) -> Result<Tensor> {
+/// (G = `output_shape[1]` if given, else Cin). The kernel scatters through the border
+/// mapping, so it is the exact adjoint for every border mode, though `infer` admits only
+/// `constant` and `ignore` for transposed ops.
+pub(super) fn deconv(
+    a: &ConvAttrs,
+    input: &Tensor,
+    filter: &Tensor,
+    bias: &Tensor,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let op = "deconv";
-    let x = f32_data(op, "input", input)?;
-    let f = f32_data(op, "filter", filter)?;
+    let (x, f) = conv_operands(op, input, filter, out_shape)?;
     let rank = input.shape.len();
-    if rank < 2 || filter.shape.len() != rank {
-        return Err(invalid(
-            op,
-            format!("input {:?} and filter {:?} must have the same rank ≥ 2", input.shape, filter.shape),
-        ));
-    }
-    conv_geometry_lists(op, a, rank - 2)?;
-    if !a.output_shape.is_empty() && a.output_shape.len() != rank {
-        return Err(invalid(op, format!("output_shape has {} items, expected {rank}", a.output_shape.len())));
-    }
     let (n, cin) = (input.shape[0], input.shape[1]);
-    let groups = match (a.groups, a.output_shape.get(1)) {
-        (0, Some(&c)) => c,
-        (0, None) => cin,
-        (g, _) => g,
-    };
-    if groups == 0 || filter.shape[0] != cin || !cin.is_multiple_of(groups) {
+    let groups = deconv_groups(a, cin);
+    let cout = filter.shape[1] * groups;
+    if groups == 0
+        || filter.shape[0] != cin
+        || !cin.is_multiple_of(groups)
+        || out_shape[..2] != [n, cout]
+    {
         return Err(invalid(
             op,
-            format!("{groups} groups do not fit input {:?} and filter {:?}", input.shape, filter.shape),
+            format!(
+                "{groups} groups do not fit input {:?}, filter {:?} and result {out_shape:?}",
+                input.shape, filter.shape
+            ),
         ));
-    }
-    let cout = filter.shape[1] * groups;
-    if !a.output_shape.is_empty() && (a.output_shape[0] != n || a.output_shape[1] != cout) {
-        return Err(invalid(op, format!("output_shape {:?} must start with [{n}, {cout}]", a.output_shape)));
     }
     let b = bias_values(op, bias, cout)?;
-    let requested = (!a.output_shape.is_empty()).then(|| &a.output_shape[2..]);
-    let g = transposed(op, &input.shape[2..], &filter.shape[2..], &a.stride, &a.dilation, &a.padding, a.border, requested)?;
+    let pad = resolved_deconv_padding(a, &input.shape, &filter.shape, out_shape);
+    let (stride, dilation) = (ones_or(&a.stride, rank - 2), ones_or(&a.dilation, rank - 2));
+    let g = Geometry::new(
+        op,
+        out_shape[2..].to_vec(),
+        input.shape[2..].to_vec(),
+        filter.shape[2..].to_vec(),
+        &stride,
+        &dilation,
+        &pad,
+        a.border,
+    )?;
 
     let (cg, og) = (cin / groups, cout / groups);
     let in_plane: usize = g.output.iter().product();

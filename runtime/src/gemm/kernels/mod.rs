@@ -146,6 +146,16 @@ pub(crate) fn selected() -> &'static Kernel {
     best
 }
 
+/// The kernel to use for a product with `n` columns: a narrow product wastes most of a
+/// wide tile, so AVX-512 (32 columns) hands `n ≤ 16` to AVX2 (16 columns).
+pub(crate) fn for_width(kern: &'static Kernel, n: usize) -> &'static Kernel {
+    if kern.id == KernelId::Avx512 && n <= 16 {
+        kernel(KernelId::Avx2).unwrap_or(kern)
+    } else {
+        kern
+    }
+}
+
 /// Applies activation `act` to one value (scalar edge and GEMV paths).
 #[inline(always)]
 pub(crate) fn activate(v: f32, act: u32, lo: f32, hi: f32) -> f32 {

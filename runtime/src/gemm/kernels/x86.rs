@@ -9,7 +9,8 @@ use core::arch::x86::*;
 use core::arch::x86_64::*;
 
 use super::{Gemv, Kernel, KernelId, TileEpi};
-use crate::gemm::{MR, gemv};
+use crate::gemm::MR;
+use crate::gemm::gemv::finish;
 
 /// Whether the CPU (with `std`) or the compile-time target (without) has AVX2 and FMA.
 pub(crate) fn has_avx2_fma() -> bool {
@@ -23,17 +24,21 @@ pub(crate) fn has_avx2_fma() -> bool {
     }
 }
 
-/// Whether the CPU (with `std`) or the compile-time target (without) has AVX-512F.
+/// Whether the CPU (with `std`) or the compile-time target (without) has AVX-512F (and
+/// AVX2 + FMA, which the AVX-512 kernel's GEMV routines use).
 pub(crate) fn has_avx512f() -> bool {
     #[cfg(feature = "std")]
     {
-        std::is_x86_feature_detected!("avx512f")
+        std::is_x86_feature_detected!("avx512f") && has_avx2_fma()
     }
     #[cfg(not(feature = "std"))]
     {
-        cfg!(target_feature = "avx512f")
+        cfg!(target_feature = "avx512f") && has_avx2_fma()
     }
 }
+
+/// How many B rows ahead the tile loops prefetch.
+const PF_ROWS: isize = 8;
 
 pub(crate) static AVX2: Kernel = Kernel {
     id: KernelId::Avx2,
@@ -48,9 +53,11 @@ pub(crate) static AVX512: Kernel = Kernel {
     id: KernelId::Avx512,
     nr: 32,
     tile: tile_avx512,
-    gemv_axpy: axpy_avx512,
-    gemv_dot: dot_avx512,
-    gemv_panel: panel_avx512,
+    // GEMV is bound by memory bandwidth; the 256-bit routines are as fast and AVX-512
+    // CPUs all have AVX2 + FMA (checked in `has_avx512f`).
+    gemv_axpy: axpy_avx2,
+    gemv_dot: dot_avx2,
+    gemv_panel: panel_avx2,
 };
 
 /// 6×16 AVX2 tile.
@@ -63,9 +70,14 @@ unsafe fn tile_avx2(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *mut
     // SAFETY: every load/store below stays inside the panels, tile and bias described in
     // the contract; the target features are present.
     unsafe {
+        // See the AVX-512 tile for why C and B are prefetched.
+        for r in 0..MR {
+            _mm_prefetch::<_MM_HINT_T0>(c.wrapping_offset(r as isize * rsc).cast());
+        }
         let mut acc = [[_mm256_setzero_ps(); 2]; MR];
         let (mut ap, mut bp) = (a, b);
         for _ in 0..kc {
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_offset(PF_ROWS * rsb).cast());
             let b0 = _mm256_loadu_ps(bp);
             let b1 = _mm256_loadu_ps(bp.add(8));
             for (r, acc_r) in acc.iter_mut().enumerate() {
@@ -111,9 +123,20 @@ unsafe fn tile_avx512(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *m
     // SAFETY: every load/store below stays inside the panels, tile and bias described in
     // the contract; the target feature is present.
     unsafe {
+        // The C tile is read (accumulate) or written only after the k loop: start
+        // fetching its 12 lines now so the epilogue does not wait for them.
+        for r in 0..MR {
+            let row = c.wrapping_offset(r as isize * rsc);
+            _mm_prefetch::<_MM_HINT_T0>(row.cast());
+            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(16).cast());
+        }
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
         let (mut ap, mut bp) = (a, b);
         for _ in 0..kc {
+            // B rows may still be in L3 or memory on the first A panel of a block; fetch a
+            // few rows ahead (a hint: it never faults, even past the end).
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_offset(PF_ROWS * rsb).cast());
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_offset(PF_ROWS * rsb + 16).cast());
             let b0 = _mm512_loadu_ps(bp);
             let b1 = _mm512_loadu_ps(bp.add(16));
             for (r, acc_r) in acc.iter_mut().enumerate() {
@@ -147,24 +170,160 @@ unsafe fn tile_avx512(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *m
     }
 }
 
-/// Instantiates a GEMV body inside a `#[target_feature]` function.
-macro_rules! gemv_for {
-    ($name:ident, $body:ident, $features:literal) => {
-        /// GEMV body compiled for the given target features.
-        ///
-        /// # Safety
-        /// The CPU has the features; `g` satisfies the body's contract.
-        #[target_feature(enable = $features)]
-        unsafe fn $name(g: &Gemv) {
-            // SAFETY: forwarded caller contract.
-            unsafe { gemv::$body(g) }
-        }
-    };
+
+
+/// Horizontal sum of a 256-bit vector.
+///
+/// # Safety
+/// The CPU has AVX2 + FMA.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn hsum256(v: __m256) -> f32 {
+    let q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)))
 }
 
-gemv_for!(axpy_avx2, axpy_body, "avx2,fma");
-gemv_for!(dot_avx2, dot_body, "avx2,fma");
-gemv_for!(panel_avx2, panel_body, "avx2,fma");
-gemv_for!(axpy_avx512, axpy_body, "avx512f");
-gemv_for!(dot_avx512, dot_body, "avx512f");
-gemv_for!(panel_avx512, panel_body, "avx512f");
+/// GEMV, axpy form (`stride_out == 1`): 64 outputs in 8 ymm accumulators per pass over k.
+///
+/// # Safety
+/// The CPU has AVX2 + FMA; `g` describes valid memory and `g.stride_out == 1`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn axpy_avx2(g: &Gemv) {
+    const V: usize = 8;
+    // SAFETY (whole body): row kk of M has outputs o0.. contiguous for kk < k, x[kk] exists;
+    // every vector load covers outputs < len.
+    unsafe {
+        let xk = |kk: usize| *g.x.offset(kk as isize * g.incx);
+        let row = |kk: usize, o: usize| g.mat.offset(kk as isize * g.stride_k + o as isize);
+        let mut o0 = 0;
+        while o0 + 8 * V <= g.len {
+            let mut acc = [_mm256_setzero_ps(); V];
+            for kk in 0..g.k {
+                let xv = _mm256_set1_ps(xk(kk));
+                let r = row(kk, o0);
+                for (v, a) in acc.iter_mut().enumerate() {
+                    *a = _mm256_fmadd_ps(xv, _mm256_loadu_ps(r.add(8 * v)), *a);
+                }
+            }
+            let mut out = [0.0f32; 8 * V];
+            for (v, a) in acc.iter().enumerate() {
+                _mm256_storeu_ps(out.as_mut_ptr().add(8 * v), *a);
+            }
+            for (j, &s) in out.iter().enumerate() {
+                finish(g, o0 + j, s);
+            }
+            o0 += 8 * V;
+        }
+        while o0 + 8 <= g.len {
+            let mut acc = [_mm256_setzero_ps(); 2];
+            for kk in 0..g.k {
+                acc[kk & 1] = _mm256_fmadd_ps(_mm256_set1_ps(xk(kk)), _mm256_loadu_ps(row(kk, o0)), acc[kk & 1]);
+            }
+            let mut out = [0.0f32; 8];
+            _mm256_storeu_ps(out.as_mut_ptr(), _mm256_add_ps(acc[0], acc[1]));
+            for (j, &s) in out.iter().enumerate() {
+                finish(g, o0 + j, s);
+            }
+            o0 += 8;
+        }
+        while o0 < g.len {
+            let mut s = 0.0f32;
+            for kk in 0..g.k {
+                s += xk(kk) * *row(kk, o0);
+            }
+            finish(g, o0, s);
+            o0 += 1;
+        }
+    }
+}
+
+/// GEMV, dot form (`stride_k == 1`, `incx == 1`): four outputs at a time, each with two
+/// ymm partial sums, sharing the loads of x.
+///
+/// # Safety
+/// The CPU has AVX2 + FMA; `g` describes valid memory, `g.stride_k == 1`, `g.incx == 1`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_avx2(g: &Gemv) {
+    const COLS: usize = 4;
+    let k16 = g.k & !15;
+    // SAFETY (whole body): columns o < len have k contiguous elements; x has k elements.
+    unsafe {
+        let col = |o: usize| g.mat.offset(o as isize * g.stride_out);
+        let mut o = 0;
+        while o < g.len {
+            let cols = COLS.min(g.len - o);
+            let ptrs: [*const f32; COLS] = core::array::from_fn(|c| col(o + c.min(cols - 1)));
+            let mut acc = [[_mm256_setzero_ps(); 2]; COLS];
+            let mut kk = 0;
+            while kk < k16 {
+                let x0 = _mm256_loadu_ps(g.x.add(kk));
+                let x1 = _mm256_loadu_ps(g.x.add(kk + 8));
+                for (a, p) in acc.iter_mut().zip(ptrs) {
+                    a[0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(p.add(kk)), a[0]);
+                    a[1] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(p.add(kk + 8)), a[1]);
+                }
+                kk += 16;
+            }
+            for (c, (a, p)) in acc.iter().zip(ptrs).enumerate().take(cols) {
+                let mut s = hsum256(_mm256_add_ps(a[0], a[1]));
+                for t in k16..g.k {
+                    s += *g.x.add(t) * *p.add(t);
+                }
+                finish(g, o + c, s);
+            }
+            o += cols;
+        }
+    }
+}
+
+/// GEMV over packed A: per 6-row panel, four k steps (24 contiguous floats, three ymm
+/// loads) per iteration against x broadcast into the matching lane pattern.
+///
+/// # Safety
+/// The CPU has AVX2 + FMA; `g.mat` holds `packed_a_len(len, k)` floats of packed A; x, y and
+/// bias are valid.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn panel_avx2(g: &Gemv) {
+    // Lane l of the three vectors holds k step (8v + l) / 6 of the group.
+    let idx = [_mm256_setr_epi32(0, 0, 0, 0, 0, 0, 1, 1), _mm256_setr_epi32(1, 1, 1, 1, 2, 2, 2, 2), _mm256_setr_epi32(2, 2, 3, 3, 3, 3, 3, 3)];
+    let k4 = g.k & !3;
+    let panels = g.len.div_ceil(MR);
+    // SAFETY (whole body): panel p is k·MR floats at p·k·MR; each 24-float group at kk·MR with
+    // kk + 4 ≤ k lies inside it; x[kk] exists for kk < k.
+    unsafe {
+        let xk = |kk: usize| *g.x.offset(kk as isize * g.incx);
+        for p in 0..panels {
+            let pan = g.mat.add(p * g.k * MR);
+            let mut acc = [[_mm256_setzero_ps(); 3]; 2];
+            let mut kk = 0;
+            while kk < k4 {
+                let xs = if g.incx == 1 { _mm_loadu_ps(g.x.add(kk)) } else { _mm_setr_ps(xk(kk), xk(kk + 1), xk(kk + 2), xk(kk + 3)) };
+                let xs = _mm256_castps128_ps256(xs);
+                let a = &mut acc[(kk >> 2) & 1];
+                let grp = pan.add(kk * MR);
+                for (v, (av, &ix)) in a.iter_mut().zip(&idx).enumerate() {
+                    let xv = _mm256_permutevar8x32_ps(xs, ix);
+                    *av = _mm256_fmadd_ps(_mm256_loadu_ps(grp.add(8 * v)), xv, *av);
+                }
+                kk += 4;
+            }
+            let mut lanes = [0.0f32; 24];
+            for (v, (&a0, &a1)) in acc[0].iter().zip(&acc[1]).enumerate() {
+                _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * v), _mm256_add_ps(a0, a1));
+            }
+            let mut rows = [0.0f32; MR];
+            for (l, s) in lanes.iter().enumerate() {
+                rows[l % MR] += s;
+            }
+            for t in k4..g.k {
+                for (r, row) in rows.iter_mut().enumerate() {
+                    *row += *pan.add(t * MR + r) * xk(t);
+                }
+            }
+            for (r, &s) in rows.iter().enumerate().take(MR.min(g.len - p * MR)) {
+                finish(g, p * MR + r, s);
+            }
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! ABI checks: the descriptor read back through the runtime's types, the GEMM epilogue
+//! layout the entry point writes, and the C header used from a real C program.
+
+use super::harness::{Rng, load, opts, runtime_lib};
+use crate::ir::{DType, Graph, Op, TensorType, UnaryOp};
+use std::process::Command;
+
+fn sample() -> Graph {
+    let mut g = Graph::new("g");
+    let x = g.add_input("image", TensorType::new(DType::F32, &[2, 3]));
+    let m = g.add_input("mask", TensorType::new(DType::Bool, &[2, 3]));
+    let y = g.add_node(
+        Op::Unary(UnaryOp::Exp),
+        vec![x],
+        vec![TensorType::new(DType::F32, &[2, 3])],
+    )[0];
+    let z = g.add_node(
+        Op::Select,
+        vec![m, y, x],
+        vec![TensorType::new(DType::F32, &[2, 3])],
+    )[0];
+    let c = g.add_node(
+        Op::Cast { to: DType::I32 },
+        vec![z],
+        vec![TensorType::new(DType::I32, &[2, 3])],
+    )[0];
+    g.values[z.index()].name = Some("prob".into());
+    g.values[c.index()].name = Some("class".into());
+    g.outputs.extend([z, c]);
+    g
+}
+
+#[test]
+fn descriptor_layout_matches_runtime() {
+    assert_eq!(
+        std::mem::size_of::<nnefc_runtime::ModelInfo>(),
+        crate::back::abi::MODEL_INFO_SIZE
+    );
+    assert_eq!(
+        std::mem::size_of::<nnefc_runtime::TensorInfo>(),
+        crate::back::abi::TENSOR_INFO_SIZE
+    );
+    assert_eq!(std::mem::offset_of!(nnefc_runtime::TensorInfo, dims), 16);
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::ModelInfo, workspace_align),
+        48
+    );
+    // The stack epilogue written by `object::epilogue`.
+    assert_eq!(std::mem::size_of::<nnefc_runtime::GemmEpilogue>(), 32);
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::GemmEpilogue, bias_kind),
+        8
+    );
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::GemmEpilogue, activation),
+        12
+    );
+    assert_eq!(std::mem::offset_of!(nnefc_runtime::GemmEpilogue, lo), 16);
+    assert_eq!(std::mem::offset_of!(nnefc_runtime::GemmEpilogue, hi), 20);
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::GemmEpilogue, accumulate),
+        24
+    );
+}
+
+#[test]
+fn descriptor_lists_inputs_and_outputs() {
+    let g = sample();
+    let m = load(&g, &opts("desc"));
+    let info: &nnefc_runtime::ModelInfo = m.symbol("desc_info");
+    // SAFETY: the descriptor's pointers refer into the loaded object, alive as long as `m`.
+    let text = unsafe {
+        let mut s = format!(
+            "{} ws={} align={}\n",
+            info.name().to_str().unwrap(),
+            info.workspace_size,
+            info.workspace_align
+        );
+        for (kind, list) in [("in", info.inputs()), ("out", info.outputs())] {
+            for t in list {
+                s += &format!(
+                    "{kind} {} {:?} {:?}\n",
+                    t.name().to_str().unwrap(),
+                    t.dtype(),
+                    t.dims()
+                );
+            }
+        }
+        s
+    };
+    expect_test::expect![[r#"
+        desc ws=64 align=64
+        in image Some(F32) [2, 3]
+        in mask Some(Bool) [2, 3]
+        out prob Some(F32) [2, 3]
+        out class Some(I32) [2, 3]
+    "#]]
+    .assert_eq(&text);
+    assert_eq!(m.art.workspace_size, info.workspace_size);
+}
+
+#[test]
+fn c_header_macros() {
+    let g = sample();
+    let art = crate::back::compile(&g, &opts("net")).unwrap();
+    let h: String = art
+        .header
+        .lines()
+        .filter(|l| l.starts_with("#define NET_"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    expect_test::expect![[r##"
+        #define NET_H
+        #define NET_NUM_INPUTS 2
+        #define NET_NUM_OUTPUTS 2
+        #define NET_WORKSPACE_SIZE 64 /* bytes of scratch the caller provides */
+        #define NET_WORKSPACE_ALIGN 64
+        #define NET_INPUT0_NAME "image"
+        #define NET_INPUT0_SIZE 6 /* elements */
+        #define NET_INPUT0_DTYPE NNEFC_DTYPE_F32
+        #define NET_INPUT0_RANK 2
+        #define NET_INPUT0_SHAPE {2, 3}
+        #define NET_INPUT1_NAME "mask"
+        #define NET_INPUT1_SIZE 6 /* elements */
+        #define NET_INPUT1_DTYPE NNEFC_DTYPE_BOOL
+        #define NET_INPUT1_RANK 2
+        #define NET_INPUT1_SHAPE {2, 3}
+        #define NET_OUTPUT0_NAME "prob"
+        #define NET_OUTPUT0_SIZE 6 /* elements */
+        #define NET_OUTPUT0_DTYPE NNEFC_DTYPE_F32
+        #define NET_OUTPUT0_RANK 2
+        #define NET_OUTPUT0_SHAPE {2, 3}
+        #define NET_OUTPUT1_NAME "class"
+        #define NET_OUTPUT1_SIZE 6 /* elements */
+        #define NET_OUTPUT1_DTYPE NNEFC_DTYPE_I32
+        #define NET_OUTPUT1_RANK 2
+        #define NET_OUTPUT1_SHAPE {2, 3}
+    "##]]
+    .assert_eq(&h);
+}
+
+/// A C program includes the header, runs the model through it and prints the result.
+#[test]
+fn c_program_uses_header_and_descriptor() {
+    let g = sample();
+    let art = crate::back::compile(&g, &opts("net")).unwrap();
+    let dir = super::harness::scratch_dir();
+    std::fs::write(dir.join("net.o"), &art.object).unwrap();
+    std::fs::write(dir.join("net.h"), &art.header).unwrap();
+    std::fs::write(
+        dir.join("main.c"),
+        r#"#include <stdio.h>
+#include <stdalign.h>
+#include "net.h"
+int main(void) {
+    float image[NET_INPUT0_SIZE] = {0, 1, 2, -1, -2, 0.5f};
+    unsigned char mask[NET_INPUT1_SIZE] = {1, 0, 1, 0, 1, 0};
+    float prob[NET_OUTPUT0_SIZE];
+    int cls[NET_OUTPUT1_SIZE];
+    static alignas(NET_WORKSPACE_ALIGN) unsigned char ws[NET_WORKSPACE_SIZE + 1];
+    const void *in[] = {image, mask};
+    void *out[] = {prob, cls};
+    size_t shape[] = NET_INPUT0_SHAPE;
+    int s = net_run(in, out, ws);
+    printf("status %d rank %d shape %zux%zu in0 %s\n", s, NET_INPUT0_RANK, shape[0], shape[1], net_info.inputs[0].name);
+    for (int i = 0; i < NET_OUTPUT0_SIZE; i++) printf("%.4f %d\n", prob[i], cls[i]);
+    printf("misaligned %d\n", net_run(in, out, ws + 1));
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.join("main");
+    let st = Command::new("cc")
+        .current_dir(&dir)
+        .args(["-std=c11", "-Wall", "-Werror", "main.c", "net.o"])
+        .arg(runtime_lib())
+        .args(["-lm", "-lpthread", "-ldl", "-o"])
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success(), "C program failed to build");
+    let out = Command::new(&exe).output().unwrap();
+    expect_test::expect![[r#"
+        status 0 rank 2 shape 2x3 in0 image
+        1.0000 1
+        1.0000 1
+        7.3891 7
+        -1.0000 -1
+        0.1353 0
+        0.5000 0
+        misaligned 2
+    "#]]
+    .assert_eq(&String::from_utf8_lossy(&out.stdout));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = Rng::new(0);
+}
+
+/// The Rust bindings compile (against the runtime rlib), link with the object, and run.
+#[test]
+fn rust_bindings_build_and_run() {
+    let g = sample();
+    let art = crate::back::compile(&g, &opts("net")).unwrap();
+    let dir = super::harness::scratch_dir();
+    std::fs::write(dir.join("net.o"), &art.object).unwrap();
+    let main = format!(
+        "{}\nfn assert_send<T: Send>() {{}}\nfn main() {{\n    assert_send::<net::Model>();\n    let mut m = net::Model::new();\n    let mut p = [0f32; 6];\n    let mut c = [0i32; 6];\n    m.run(&[0.0, 1.0, 2.0, -1.0, -2.0, 0.5], &[true, false, true, false, true, false], &mut p, &mut c).unwrap();\n    let e = m.run(&[0.0; 5], &[true; 6], &mut p, &mut c).unwrap_err();\n    let info = net::info();\n    println!(\"{{c:?}} {{e}} {{}}\", info.num_inputs);\n}}\n",
+        art.rust
+    );
+    std::fs::write(dir.join("main.rs"), main).unwrap();
+    let lib = runtime_lib();
+    let deps = lib.parent().unwrap().join("deps");
+    let rlib = lib.with_extension("rlib");
+    let st = Command::new("rustc")
+        .current_dir(&dir)
+        .args([
+            "--edition",
+            "2024",
+            "main.rs",
+            "-o",
+            "main",
+            "-C",
+            "link-arg=net.o",
+        ])
+        .arg("--extern")
+        .arg(format!("nnefc_runtime={}", rlib.display()))
+        .arg("-L")
+        .arg(format!("dependency={}", deps.display()))
+        .status()
+        .unwrap();
+    assert!(st.success(), "bindings failed to build");
+    let out = Command::new(dir.join("main")).output().unwrap();
+    expect_test::expect![[r#"
+        [1, 1, 7, -1, 0, 0] tensor `image` needs 6 elements, got 5 2
+    "#]]
+    .assert_eq(&String::from_utf8_lossy(&out.stdout));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The kernel program as `nnefc dump --stage kernels` shows it.
+#[test]
+fn kernel_dump() {
+    let mut g = Graph::new("k");
+    let x = g.add_input("x", TensorType::new(DType::F32, &[2, 8]));
+    let s = g.add_node(
+        Op::Softmax { axes: vec![1] },
+        vec![x],
+        vec![TensorType::new(DType::F32, &[2, 8])],
+    )[0];
+    g.outputs.push(s);
+    let art = crate::back::compile(&g, &opts("k")).unwrap();
+    expect_test::expect![[r#"
+        b0: f32[16] input 0
+        b1: f32[16] output 0
+        b2: f32[2] workspace @0
+        b3: f32[2] workspace @64
+        workspace 128 bytes
+        kernel k_k0_n0_softmax_max
+          loop i0 < 2
+          loop i1 < 8 x4 reduce
+          a0 = b0[0 + 8i0 + 1i1]
+          a1 = b2[0 + 1i0]
+            e0:f32 = load a0
+          reduce Max
+            r0:f32 = acc
+          store a1 = r0
+        kernel k_k1_n0_softmax_sum
+          loop i0 < 2
+          loop i1 < 8 x4 reduce
+          a0 = b0[0 + 8i0 + 1i1]
+          a1 = b2[0 + 1i0]
+          a2 = b3[0 + 1i0]
+            e0:f32 = load a0
+            e1:f32 = load a1
+            e2:f32 = sub e0, e1
+            e3:f32 = exp e2
+          reduce Sum
+            r0:f32 = acc
+          store a2 = r0
+        kernel k_k2_n0_softmax_div
+          loop i0 < 2
+          loop i1 < 8 x4
+          a0 = b0[0 + 8i0 + 1i1]
+          a1 = b2[0 + 1i0]
+          a2 = b3[0 + 1i0]
+          a3 = b1[0 + 8i0 + 1i1]
+            e0:f32 = load a0
+            e1:f32 = load a1
+            e2:f32 = load a2
+            e3:f32 = sub e0, e1
+            e4:f32 = exp e3
+            e5:f32 = div e4, e2
+          store a3 = e5
+    "#]]
+    .assert_eq(&art.kernels);
+}
