@@ -39,7 +39,7 @@ fn kernel(lw: &Lowering<'_>, g: &GemmCall, bi: usize, row_loops: &[(usize, i64, 
     let f = DType::F32;
     let mut fin = vec![ExprNode { expr: Expr::Acc, ty: f }];
     let mut cur = ExprId(0);
-    let mut add = |fin: &mut Vec<ExprNode>, e: Expr| {
+    let add = |fin: &mut Vec<ExprNode>, e: Expr| {
         fin.push(ExprNode { expr: e, ty: f });
         ExprId(fin.len() as u32 - 1)
     };
