@@ -11,8 +11,10 @@ use std::path::Path;
 
 fn main() {
     // `emit_rerun_directives` makes cargo rerun this only when a grammar changes.
-    if let Err(e) =
-        lalrpop::Configuration::new().use_cargo_dir_conventions().emit_rerun_directives(true).process()
+    if let Err(e) = lalrpop::Configuration::new()
+        .use_cargo_dir_conventions()
+        .emit_rerun_directives(true)
+        .process()
     {
         eprintln!("lalrpop failed: {e}");
         std::process::exit(1);

@@ -25,11 +25,19 @@ pub struct Span {
 
 impl Span {
     pub fn new(file: FileId, start: usize, end: usize) -> Span {
-        Span { file, start: start as u32, end: end as u32 }
+        Span {
+            file,
+            start: start as u32,
+            end: end as u32,
+        }
     }
     /// The smallest span covering both (same file assumed; `self`'s file wins).
     pub fn to(self, other: Span) -> Span {
-        Span { file: self.file, start: self.start.min(other.start), end: self.end.max(other.end) }
+        Span {
+            file: self.file,
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
     }
 }
 
@@ -60,7 +68,12 @@ impl SourceMap {
         let offset = (offset as usize).min(text.len());
         let before = &text[..floor_char_boundary(text, offset)];
         let line = before.matches('\n').count() + 1;
-        let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+        let col = before
+            .rsplit('\n')
+            .next()
+            .map(|l| l.chars().count())
+            .unwrap_or(0)
+            + 1;
         (line, col)
     }
 }
@@ -109,15 +122,24 @@ impl Diagnostic {
         }
     }
     pub fn warning(message: impl Into<String>) -> Diagnostic {
-        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(message) }
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(message)
+        }
     }
     /// Sets the primary span and its label text (may be empty).
     pub fn at(mut self, span: Span, label: impl Into<String>) -> Diagnostic {
-        self.primary = Some(Label { span, message: label.into() });
+        self.primary = Some(Label {
+            span,
+            message: label.into(),
+        });
         self
     }
     pub fn with_label(mut self, span: Span, label: impl Into<String>) -> Diagnostic {
-        self.secondary.push(Label { span, message: label.into() });
+        self.secondary.push(Label {
+            span,
+            message: label.into(),
+        });
         self
     }
     pub fn with_note(mut self, note: impl Into<String>) -> Diagnostic {
@@ -148,14 +170,20 @@ pub fn render_all(diags: &[Diagnostic], sources: &SourceMap) -> String {
         let mut labels = Vec::new();
         if let Some(p) = &d.primary {
             labels.push(
-                cs::Label::primary(p.span.file.0 as usize, p.span.start as usize..p.span.end as usize)
-                    .with_message(p.message.clone()),
+                cs::Label::primary(
+                    p.span.file.0 as usize,
+                    p.span.start as usize..p.span.end as usize,
+                )
+                .with_message(p.message.clone()),
             );
         }
         for s in &d.secondary {
             labels.push(
-                cs::Label::secondary(s.span.file.0 as usize, s.span.start as usize..s.span.end as usize)
-                    .with_message(s.message.clone()),
+                cs::Label::secondary(
+                    s.span.file.0 as usize,
+                    s.span.start as usize..s.span.end as usize,
+                )
+                .with_message(s.message.clone()),
             );
         }
         let cd = cs::Diagnostic::new(sev)

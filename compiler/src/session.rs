@@ -25,7 +25,12 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { front: FrontOptions::default(), passes: PassOptions::default(), optimize: true, back: BackendOptions::default() }
+        Options {
+            front: FrontOptions::default(),
+            passes: PassOptions::default(),
+            optimize: true,
+            back: BackendOptions::default(),
+        }
     }
 }
 
@@ -105,7 +110,10 @@ impl Compiled {
 }
 
 /// Loads, lowers and optimizes a model (everything but code generation).
-pub fn lower_and_optimize(path: &Path, opts: &Options) -> Result<(front::Lowered, PassReport), Error> {
+pub fn lower_and_optimize(
+    path: &Path,
+    opts: &Options,
+) -> Result<(front::Lowered, PassReport), Error> {
     let mut lowered = front::load_and_lower(path, &opts.front).map_err(Error::Front)?;
     let report = if opts.optimize {
         passes::optimize(&mut lowered.graph, &opts.passes).map_err(Error::Pass)?
@@ -122,7 +130,11 @@ pub fn compile(path: &Path, opts: &Options) -> Result<Compiled, Error> {
     compile_lowered(lowered, report, opts)
 }
 
-fn compile_lowered(lowered: front::Lowered, report: PassReport, opts: &Options) -> Result<Compiled, Error> {
+fn compile_lowered(
+    lowered: front::Lowered,
+    report: PassReport,
+    opts: &Options,
+) -> Result<Compiled, Error> {
     if !lowered.open_extents.is_empty() {
         return Err(Error::Codegen(CodegenError::UnknownShape(format!(
             "{}; fix them with --input-shape NAME=D0,D1,...",

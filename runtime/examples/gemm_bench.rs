@@ -25,18 +25,46 @@ struct Shape {
 
 fn bench(id: KernelId, s: &Shape) -> f64 {
     let (m, n, k) = (s.m, s.n, s.k);
-    let a: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1).collect();
-    let b: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1).collect();
+    let a: Vec<f32> = (0..m * k)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1)
+        .collect();
+    let b: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1)
+        .collect();
     let packed = pack_a(m, k, &a, k, 1);
-    let (rsb, csb) = if s.b_transposed { (1, k as isize) } else { (n as isize, 1) };
+    let (rsb, csb) = if s.b_transposed {
+        (1, k as isize)
+    } else {
+        (n as isize, 1)
+    };
     let mut c = vec![0.0f32; m * n];
     let mut scratch = vec![Line([0; 64]); sgemm_scratch_bytes(m, n, k).div_ceil(64).max(1)];
     let epi = GemmEpilogue::NONE;
     let mut run = || {
-        let ap = if s.packed { packed.as_ptr() } else { a.as_ptr() };
+        let ap = if s.packed {
+            packed.as_ptr()
+        } else {
+            a.as_ptr()
+        };
         // SAFETY: buffers are sized for the row-major (or transposed-B) shapes above.
         unsafe {
-            sgemm_with_kernel(id, m, n, k, ap, k as isize, 1, s.packed, b.as_ptr(), rsb, csb, c.as_mut_ptr(), n as isize, &epi, scratch.as_mut_ptr().cast());
+            sgemm_with_kernel(
+                id,
+                m,
+                n,
+                k,
+                ap,
+                k as isize,
+                1,
+                s.packed,
+                b.as_ptr(),
+                rsb,
+                csb,
+                c.as_mut_ptr(),
+                n as isize,
+                &epi,
+                scratch.as_mut_ptr().cast(),
+            );
         }
     };
     run();
@@ -58,13 +86,62 @@ fn bench(id: KernelId, s: &Shape) -> f64 {
 
 fn main() {
     let shapes = [
-        Shape { name: "256x256x256", m: 256, n: 256, k: 256, packed: false, b_transposed: false },
-        Shape { name: "256x256x256 packed A", m: 256, n: 256, k: 256, packed: true, b_transposed: false },
-        Shape { name: "conv m=64 n=3136 k=576 packed A", m: 64, n: 3136, k: 576, packed: true, b_transposed: false },
-        Shape { name: "conv m=64 n=3136 k=576", m: 64, n: 3136, k: 576, packed: false, b_transposed: false },
-        Shape { name: "gemv m=1 n=1000 k=512 (B row-major)", m: 1, n: 1000, k: 512, packed: false, b_transposed: false },
-        Shape { name: "gemv m=1 n=1000 k=512 (B = Wᵀ)", m: 1, n: 1000, k: 512, packed: false, b_transposed: true },
-        Shape { name: "gemv m=1000 n=1 k=512 packed A", m: 1000, n: 1, k: 512, packed: true, b_transposed: false },
+        Shape {
+            name: "256x256x256",
+            m: 256,
+            n: 256,
+            k: 256,
+            packed: false,
+            b_transposed: false,
+        },
+        Shape {
+            name: "256x256x256 packed A",
+            m: 256,
+            n: 256,
+            k: 256,
+            packed: true,
+            b_transposed: false,
+        },
+        Shape {
+            name: "conv m=64 n=3136 k=576 packed A",
+            m: 64,
+            n: 3136,
+            k: 576,
+            packed: true,
+            b_transposed: false,
+        },
+        Shape {
+            name: "conv m=64 n=3136 k=576",
+            m: 64,
+            n: 3136,
+            k: 576,
+            packed: false,
+            b_transposed: false,
+        },
+        Shape {
+            name: "gemv m=1 n=1000 k=512 (B row-major)",
+            m: 1,
+            n: 1000,
+            k: 512,
+            packed: false,
+            b_transposed: false,
+        },
+        Shape {
+            name: "gemv m=1 n=1000 k=512 (B = Wᵀ)",
+            m: 1,
+            n: 1000,
+            k: 512,
+            packed: false,
+            b_transposed: true,
+        },
+        Shape {
+            name: "gemv m=1000 n=1 k=512 packed A",
+            m: 1000,
+            n: 1,
+            k: 512,
+            packed: true,
+            b_transposed: false,
+        },
     ];
     // Optional filters: `gemm_bench [kernel] [shape substring]`.
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -73,16 +150,34 @@ fn main() {
     // `gemm_bench KERNEL custom M N K`: one ad-hoc shape with packed A.
     let custom: Vec<usize> = args.iter().skip(2).filter_map(|a| a.parse().ok()).collect();
     let shapes = if let [m, n, k] = custom[..] {
-        vec![Shape { name: "custom", m, n, k, packed: true, b_transposed: false }]
+        vec![Shape {
+            name: "custom",
+            m,
+            n,
+            k,
+            packed: true,
+            b_transposed: false,
+        }]
     } else {
         shapes.into_iter().collect()
     };
     for id in available_kernels() {
-        if kernel_filter.as_ref().is_some_and(|f| f != "all" && !format!("{id:?}").to_lowercase().contains(f.as_str())) {
+        if kernel_filter
+            .as_ref()
+            .is_some_and(|f| f != "all" && !format!("{id:?}").to_lowercase().contains(f.as_str()))
+        {
             continue;
         }
-        for s in shapes.iter().filter(|s| shape_filter.is_none_or(|f| s.name.contains(f.as_str()))) {
-            println!("{:<8} {:<40} {:7.1} GFLOP/s", format!("{id:?}"), s.name, bench(id, s));
+        for s in shapes
+            .iter()
+            .filter(|s| shape_filter.is_none_or(|f| s.name.contains(f.as_str())))
+        {
+            println!(
+                "{:<8} {:<40} {:7.1} GFLOP/s",
+                format!("{id:?}"),
+                s.name,
+                bench(id, s)
+            );
         }
     }
 }

@@ -189,7 +189,12 @@ mod tests {
     #[test]
     fn descriptor_accessors() {
         static DIMS: [usize; 2] = [2, 3];
-        let input = TensorInfo { name: c"x".as_ptr(), dtype: 0, rank: 2, dims: DIMS.as_ptr() };
+        let input = TensorInfo {
+            name: c"x".as_ptr(),
+            dtype: 0,
+            rank: 2,
+            dims: DIMS.as_ptr(),
+        };
         let inputs = [input];
         let info = ModelInfo {
             name: c"net".as_ptr(),

@@ -111,7 +111,10 @@ impl<'a, T: Element> TensorViewMut<'a, T> {
 
     /// A read-only view of the same data.
     pub fn as_view(&self) -> TensorView<'_, T> {
-        TensorView { data: self.data, dims: self.dims }
+        TensorView {
+            data: self.data,
+            dims: self.dims,
+        }
     }
 }
 
@@ -143,7 +146,10 @@ impl<T: Element> Tensor<T> {
     /// A tensor of shape `dims` filled with `T::default()` (zero / false).
     pub fn zeros(dims: &[usize]) -> Result<Self, Error> {
         let len = shape_len(dims)?;
-        Ok(Tensor { data: std::vec![T::default(); len], dims: dims.to_vec() })
+        Ok(Tensor {
+            data: std::vec![T::default(); len],
+            dims: dims.to_vec(),
+        })
     }
 
     /// Takes ownership of `data` with shape `dims`; fails with [`Status::ShapeMismatch`]
@@ -152,7 +158,10 @@ impl<T: Element> Tensor<T> {
         if shape_len(dims)? != data.len() {
             return Err(Status::ShapeMismatch.into());
         }
-        Ok(Tensor { data, dims: dims.to_vec() })
+        Ok(Tensor {
+            data,
+            dims: dims.to_vec(),
+        })
     }
 
     /// The elements in row-major order.
@@ -172,12 +181,18 @@ impl<T: Element> Tensor<T> {
 
     /// A borrowed view.
     pub fn view(&self) -> TensorView<'_, T> {
-        TensorView { data: &self.data, dims: &self.dims }
+        TensorView {
+            data: &self.data,
+            dims: &self.dims,
+        }
     }
 
     /// A mutable borrowed view.
     pub fn view_mut(&mut self) -> TensorViewMut<'_, T> {
-        TensorViewMut { data: &mut self.data, dims: &self.dims }
+        TensorViewMut {
+            data: &mut self.data,
+            dims: &self.dims,
+        }
     }
 
     /// The elements, consuming the tensor.
@@ -207,7 +222,10 @@ mod tests {
             Some(Error::Status(Status::ShapeMismatch))
         );
         let scalar = [7i32];
-        assert_eq!(TensorView::new(&scalar, &[]).map(|v| v.get(&[])), Ok(Some(7)));
+        assert_eq!(
+            TensorView::new(&scalar, &[]).map(|v| v.get(&[])),
+            Ok(Some(7))
+        );
     }
 
     #[test]

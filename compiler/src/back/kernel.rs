@@ -406,7 +406,9 @@ impl fmt::Display for Program {
                     g.n,
                     g.k,
                     g.batches.len(),
-                    g.bias.map(|b| format!(" bias b{}", b.0)).unwrap_or_default()
+                    g.bias
+                        .map(|b| format!(" bias b{}", b.0))
+                        .unwrap_or_default()
                 )
                 .and_then(|_| {
                     if g.epi == GemmEpi::default() {

@@ -118,7 +118,14 @@ impl BackendOptions {
 
 impl Default for BackendOptions {
     fn default() -> Self {
-        BackendOptions { target: None, prefix: "model".into(), opt_level: OptLevel::Speed, cpu_features: Vec::new(), vectorize: true, self_contained: None }
+        BackendOptions {
+            target: None,
+            prefix: "model".into(),
+            opt_level: OptLevel::Speed,
+            cpu_features: Vec::new(),
+            vectorize: true,
+            self_contained: None,
+        }
     }
 }
 
@@ -244,7 +251,13 @@ pub fn kernels(
     opts: &BackendOptions,
 ) -> Result<kernel::Program, CodegenError> {
     check_prefix(&opts.prefix)?;
-    select::select_with(graph, plan, &opts.prefix, opts.vectorize, opts.is_self_contained())
+    select::select_with(
+        graph,
+        plan,
+        &opts.prefix,
+        opts.vectorize,
+        opts.is_self_contained(),
+    )
 }
 
 /// Compiles a verified graph with a given memory plan.

@@ -279,7 +279,16 @@ fn define_entry(
         ));
         for s in &program.steps {
             if let Step::Gemm(g) = s {
-                for bid in [Some(g.a.buf), Some(g.b.buf), Some(g.c.buf), g.bias, g.epi.row_bias.as_ref().map(|r| r.0)].into_iter().flatten() {
+                for bid in [
+                    Some(g.a.buf),
+                    Some(g.b.buf),
+                    Some(g.c.buf),
+                    g.bias,
+                    g.epi.row_bias.as_ref().map(|r| r.0),
+                ]
+                .into_iter()
+                .flatten()
+                {
                     if let Some(BufKind::Const(c)) = program.buffer(bid).map(|b| b.kind)
                         && !const_gvs.iter().any(|(x, _)| *x == c)
                     {
@@ -474,7 +483,12 @@ fn define_entry(
 /// activation and accumulation of `epi`.
 /// Layout (runtime `#[repr(C)]`, checked by a test): bias ptr @0, bias_kind u32 @8,
 /// activation u32 @12, lo f32 @16, hi f32 @20, accumulate u32 @24; 32 bytes.
-fn epilogue(b: &mut FunctionBuilder<'_>, bias: Option<(Value, i64)>, epi: &super::kernel::GemmEpi, ptr: cranelift_codegen::ir::Type) -> Value {
+fn epilogue(
+    b: &mut FunctionBuilder<'_>,
+    bias: Option<(Value, i64)>,
+    epi: &super::kernel::GemmEpi,
+    ptr: cranelift_codegen::ir::Type,
+) -> Value {
     use super::kernel::Activation;
     use cranelift_codegen::ir::{StackSlotData, StackSlotKind};
     let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 32, 3));

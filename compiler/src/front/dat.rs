@@ -109,7 +109,10 @@ impl ItemKind {
     }
 
     pub fn is_quantized(self) -> bool {
-        matches!(self, ItemKind::QuantizedUnsigned | ItemKind::QuantizedSigned)
+        matches!(
+            self,
+            ItemKind::QuantizedUnsigned | ItemKind::QuantizedSigned
+        )
     }
 
     fn is_signed_int(self) -> bool {
@@ -138,7 +141,10 @@ pub struct ItemType {
 }
 
 impl ItemType {
-    pub const F32: ItemType = ItemType { kind: ItemKind::Float, bits: 32 };
+    pub const F32: ItemType = ItemType {
+        kind: ItemKind::Float,
+        bits: 32,
+    };
 
     pub fn new(kind: ItemKind, bits: u32) -> ItemType {
         ItemType { kind, bits }
@@ -197,12 +203,18 @@ pub enum DatError {
     BadVersion { major: u8, minor: u8 },
     #[error("header says rank {0}, but a .dat file holds at most rank 8")]
     RankTooLarge(u64),
-    #[error("unknown item type code {code} (1.0.3+ codes are 0-5; legacy quantization codes 0x10, 0x11)")]
+    #[error(
+        "unknown item type code {code} (1.0.3+ codes are 0-5; legacy quantization codes 0x10, 0x11)"
+    )]
     UnknownItemType { code: u32 },
     #[error("vendor-defined item type (vendor {vendor:#06x}, code {code}) is not supported")]
     VendorItemType { vendor: u32, code: u32 },
     #[error("{kind} items cannot be {bits} bits wide (allowed: {allowed})")]
-    BadBits { kind: ItemKind, bits: u32, allowed: &'static str },
+    BadBits {
+        kind: ItemKind,
+        bits: u32,
+        allowed: &'static str,
+    },
     #[error(
         "quantized codes of {bits} bits are not supported: float32 holds integer codes exactly only up to 24 bits"
     )]
@@ -210,11 +222,22 @@ pub enum DatError {
     #[error("tensor of shape {shape:?} with {bits}-bit items is too large to address")]
     TooLarge { shape: Vec<u64>, bits: u32 },
     #[error("header says {header} data bytes, but {volume} items of {item} take {needed} bytes")]
-    LengthMismatch { header: u64, volume: u64, item: ItemType, needed: u64 },
+    LengthMismatch {
+        header: u64,
+        volume: u64,
+        item: ItemType,
+        needed: u64,
+    },
     #[error(
         "header says {volume} items of {item} ({needed} bytes) but the file has {actual} data bytes{hint}"
     )]
-    FileSize { volume: u64, item: ItemType, needed: u64, actual: usize, hint: &'static str },
+    FileSize {
+        volume: u64,
+        item: ItemType,
+        needed: u64,
+        actual: usize,
+        hint: &'static str,
+    },
     #[error("item {index} is {value}, outside the range of a 32-bit integer")]
     IntRange { index: usize, value: i128 },
     #[error("item {index} is {value:e}, outside the range of float32")]
@@ -222,19 +245,34 @@ pub enum DatError {
     #[error(
         "the file holds a tensor of shape {file:?}, but the variable is declared with shape {declared:?}"
     )]
-    ShapeMismatch { file: Vec<usize>, declared: Vec<usize> },
+    ShapeMismatch {
+        file: Vec<usize>,
+        declared: Vec<usize>,
+    },
     #[error("the file holds {item} items ({file}), but the variable is declared {declared}")]
-    TypeMismatch { item: ItemType, file: &'static str, declared: &'static str },
+    TypeMismatch {
+        item: ItemType,
+        file: &'static str,
+        declared: &'static str,
+    },
     #[error("cannot write: shape has rank {0}, a .dat file holds at most rank 8")]
     WriteRank(usize),
     #[error("cannot write: extent {0} does not fit the 32-bit header field")]
     WriteExtent(usize),
     #[error("cannot write: shape {shape:?} has {volume} items but {len} values were given")]
-    WriteCount { shape: Vec<usize>, volume: usize, len: usize },
+    WriteCount {
+        shape: Vec<usize>,
+        volume: usize,
+        len: usize,
+    },
     #[error("cannot write {dtype} values as {item} items")]
     WriteType { dtype: DType, item: ItemType },
     #[error("cannot write: value {value} at index {index} is not representable as {item}")]
-    WriteValue { index: usize, value: String, item: ItemType },
+    WriteValue {
+        index: usize,
+        value: String,
+        item: ItemType,
+    },
 }
 
 /// NNEF name of a data type, for messages.
@@ -282,7 +320,9 @@ fn parse_header(bytes: &[u8]) -> Result<Header, DatError> {
     }
     // Unused extent fields (index ≥ rank) should be zero; the reference readers do not
     // check them and neither do we, so files from lenient writers still load.
-    let extents: Vec<u64> = (0..rank as usize).map(|i| u64::from(u32_at(bytes, 12 + 4 * i))).collect();
+    let extents: Vec<u64> = (0..rank as usize)
+        .map(|i| u64::from(u32_at(bytes, 12 + 4 * i)))
+        .collect();
     let bits = u32_at(bytes, 44);
     let code_word = u32_at(bytes, 48);
     let reserved0 = u32_at(bytes, 52);
@@ -300,7 +340,10 @@ fn parse_header(bytes: &[u8]) -> Result<Header, DatError> {
         } else {
             QuantParams::LegacyLogarithmic { min, max }
         };
-        (ItemType::new(ItemKind::QuantizedUnsigned, bits), Some(params))
+        (
+            ItemType::new(ItemKind::QuantizedUnsigned, bits),
+            Some(params),
+        )
     } else {
         let mut kind = ItemKind::from_code(code).ok_or(DatError::UnknownItemType { code })?;
         if kind == ItemKind::Unsigned && reserved0 != 0 {
@@ -311,19 +354,34 @@ fn parse_header(bytes: &[u8]) -> Result<Header, DatError> {
         (ItemType::new(kind, bits), quant)
     };
     if !item.kind.allows_bits(bits) {
-        return Err(DatError::BadBits { kind: item.kind, bits, allowed: item.kind.allowed_bits_text() });
+        return Err(DatError::BadBits {
+            kind: item.kind,
+            bits,
+            allowed: item.kind.allowed_bits_text(),
+        });
     }
     if item.kind.is_quantized() && bits > 24 {
         return Err(DatError::QuantTooWide { bits });
     }
 
     // Sizes in u64 with overflow checks: eight u32 extents can overflow even u64.
-    let too_large = || DatError::TooLarge { shape: extents.clone(), bits };
-    let volume = extents.iter().try_fold(1u64, |acc, &e| acc.checked_mul(e)).ok_or_else(too_large)?;
+    let too_large = || DatError::TooLarge {
+        shape: extents.clone(),
+        bits,
+    };
+    let volume = extents
+        .iter()
+        .try_fold(1u64, |acc, &e| acc.checked_mul(e))
+        .ok_or_else(too_large)?;
     let needed_bits = volume.checked_mul(u64::from(bits)).ok_or_else(too_large)?;
     let needed = needed_bits.div_ceil(8);
     if needed != data_len {
-        return Err(DatError::LengthMismatch { header: data_len, volume, item, needed });
+        return Err(DatError::LengthMismatch {
+            header: data_len,
+            volume,
+            item,
+            needed,
+        });
     }
     let actual = bytes.len() - HEADER_LEN;
     if actual as u64 != needed {
@@ -332,14 +390,27 @@ fn parse_header(bytes: &[u8]) -> Result<Header, DatError> {
         } else {
             ""
         };
-        return Err(DatError::FileSize { volume, item, needed, actual, hint });
+        return Err(DatError::FileSize {
+            volume,
+            item,
+            needed,
+            actual,
+            hint,
+        });
     }
     // From here on `volume * bits / 8 <= bytes.len()`, so every allocation below is
     // bounded by the file size (at most 8 items per byte).
     let volume = usize::try_from(volume).map_err(|_| too_large())?;
-    let shape =
-        extents.iter().map(|&e| usize::try_from(e).map_err(|_| too_large())).collect::<Result<_, _>>()?;
-    Ok(Header { shape, item, quant, volume })
+    let shape = extents
+        .iter()
+        .map(|&e| usize::try_from(e).map_err(|_| too_large()))
+        .collect::<Result<_, _>>()?;
+    Ok(Header {
+        shape,
+        item,
+        quant,
+        volume,
+    })
 }
 
 /// Reads a `.dat` file from its bytes. Validates everything in spec §7.5 that does not
@@ -347,29 +418,50 @@ fn parse_header(bytes: &[u8]) -> Result<Header, DatError> {
 pub fn read_dat(bytes: &[u8]) -> Result<DatTensor, DatError> {
     let header = parse_header(bytes)?;
     let data = &bytes[HEADER_LEN..];
-    let Header { shape, item, quant, volume } = header;
+    let Header {
+        shape,
+        item,
+        quant,
+        volume,
+    } = header;
     let values = match item.kind {
         ItemKind::Float => TensorData::F32(decode_floats(data, volume, item.bits)?),
         ItemKind::QuantizedUnsigned | ItemKind::QuantizedSigned => {
             // ≤ 24-bit codes (checked in the header), so the f32 conversion is exact.
             let signed = item.kind.is_signed_int();
             TensorData::F32(
-                raw_items(data, volume, item.bits).map(|r| to_i64(r, item.bits, signed) as f32).collect(),
+                raw_items(data, volume, item.bits)
+                    .map(|r| to_i64(r, item.bits, signed) as f32)
+                    .collect(),
             )
         }
         ItemKind::Unsigned | ItemKind::Signed => {
             let signed = item.kind.is_signed_int();
             let mut out = Vec::with_capacity(volume);
             for (index, r) in raw_items(data, volume, item.bits).enumerate() {
-                let value: i128 = if signed { to_i64(r, item.bits, true).into() } else { r.into() };
+                let value: i128 = if signed {
+                    to_i64(r, item.bits, true).into()
+                } else {
+                    r.into()
+                };
                 let v = i32::try_from(value).map_err(|_| DatError::IntRange { index, value })?;
                 out.push(v);
             }
             TensorData::I32(out)
         }
-        ItemKind::Bool => TensorData::Bool(raw_items(data, volume, item.bits).map(|r| r != 0).collect()),
+        ItemKind::Bool => {
+            TensorData::Bool(raw_items(data, volume, item.bits).map(|r| r != 0).collect())
+        }
     };
-    Ok(DatTensor { data: Tensor { shape: shape.clone(), data: values }, shape, item, quant })
+    Ok(DatTensor {
+        data: Tensor {
+            shape: shape.clone(),
+            data: values,
+        },
+        shape,
+        item,
+        quant,
+    })
 }
 
 fn decode_floats(data: &[u8], volume: usize, bits: u32) -> Result<Vec<f32>, DatError> {
@@ -379,9 +471,11 @@ fn decode_floats(data: &[u8], volume: usize, bits: u32) -> Result<Vec<f32>, DatE
             .take(volume)
             .map(|c| f16_bits_to_f32(u16::from_le_bytes([c[0], c[1]])))
             .collect(),
-        32 => {
-            data.chunks_exact(4).take(volume).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
-        }
+        32 => data
+            .chunks_exact(4)
+            .take(volume)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
         _ => {
             let mut out = Vec::with_capacity(volume);
             for (index, c) in data.chunks_exact(8).take(volume).enumerate() {
@@ -467,7 +561,11 @@ pub fn f32_to_f16_bits(x: f32) -> u16 {
         let half = m >> shift;
         let rem = m & ((1 << shift) - 1);
         let halfway = 1 << (shift - 1);
-        let rounded = if rem > halfway || (rem == halfway && half & 1 == 1) { half + 1 } else { half };
+        let rounded = if rem > halfway || (rem == halfway && half & 1 == 1) {
+            half + 1
+        } else {
+            half
+        };
         return sign | rounded as u16;
     }
     let mut out = ((e as u32) << 10) | (mant >> 13);
@@ -483,9 +581,16 @@ impl DatTensor {
     /// shape, and an item type that maps to the declared data type. A 1-bit unsigned
     /// file is accepted for `logical` (that is how 1.0.0–1.0.2 wrote bools) and its
     /// data is converted to bool.
-    pub fn conform(mut self, declared_shape: &[usize], declared: DType) -> Result<DatTensor, DatError> {
+    pub fn conform(
+        mut self,
+        declared_shape: &[usize],
+        declared: DType,
+    ) -> Result<DatTensor, DatError> {
         if self.shape != declared_shape {
-            return Err(DatError::ShapeMismatch { file: self.shape, declared: declared_shape.to_vec() });
+            return Err(DatError::ShapeMismatch {
+                file: self.shape,
+                declared: declared_shape.to_vec(),
+            });
         }
         if declared == DType::Bool && self.item == ItemType::new(ItemKind::Unsigned, 1) {
             if let TensorData::I32(v) = &self.data.data {
@@ -506,7 +611,13 @@ impl DatTensor {
 
 /// Writes a float32 `.dat` file (1.0.3+ header), as `nnefc run` does for outputs.
 pub fn write_dat_f32(shape: &[usize], data: &[f32]) -> Result<Vec<u8>, DatError> {
-    write_dat(&Tensor { shape: shape.to_vec(), data: TensorData::F32(data.to_vec()) }, ItemType::F32)
+    write_dat(
+        &Tensor {
+            shape: shape.to_vec(),
+            data: TensorData::F32(data.to_vec()),
+        },
+        ItemType::F32,
+    )
 }
 
 /// Writes `tensor` with items of type `item` (1.0.3+ header). f32 data can be written as
@@ -528,13 +639,25 @@ pub fn write_dat(tensor: &Tensor, item: ItemType) -> Result<Vec<u8>, DatError> {
             allowed: item.kind.allowed_bits_text(),
         });
     }
-    let too_large =
-        || DatError::TooLarge { shape: shape.iter().map(|&e| e as u64).collect(), bits: item.bits };
-    let volume = shape.iter().try_fold(1usize, |acc, &e| acc.checked_mul(e)).ok_or_else(too_large)?;
+    let too_large = || DatError::TooLarge {
+        shape: shape.iter().map(|&e| e as u64).collect(),
+        bits: item.bits,
+    };
+    let volume = shape
+        .iter()
+        .try_fold(1usize, |acc, &e| acc.checked_mul(e))
+        .ok_or_else(too_large)?;
     if tensor.len() != volume {
-        return Err(DatError::WriteCount { shape: shape.clone(), volume, len: tensor.len() });
+        return Err(DatError::WriteCount {
+            shape: shape.clone(),
+            volume,
+            len: tensor.len(),
+        });
     }
-    let data_len = (volume as u64).checked_mul(u64::from(item.bits)).ok_or_else(too_large)?.div_ceil(8);
+    let data_len = (volume as u64)
+        .checked_mul(u64::from(item.bits))
+        .ok_or_else(too_large)?
+        .div_ceil(8);
     let data_len32 = u32::try_from(data_len).map_err(|_| too_large())?;
 
     let raw = raw_values(tensor, item)?;
@@ -556,7 +679,10 @@ pub fn write_dat(tensor: &Tensor, item: ItemType) -> Result<Vec<u8>, DatError> {
 
 /// The raw `bits`-wide bit patterns of every value, checked to fit.
 fn raw_values(tensor: &Tensor, item: ItemType) -> Result<Vec<u64>, DatError> {
-    let bad_type = || DatError::WriteType { dtype: tensor.dtype(), item };
+    let bad_type = || DatError::WriteType {
+        dtype: tensor.dtype(),
+        item,
+    };
     let bad_value = |index: usize, value: String| DatError::WriteValue { index, value, item };
     let bits = item.bits;
     // Range of the integer kinds as i128 so that 64-bit bounds need no special cases.
@@ -565,7 +691,11 @@ fn raw_values(tensor: &Tensor, item: ItemType) -> Result<Vec<u64>, DatError> {
     } else {
         (0, (1i128 << bits) - 1)
     };
-    let mask: u64 = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    let mask: u64 = if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
     match (&tensor.data, item.kind) {
         (TensorData::F32(v), ItemKind::Float) => v
             .iter()
@@ -587,7 +717,10 @@ fn raw_values(tensor: &Tensor, item: ItemType) -> Result<Vec<u64>, DatError> {
             .iter()
             .enumerate()
             .map(|(i, &x)| {
-                if x.fract() != 0.0 || !x.is_finite() || !(lo as f64..=hi as f64).contains(&f64::from(x)) {
+                if x.fract() != 0.0
+                    || !x.is_finite()
+                    || !(lo as f64..=hi as f64).contains(&f64::from(x))
+                {
                     return Err(bad_value(i, x.to_string()));
                 }
                 Ok((x as i64 as u64) & mask)
@@ -678,8 +811,10 @@ mod tests {
     }
 
     fn check(cases: &[(&str, Vec<u8>)], expected: Expect) {
-        let out: String =
-            cases.iter().map(|(name, bytes)| format!("{name}: {}\n", show(read_dat(bytes)))).collect();
+        let out: String = cases
+            .iter()
+            .map(|(name, bytes)| format!("{name}: {}\n", show(read_dat(bytes))))
+            .collect();
         expected.assert_eq(&out);
     }
 
@@ -687,8 +822,10 @@ mod tests {
     fn write_f32_layout() {
         let bytes = write_dat_f32(&[2, 1], &[1.0, -2.5]).unwrap();
         assert_eq!(bytes.len(), HEADER_LEN + 8);
-        let hex: Vec<String> =
-            bytes[..52].chunks(4).map(|c| c.iter().map(|b| format!("{b:02x}")).collect()).collect();
+        let hex: Vec<String> = bytes[..52]
+            .chunks(4)
+            .map(|c| c.iter().map(|b| format!("{b:02x}")).collect())
+            .collect();
         expect![[r#"4eef0100 08000000 02000000 02000000 01000000 00000000 00000000 00000000 00000000 00000000 00000000 20000000 00000000"#]]
             .assert_eq(&hex.join(" "));
         assert!(bytes[52..HEADER_LEN].iter().all(|&b| b == 0));
@@ -702,7 +839,10 @@ mod tests {
 
     #[test]
     fn round_trip_every_item_type() {
-        let floats = Tensor::f32(vec![2, 3], vec![0.0, -1.5, 3.25, 65504.0, -0.000061035156, 1e-7]);
+        let floats = Tensor::f32(
+            vec![2, 3],
+            vec![0.0, -1.5, 3.25, 65504.0, -0.000061035156, 1e-7],
+        );
         let mut out = String::new();
         let mut case = |t: &Tensor, item: ItemType| {
             let bytes = write_dat(t, item).unwrap_or_else(|e| panic!("{item}: {e}"));
@@ -722,7 +862,11 @@ mod tests {
             }
         }
         for bits in [1, 2, 3, 4, 7, 8, 12, 16, 31, 32, 33, 63, 64] {
-            let hi = if bits >= 32 { i32::MAX } else { ((1i64 << bits) - 1) as i32 };
+            let hi = if bits >= 32 {
+                i32::MAX
+            } else {
+                ((1i64 << bits) - 1) as i32
+            };
             let t = Tensor::i32(vec![4], vec![0, 1, hi / 2, hi]);
             assert_eq!(case(&t, ItemType::new(ItemKind::Unsigned, bits)).data, t);
             let (lo, hi) = if bits >= 32 {
@@ -736,14 +880,26 @@ mod tests {
         for bits in [1, 4, 8, 16, 24] {
             let hi = ((1i64 << bits) - 1) as f32;
             let t = Tensor::f32(vec![3], vec![0.0, 1.0, hi]);
-            assert_eq!(case(&t, ItemType::new(ItemKind::QuantizedUnsigned, bits)).data, t);
+            assert_eq!(
+                case(&t, ItemType::new(ItemKind::QuantizedUnsigned, bits)).data,
+                t
+            );
             let lo = -((1i64 << (bits - 1)) as f32);
             let t = Tensor::f32(vec![3], vec![lo, 0.0, -lo - 1.0]);
-            assert_eq!(case(&t, ItemType::new(ItemKind::QuantizedSigned, bits)).data, t);
+            assert_eq!(
+                case(&t, ItemType::new(ItemKind::QuantizedSigned, bits)).data,
+                t
+            );
         }
-        let bools = Tensor::bool(vec![3, 3], vec![true, false, true, true, true, false, false, false, true]);
+        let bools = Tensor::bool(
+            vec![3, 3],
+            vec![true, false, true, true, true, false, false, false, true],
+        );
         for bits in [1, 8] {
-            assert_eq!(case(&bools, ItemType::new(ItemKind::Bool, bits)).data, bools);
+            assert_eq!(
+                case(&bools, ItemType::new(ItemKind::Bool, bits)).data,
+                bools
+            );
         }
         let scalar = Tensor::f32(vec![], vec![42.0]);
         assert_eq!(case(&scalar, ItemType::F32).data, scalar);
@@ -796,8 +952,12 @@ mod tests {
 
     #[test]
     fn bit_packing_is_msb_first() {
-        let t =
-            Tensor::bool(vec![10], vec![true, false, false, false, false, false, false, true, true, true]);
+        let t = Tensor::bool(
+            vec![10],
+            vec![
+                true, false, false, false, false, false, false, true, true, true,
+            ],
+        );
         let bytes = write_dat(&t, ItemType::new(ItemKind::Bool, 1)).unwrap();
         assert_eq!(&bytes[HEADER_LEN..], &[0b1000_0001, 0b1100_0000]);
         let t = Tensor::i32(vec![3], vec![0xA, 0x5, 0xF]);
@@ -805,7 +965,11 @@ mod tests {
         assert_eq!(&bytes[HEADER_LEN..], &[0xA5, 0xF0]);
         let t = Tensor::i32(vec![2], vec![0x1234, -2]);
         let bytes = write_dat(&t, ItemType::new(ItemKind::Signed, 16)).unwrap();
-        assert_eq!(&bytes[HEADER_LEN..], &[0x34, 0x12, 0xFE, 0xFF], "byte-aligned items are little-endian");
+        assert_eq!(
+            &bytes[HEADER_LEN..],
+            &[0x34, 0x12, 0xFE, 0xFF],
+            "byte-aligned items are little-endian"
+        );
     }
 
     #[test]
@@ -814,13 +978,25 @@ mod tests {
         let (min, max) = ((-1.0f32).to_bits(), 2.0f32.to_bits());
         check(
             &[
-                ("legacy float", file(&[2], 32, 0, [0, 0], &[0, 0, 128, 63, 0, 0, 0, 64])),
+                (
+                    "legacy float",
+                    file(&[2], 32, 0, [0, 0], &[0, 0, 128, 63, 0, 0, 0, 64]),
+                ),
                 ("legacy unsigned int", file(&[2], 8, 1, [0, 0], &[255, 1])),
                 ("legacy signed int", file(&[2], 8, 1, [one, 0], &[255, 1])),
-                ("legacy signed int32", file(&[1], 32, 1, [one, 0], &(-5i32).to_le_bytes())),
-                ("legacy 1-bit int (bool)", file(&[3], 1, 1, [0, 0], &[0b1010_0000])),
+                (
+                    "legacy signed int32",
+                    file(&[1], 32, 1, [one, 0], &(-5i32).to_le_bytes()),
+                ),
+                (
+                    "legacy 1-bit int (bool)",
+                    file(&[3], 1, 1, [0, 0], &[0b1010_0000]),
+                ),
                 ("legacy linear", file(&[2], 8, 0x10, [min, max], &[0, 255])),
-                ("legacy logarithmic", file(&[1, 1], 4, 0x11, [min, max], &[0xF0])),
+                (
+                    "legacy logarithmic",
+                    file(&[1, 1], 4, 0x11, [min, max], &[0xF0]),
+                ),
             ],
             expect![[r#"
                 legacy float: float32 [2] [1.0, 2.0]
@@ -834,7 +1010,10 @@ mod tests {
         );
         let legacy_bool = read_dat(&file(&[3], 1, 1, [0, 0], &[0b1010_0000])).unwrap();
         let conformed = legacy_bool.conform(&[3], DType::Bool).unwrap();
-        assert_eq!(conformed.data, Tensor::bool(vec![3], vec![true, false, true]));
+        assert_eq!(
+            conformed.data,
+            Tensor::bool(vec![3], vec![true, false, true])
+        );
     }
 
     #[test]
@@ -873,9 +1052,18 @@ mod tests {
                 ("short file", short_data),
                 ("132-byte header", extra4),
                 ("huge extents", file(&[u32::MAX; 8], 64, 0, [0, 0], &[])),
-                ("uint32 out of range", file(&[2], 32, 1, [0, 0], &[0, 0, 0, 0, 0, 0, 0, 0x80])),
-                ("int64 out of range", file(&[1], 64, 4, [0, 0], &(-(1i64 << 40)).to_le_bytes())),
-                ("float64 out of range", file(&[1], 64, 0, [0, 0], &1e300f64.to_le_bytes())),
+                (
+                    "uint32 out of range",
+                    file(&[2], 32, 1, [0, 0], &[0, 0, 0, 0, 0, 0, 0, 0x80]),
+                ),
+                (
+                    "int64 out of range",
+                    file(&[1], 64, 4, [0, 0], &(-(1i64 << 40)).to_le_bytes()),
+                ),
+                (
+                    "float64 out of range",
+                    file(&[1], 64, 0, [0, 0], &1e300f64.to_le_bytes()),
+                ),
             ],
             expect![[r#"
                 empty: error: file is 0 bytes long, shorter than the 128-byte .dat header
@@ -928,16 +1116,42 @@ mod tests {
     fn writer_rejects_bad_input() {
         let errs = [
             write_dat(&Tensor::f32(vec![1; 9], vec![0.0]), ItemType::F32),
-            write_dat(&Tensor { shape: vec![2], data: TensorData::F32(vec![0.0]) }, ItemType::F32),
-            write_dat(&Tensor::i32(vec![1], vec![256]), ItemType::new(ItemKind::Unsigned, 8)),
-            write_dat(&Tensor::i32(vec![1], vec![-1]), ItemType::new(ItemKind::Unsigned, 8)),
-            write_dat(&Tensor::f32(vec![1], vec![0.5]), ItemType::new(ItemKind::QuantizedSigned, 8)),
-            write_dat(&Tensor::f32(vec![1], vec![1e6]), ItemType::new(ItemKind::Float, 16)),
-            write_dat(&Tensor::f32(vec![1], vec![1.0]), ItemType::new(ItemKind::Signed, 8)),
-            write_dat(&Tensor::f32(vec![1], vec![1.0]), ItemType::new(ItemKind::Float, 8)),
+            write_dat(
+                &Tensor {
+                    shape: vec![2],
+                    data: TensorData::F32(vec![0.0]),
+                },
+                ItemType::F32,
+            ),
+            write_dat(
+                &Tensor::i32(vec![1], vec![256]),
+                ItemType::new(ItemKind::Unsigned, 8),
+            ),
+            write_dat(
+                &Tensor::i32(vec![1], vec![-1]),
+                ItemType::new(ItemKind::Unsigned, 8),
+            ),
+            write_dat(
+                &Tensor::f32(vec![1], vec![0.5]),
+                ItemType::new(ItemKind::QuantizedSigned, 8),
+            ),
+            write_dat(
+                &Tensor::f32(vec![1], vec![1e6]),
+                ItemType::new(ItemKind::Float, 16),
+            ),
+            write_dat(
+                &Tensor::f32(vec![1], vec![1.0]),
+                ItemType::new(ItemKind::Signed, 8),
+            ),
+            write_dat(
+                &Tensor::f32(vec![1], vec![1.0]),
+                ItemType::new(ItemKind::Float, 8),
+            ),
         ];
-        let text: Vec<String> =
-            errs.iter().map(|r| r.as_ref().err().map(|e| e.to_string()).unwrap_or_default()).collect();
+        let text: Vec<String> = errs
+            .iter()
+            .map(|r| r.as_ref().err().map(|e| e.to_string()).unwrap_or_default())
+            .collect();
         expect![[r#"
             cannot write: shape has rank 9, a .dat file holds at most rank 8
             cannot write: shape [2] has 2 items but 1 values were given

@@ -11,11 +11,11 @@
 
 use super::FrontOptions;
 use super::index::FragmentTable;
+use super::quant::QuantEntry;
+use super::quantize::VarData;
 use super::syntax::ast::{BinaryOp, Builtin, Expr, ExprKind, Index, Literal, PrimType, UnaryOp};
 use super::value::{Value, prim_of_dtype, render_scalar};
 use crate::diag::{Diagnostic, Span};
-use super::quant::QuantEntry;
-use super::quantize::VarData;
 use crate::ir::{Graph, ValueId};
 use std::collections::HashMap;
 
@@ -30,7 +30,11 @@ pub struct Scope {
 
 impl Scope {
     pub fn new(in_graph: bool, generic: Option<PrimType>) -> Scope {
-        Scope { vars: HashMap::new(), generic, in_graph }
+        Scope {
+            vars: HashMap::new(),
+            generic,
+            in_graph,
+        }
     }
 }
 
@@ -117,7 +121,11 @@ impl<'a> Evaluator<'a> {
                 }
                 Ok(Value::Tuple(out))
             }
-            ExprKind::Invocation { name, generic, args } => self.invoke_ast(name, generic.as_ref(), args, e.span, scope),
+            ExprKind::Invocation {
+                name,
+                generic,
+                args,
+            } => self.invoke_ast(name, generic.as_ref(), args, e.span, scope),
             ExprKind::Builtin { func, arg } => {
                 let v = self.eval(arg, scope)?;
                 self.builtin(*func, v, e.span, arg.span)
@@ -127,7 +135,11 @@ impl<'a> Evaluator<'a> {
                 self.unary(*op, v, e.span, operand.span)
             }
             ExprKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, e.span, scope),
-            ExprKind::IfElse { cond, then, otherwise } => {
+            ExprKind::IfElse {
+                cond,
+                then,
+                otherwise,
+            } => {
                 let c = self.eval(cond, scope)?;
                 match c {
                     // Only the chosen branch is evaluated: recursion (add_n) relies on it.
@@ -146,7 +158,11 @@ impl<'a> Evaluator<'a> {
                 let b = self.eval(base, scope)?;
                 self.subscript(b, index, base.span, e.span, scope)
             }
-            ExprKind::Comprehension { iters, filter, body } => self.comprehension(iters, filter.as_deref(), body, scope),
+            ExprKind::Comprehension {
+                iters,
+                filter,
+                body,
+            } => self.comprehension(iters, filter.as_deref(), body, scope),
         }
     }
 
@@ -161,11 +177,17 @@ impl<'a> Evaluator<'a> {
                 .with_label(*later, "assigned later here")
                 .with_note("NNEF assignments must come in dependency order: move this statement after the assignment");
         }
-        let close = scope.vars.keys().filter(|k| name.len() >= 2 && edit_close(k, name)).min();
+        let close = scope
+            .vars
+            .keys()
+            .filter(|k| name.len() >= 2 && edit_close(k, name))
+            .min();
         if let Some(k) = close {
             d = d.with_note(format!("did you mean `{k}`?"));
         } else if self.table.get(name).is_some() {
-            d = d.with_note(format!("`{name}` is an operation: call it, e.g. `{name}(...)`"));
+            d = d.with_note(format!(
+                "`{name}` is an operation: call it, e.g. `{name}(...)`"
+            ));
         } else {
             d = d.with_note("identifiers must be assigned (`name = ...;`) before they are used");
         }
@@ -174,11 +196,20 @@ impl<'a> Evaluator<'a> {
 
     /// Array literal items must share a type (spec §2.3); `[]` fits everything.
     fn check_homogeneous(&self, items: &[Value], exprs: &[Expr]) -> EResult<()> {
-        let Some(first) = items.first() else { return Ok(()) };
+        let Some(first) = items.first() else {
+            return Ok(());
+        };
         for (v, e) in items.iter().zip(exprs).skip(1) {
             if !same_kind(first, v, &self.graph) {
                 return Err(Diagnostic::error("array items have different types")
-                    .at(e.span, format!("expected `{}`, found `{}`", self.describe(first), self.describe(v)))
+                    .at(
+                        e.span,
+                        format!(
+                            "expected `{}`, found `{}`",
+                            self.describe(first),
+                            self.describe(v)
+                        ),
+                    )
                     .with_label(exprs[0].span, "the first item sets the type"));
             }
         }
@@ -187,8 +218,10 @@ impl<'a> Evaluator<'a> {
 
     fn builtin(&mut self, func: Builtin, v: Value, span: Span, arg_span: Span) -> EResult<Value> {
         let wrong = |this: &Self, what: &str, v: &Value| {
-            Diagnostic::error(format!("`{}` takes {what}", builtin_name(func)))
-                .at(arg_span, format!("expected {what}, found `{}`", this.describe(v)))
+            Diagnostic::error(format!("`{}` takes {what}", builtin_name(func))).at(
+                arg_span,
+                format!("expected {what}, found `{}`", this.describe(v)),
+            )
         };
         match func {
             Builtin::LengthOf => match &v {
@@ -214,10 +247,14 @@ impl<'a> Evaluator<'a> {
                     Value::Tensor(id) => {
                         let ty = self.graph.ty(*id).clone();
                         match ty.shape() {
-                            Some(s) => Ok(Value::Array(s.into_iter().map(|d| Value::Integer(d as i64)).collect())),
+                            Some(s) => Ok(Value::Array(
+                                s.into_iter().map(|d| Value::Integer(d as i64)).collect(),
+                            )),
                             None => Err(Diagnostic::error("`shape_of` needs a fully known shape")
                                 .at(arg_span, format!("this tensor has type `{ty}`"))
-                                .with_note("give the graph input a concrete shape (input shape overrides)")),
+                                .with_note(
+                                    "give the graph input a concrete shape (input shape overrides)",
+                                )),
                         }
                     }
                     Value::Array(_) | Value::Tuple(_) => Err(wrong(self, "a tensor", &v)),
@@ -236,8 +273,12 @@ impl<'a> Evaluator<'a> {
                     return Err(d);
                 }
                 convert(&v, to).ok_or_else(|| {
-                    Diagnostic::error(format!("cannot convert {} to `{}`", quote(&v), super::value::prim_name(to)))
-                        .at(arg_span, "this value has no numeric reading")
+                    Diagnostic::error(format!(
+                        "cannot convert {} to `{}`",
+                        quote(&v),
+                        super::value::prim_name(to)
+                    ))
+                    .at(arg_span, "this value has no numeric reading")
                 })
             }
         }
@@ -253,7 +294,10 @@ impl<'a> Evaluator<'a> {
             return self.invoke_operator(name, vec![(v, operand_span)], span);
         }
         match (op, &v) {
-            (UnaryOp::Neg, Value::Integer(i)) => i.checked_neg().map(Value::Integer).ok_or_else(|| overflow(span)),
+            (UnaryOp::Neg, Value::Integer(i)) => i
+                .checked_neg()
+                .map(Value::Integer)
+                .ok_or_else(|| overflow(span)),
             (UnaryOp::Neg, Value::Scalar(s)) => Ok(Value::Scalar(-s)),
             (UnaryOp::Plus, Value::Integer(_) | Value::Scalar(_)) => Ok(v),
             (UnaryOp::Not, Value::Logical(b)) => Ok(Value::Logical(!b)),
@@ -263,13 +307,24 @@ impl<'a> Evaluator<'a> {
                     UnaryOp::Plus => ("+", "an integer, a scalar or a tensor"),
                     UnaryOp::Not => ("!", "a logical or a tensor"),
                 };
-                Err(Diagnostic::error(format!("invalid operand for unary `{sym}`"))
-                    .at(operand_span, format!("expected {want}, found `{}`", self.describe(&v))))
+                Err(
+                    Diagnostic::error(format!("invalid operand for unary `{sym}`")).at(
+                        operand_span,
+                        format!("expected {want}, found `{}`", self.describe(&v)),
+                    ),
+                )
             }
         }
     }
 
-    fn binary(&mut self, op: BinaryOp, lhs: &Expr, rhs: &Expr, span: Span, scope: &mut Scope) -> EResult<Value> {
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        lhs: &Expr,
+        rhs: &Expr,
+        span: Span,
+        scope: &mut Scope,
+    ) -> EResult<Value> {
         let a = self.eval(lhs, scope)?;
         // `&&` and `||` short-circuit on attributes.
         match (op, &a) {
@@ -304,20 +359,44 @@ impl<'a> Evaluator<'a> {
         self.attr_binary(op, a, b, lhs.span, rhs.span, span)
     }
 
-    fn attr_binary(&self, op: BinaryOp, a: Value, b: Value, ls: Span, rs: Span, span: Span) -> EResult<Value> {
+    fn attr_binary(
+        &self,
+        op: BinaryOp,
+        a: Value,
+        b: Value,
+        ls: Span,
+        rs: Span,
+        span: Span,
+    ) -> EResult<Value> {
         use Value::*;
         let bad = |this: &Self, a: &Value, b: &Value| {
             Diagnostic::error(format!("invalid operand types for `{}`", op_symbol(op)))
-                .at(span, format!("`{}` {} `{}`", this.describe(a), op_symbol(op), this.describe(b)))
+                .at(
+                    span,
+                    format!(
+                        "`{}` {} `{}`",
+                        this.describe(a),
+                        op_symbol(op),
+                        this.describe(b)
+                    ),
+                )
                 .with_note(operand_hint(op, a, b))
         };
         Ok(match (op, &a, &b) {
-            (BinaryOp::Add, Integer(x), Integer(y)) => Integer(x.checked_add(*y).ok_or_else(|| overflow(span))?),
-            (BinaryOp::Sub, Integer(x), Integer(y)) => Integer(x.checked_sub(*y).ok_or_else(|| overflow(span))?),
-            (BinaryOp::Mul, Integer(x), Integer(y)) => Integer(x.checked_mul(*y).ok_or_else(|| overflow(span))?),
+            (BinaryOp::Add, Integer(x), Integer(y)) => {
+                Integer(x.checked_add(*y).ok_or_else(|| overflow(span))?)
+            }
+            (BinaryOp::Sub, Integer(x), Integer(y)) => {
+                Integer(x.checked_sub(*y).ok_or_else(|| overflow(span))?)
+            }
+            (BinaryOp::Mul, Integer(x), Integer(y)) => {
+                Integer(x.checked_mul(*y).ok_or_else(|| overflow(span))?)
+            }
             (BinaryOp::Div, Integer(x), Integer(y)) => {
                 if *y == 0 {
-                    return Err(Diagnostic::error("integer division by zero").at(rs, "this divisor is 0"));
+                    return Err(
+                        Diagnostic::error("integer division by zero").at(rs, "this divisor is 0")
+                    );
                 }
                 // C semantics: truncation toward zero.
                 Integer(x.checked_div(*y).ok_or_else(|| overflow(span))?)
@@ -362,7 +441,9 @@ impl<'a> Evaluator<'a> {
                     (Str(x), Str(y)) => x.partial_cmp(y),
                     _ => return Err(bad(self, &a, &b)),
                 };
-                let Some(ord) = ord else { return Ok(Logical(false)) };
+                let Some(ord) = ord else {
+                    return Ok(Logical(false));
+                };
                 Logical(match op {
                     BinaryOp::Lt => ord.is_lt(),
                     BinaryOp::Gt => ord.is_gt(),
@@ -384,13 +465,26 @@ impl<'a> Evaluator<'a> {
         })
     }
 
-    fn subscript(&mut self, base: Value, index: &Index, base_span: Span, span: Span, scope: &mut Scope) -> EResult<Value> {
+    fn subscript(
+        &mut self,
+        base: Value,
+        index: &Index,
+        base_span: Span,
+        span: Span,
+        scope: &mut Scope,
+    ) -> EResult<Value> {
         let len = match &base {
             Value::Array(a) | Value::Tuple(a) => a.len(),
             Value::Str(s) => s.chars().count(),
             other => {
                 let mut d = Diagnostic::error("only arrays, tuples and strings can be subscripted")
-                    .at(base_span, format!("expected an array, tuple or string, found `{}`", self.describe(other)));
+                    .at(
+                        base_span,
+                        format!(
+                            "expected an array, tuple or string, found `{}`",
+                            self.describe(other)
+                        ),
+                    );
                 if other.is_tensor() {
                     d = d.with_note("to take part of a tensor, use `slice(x, axes = ..., begin = ..., end = ...)`");
                 }
@@ -399,46 +493,67 @@ impl<'a> Evaluator<'a> {
         };
         match index {
             Index::Single(ie) => {
-                if matches!(base, Value::Tuple(_)) && !matches!(ie.kind, ExprKind::Literal(Literal::Integer(_))) {
-                    return Err(Diagnostic::error("tuples can only be indexed with an integer literal")
-                        .at(ie.span, "expected an integer literal such as `0`"));
+                if matches!(base, Value::Tuple(_))
+                    && !matches!(ie.kind, ExprKind::Literal(Literal::Integer(_)))
+                {
+                    return Err(Diagnostic::error(
+                        "tuples can only be indexed with an integer literal",
+                    )
+                    .at(ie.span, "expected an integer literal such as `0`"));
                 }
                 let i = self.eval_int(ie, scope, "index")?;
                 let k = normalize_index(i, len).ok_or_else(|| {
                     Diagnostic::error(format!("index {i} is out of range"))
-                        .at(ie.span, format!("expected an index in [{}, {len})", -(len as i64)))
+                        .at(
+                            ie.span,
+                            format!("expected an index in [{}, {len})", -(len as i64)),
+                        )
                         .with_label(base_span, format!("this has length {len}"))
                 })?;
                 Ok(match base {
                     Value::Array(mut a) | Value::Tuple(mut a) => a.swap_remove(k),
-                    Value::Str(s) => Value::Str(s.chars().nth(k).map(String::from).unwrap_or_default()),
+                    Value::Str(s) => {
+                        Value::Str(s.chars().nth(k).map(String::from).unwrap_or_default())
+                    }
                     _ => Value::Array(vec![]),
                 })
             }
             Index::Range(lo, hi) => {
                 if matches!(base, Value::Tuple(_)) {
-                    return Err(Diagnostic::error("tuples cannot be sliced with a range").at(span, "expected a single index"));
+                    return Err(Diagnostic::error("tuples cannot be sliced with a range")
+                        .at(span, "expected a single index"));
                 }
-                let bound = |this: &mut Self, e: &Option<Expr>, default: usize, scope: &mut Scope| -> EResult<usize> {
-                    match e {
-                        None => Ok(default),
-                        Some(e) => {
-                            let i = this.eval_int(e, scope, "range bound")?;
-                            let k = if i < 0 { i + len as i64 } else { i };
-                            if (0..=len as i64).contains(&k) {
-                                Ok(k as usize)
-                            } else {
-                                Err(Diagnostic::error(format!("range bound {i} is out of range"))
-                                    .at(e.span, format!("expected a bound in [{}, {len}]", -(len as i64)))
+                let bound =
+                    |this: &mut Self,
+                     e: &Option<Expr>,
+                     default: usize,
+                     scope: &mut Scope|
+                     -> EResult<usize> {
+                        match e {
+                            None => Ok(default),
+                            Some(e) => {
+                                let i = this.eval_int(e, scope, "range bound")?;
+                                let k = if i < 0 { i + len as i64 } else { i };
+                                if (0..=len as i64).contains(&k) {
+                                    Ok(k as usize)
+                                } else {
+                                    Err(Diagnostic::error(format!(
+                                        "range bound {i} is out of range"
+                                    ))
+                                    .at(
+                                        e.span,
+                                        format!("expected a bound in [{}, {len}]", -(len as i64)),
+                                    )
                                     .with_label(base_span, format!("this has length {len}")))
+                                }
                             }
                         }
-                    }
-                };
+                    };
                 let a = bound(self, lo, 0, scope)?;
                 let b = bound(self, hi, len, scope)?;
                 if a > b {
-                    return Err(Diagnostic::error(format!("range [{a}:{b}] is reversed")).at(span, "expected begin ≤ end"));
+                    return Err(Diagnostic::error(format!("range [{a}:{b}] is reversed"))
+                        .at(span, "expected begin ≤ end"));
                 }
                 Ok(match base {
                     Value::Array(v) => Value::Array(v[a..b].to_vec()),
@@ -453,8 +568,10 @@ impl<'a> Evaluator<'a> {
     pub fn eval_int(&mut self, e: &Expr, scope: &mut Scope, what: &str) -> EResult<i64> {
         match self.eval(e, scope)? {
             Value::Integer(i) => Ok(i),
-            other => Err(Diagnostic::error(format!("{what} must be an integer"))
-                .at(e.span, format!("expected `integer`, found `{}`", self.describe(&other)))),
+            other => Err(Diagnostic::error(format!("{what} must be an integer")).at(
+                e.span,
+                format!("expected `integer`, found `{}`", self.describe(&other)),
+            )),
         }
     }
 
@@ -470,26 +587,44 @@ impl<'a> Evaluator<'a> {
             match self.eval(e, scope)? {
                 Value::Array(items) => lists.push(items),
                 other => {
-                    return Err(Diagnostic::error(format!("`{}` must iterate over an array", ident.name))
-                        .at(e.span, format!("expected an array, found `{}`", self.describe(&other)))
-                        .with_note("use `range_of(x)` to iterate over indices"));
+                    return Err(Diagnostic::error(format!(
+                        "`{}` must iterate over an array",
+                        ident.name
+                    ))
+                    .at(
+                        e.span,
+                        format!("expected an array, found `{}`", self.describe(&other)),
+                    )
+                    .with_note("use `range_of(x)` to iterate over indices"));
                 }
             }
         }
         let n = lists.first().map_or(0, Vec::len);
         for ((ident, e), l) in iters.iter().zip(&lists).skip(1) {
             if l.len() != n {
-                return Err(Diagnostic::error("iterables of a comprehension have different lengths")
-                    .at(e.span, format!("`{}` iterates over {} items", ident.name, l.len()))
-                    .with_label(iters[0].1.span, format!("`{}` iterates over {n} items", iters[0].0.name))
-                    .with_note("iterators advance in lock step, so all iterables need the same length"));
+                return Err(Diagnostic::error(
+                    "iterables of a comprehension have different lengths",
+                )
+                .at(
+                    e.span,
+                    format!("`{}` iterates over {} items", ident.name, l.len()),
+                )
+                .with_label(
+                    iters[0].1.span,
+                    format!("`{}` iterates over {n} items", iters[0].0.name),
+                )
+                .with_note(
+                    "iterators advance in lock step, so all iterables need the same length",
+                ));
             }
         }
         let mut out = Vec::new();
         for k in 0..n {
             let mut saved = Vec::with_capacity(iters.len());
             for ((ident, _), l) in iters.iter().zip(&lists) {
-                let prev = scope.vars.insert(ident.name.clone(), (l[k].clone(), ident.span));
+                let prev = scope
+                    .vars
+                    .insert(ident.name.clone(), (l[k].clone(), ident.span));
                 saved.push((ident.name.clone(), prev));
             }
             let r = self.comprehension_item(filter, body, scope);
@@ -506,14 +641,24 @@ impl<'a> Evaluator<'a> {
         Ok(Value::Array(out))
     }
 
-    fn comprehension_item(&mut self, filter: Option<&Expr>, body: &Expr, scope: &mut Scope) -> EResult<Option<Value>> {
+    fn comprehension_item(
+        &mut self,
+        filter: Option<&Expr>,
+        body: &Expr,
+        scope: &mut Scope,
+    ) -> EResult<Option<Value>> {
         if let Some(f) = filter {
             match self.eval(f, scope)? {
                 Value::Logical(true) => {}
                 Value::Logical(false) => return Ok(None),
                 other => {
-                    return Err(Diagnostic::error("the filter of a comprehension must be a logical attribute")
-                        .at(f.span, format!("expected `logical`, found `{}`", self.describe(&other))));
+                    return Err(Diagnostic::error(
+                        "the filter of a comprehension must be a logical attribute",
+                    )
+                    .at(
+                        f.span,
+                        format!("expected `logical`, found `{}`", self.describe(&other)),
+                    ));
                 }
             }
         }
@@ -523,17 +668,23 @@ impl<'a> Evaluator<'a> {
 
 fn normalize_index(i: i64, len: usize) -> Option<usize> {
     let k = if i < 0 { i + len as i64 } else { i };
-    if (0..len as i64).contains(&k) { Some(k as usize) } else { None }
+    if (0..len as i64).contains(&k) {
+        Some(k as usize)
+    } else {
+        None
+    }
 }
 
 fn repeat_count(n: i64, span: Span) -> EResult<usize> {
     usize::try_from(n).map_err(|_| {
-        Diagnostic::error(format!("repeat count {n} is negative")).at(span, "expected an integer ≥ 0")
+        Diagnostic::error(format!("repeat count {n} is negative"))
+            .at(span, "expected an integer ≥ 0")
     })
 }
 
 fn overflow(span: Span) -> Diagnostic {
-    Diagnostic::error("integer overflow in compile-time arithmetic").at(span, "the result does not fit in 64 bits")
+    Diagnostic::error("integer overflow in compile-time arithmetic")
+        .at(span, "the result does not fit in 64 bits")
 }
 
 fn edit_close(a: &str, b: &str) -> bool {
@@ -573,7 +724,9 @@ pub fn same_kind(a: &Value, b: &Value, graph: &Graph) -> bool {
             (Some(p), Some(q)) => same_kind(p, q, graph),
             _ => true,
         },
-        (Value::Tuple(x), Value::Tuple(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_kind(p, q, graph)),
+        (Value::Tuple(x), Value::Tuple(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_kind(p, q, graph))
+        }
         _ => false,
     }
 }
@@ -635,7 +788,10 @@ fn op_symbol(op: BinaryOp) -> &'static str {
 }
 
 fn operand_hint(op: BinaryOp, a: &Value, b: &Value) -> String {
-    let mixed_numbers = matches!((a, b), (Value::Integer(_), Value::Scalar(_)) | (Value::Scalar(_), Value::Integer(_)));
+    let mixed_numbers = matches!(
+        (a, b),
+        (Value::Integer(_), Value::Scalar(_)) | (Value::Scalar(_), Value::Integer(_))
+    );
     if mixed_numbers {
         return "NNEF never mixes integers and scalars: convert one side with `scalar(n)` or `integer(x)`".into();
     }

@@ -11,7 +11,9 @@
 use super::eval::{CallFrame, EResult, Evaluator, Scope};
 use super::index::Fragment;
 use super::lower::is_native;
-use super::syntax::ast::{Arg, Assignment, Expr, ExprKind, FragmentDef, GraphDef, Ident, PrimType, TypeSpec};
+use super::syntax::ast::{
+    Arg, Assignment, Expr, ExprKind, FragmentDef, GraphDef, Ident, PrimType, TypeSpec,
+};
 use super::value::{Value, describe_spec, prim_name};
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use std::collections::{HashMap, HashSet};
@@ -69,8 +71,10 @@ impl<'a> Evaluator<'a> {
                 }
             },
             Some(other) => {
-                return Err(Diagnostic::error("the generic argument must be a primitive type")
-                    .at(other.span(), "expected `scalar`, `integer` or `logical`"));
+                return Err(
+                    Diagnostic::error("the generic argument must be a primitive type")
+                        .at(other.span(), "expected `scalar`, `integer` or `logical`"),
+                );
             }
         };
         if explicit.is_some() && frag.def.generic.is_none() {
@@ -82,16 +86,35 @@ impl<'a> Evaluator<'a> {
         let mut vals = Vec::with_capacity(args.len());
         for a in args {
             let v = self.eval(&a.value, scope)?;
-            vals.push(ArgVal { name: a.name.clone(), value: v, span: a.value.span });
+            vals.push(ArgVal {
+                name: a.name.clone(),
+                value: v,
+                span: a.value.span,
+            });
         }
         self.invoke(frag, explicit, vals, span, name.span)
     }
 
     /// Operators on tensors: `a + b` is `add(a, b)`.
-    pub fn invoke_operator(&mut self, name: &str, args: Vec<(Value, Span)>, span: Span) -> EResult<Value> {
-        let ident = Ident { name: name.into(), span };
+    pub fn invoke_operator(
+        &mut self,
+        name: &str,
+        args: Vec<(Value, Span)>,
+        span: Span,
+    ) -> EResult<Value> {
+        let ident = Ident {
+            name: name.into(),
+            span,
+        };
         let frag = self.lookup(&ident)?;
-        let vals = args.into_iter().map(|(value, span)| ArgVal { name: None, value, span }).collect();
+        let vals = args
+            .into_iter()
+            .map(|(value, span)| ArgVal {
+                name: None,
+                value,
+                span,
+            })
+            .collect();
         self.invoke(frag, None, vals, span, span)
     }
 
@@ -114,9 +137,11 @@ impl<'a> Evaluator<'a> {
             match &a.name {
                 None => {
                     if let Some(named) = seen_named {
-                        return Err(Diagnostic::error("positional argument after a named argument")
-                            .at(a.span, "expected `name = value` here")
-                            .with_label(named, "named arguments start here"));
+                        return Err(Diagnostic::error(
+                            "positional argument after a named argument",
+                        )
+                        .at(a.span, "expected `name = value` here")
+                        .with_label(named, "named arguments start here"));
                     }
                     if positional >= def.params.len() {
                         return Err(Diagnostic::error(format!(
@@ -133,14 +158,20 @@ impl<'a> Evaluator<'a> {
                 Some(n) => {
                     seen_named.get_or_insert(n.span);
                     let Some(i) = def.params.iter().position(|p| p.name.name == n.name) else {
-                        return Err(Diagnostic::error(format!("`{fname}` has no parameter `{}`", n.name))
-                            .at(n.span, "unknown parameter name")
-                            .with_note(signature(def)));
+                        return Err(Diagnostic::error(format!(
+                            "`{fname}` has no parameter `{}`",
+                            n.name
+                        ))
+                        .at(n.span, "unknown parameter name")
+                        .with_note(signature(def)));
                     };
                     if slots[i].is_some() {
-                        return Err(Diagnostic::error(format!("parameter `{}` of `{fname}` is given twice", n.name))
-                            .at(n.span, "duplicate argument")
-                            .with_note(signature(def)));
+                        return Err(Diagnostic::error(format!(
+                            "parameter `{}` of `{fname}` is given twice",
+                            n.name
+                        ))
+                        .at(n.span, "duplicate argument")
+                        .with_note(signature(def)));
                     }
                     slots[i] = Some((a.value, a.span));
                 }
@@ -157,9 +188,19 @@ impl<'a> Evaluator<'a> {
                         values.push((v, call_span));
                     }
                     None => {
-                        return Err(Diagnostic::error(format!("missing argument `{}` of `{fname}`", p.name.name))
-                            .at(call_span, format!("expected a value for `{}: {}`", p.name.name, describe_spec(&p.ty, None)))
-                            .with_note(signature(def)));
+                        return Err(Diagnostic::error(format!(
+                            "missing argument `{}` of `{fname}`",
+                            p.name.name
+                        ))
+                        .at(
+                            call_span,
+                            format!(
+                                "expected a value for `{}: {}`",
+                                p.name.name,
+                                describe_spec(&p.ty, None)
+                            ),
+                        )
+                        .with_note(signature(def)));
                     }
                 },
             }
@@ -179,19 +220,31 @@ impl<'a> Evaluator<'a> {
                     match cands.first() {
                         Some(&(t, i)) => {
                             if let Some(&(u, j)) = cands.iter().find(|(u, _)| *u != t) {
-                                return Err(Diagnostic::error(format!("ambiguous generic type in `{fname}`"))
-                                    .at(values[j].1, format!("this makes `?` `{}`", prim_name(u)))
-                                    .with_label(values[i].1, format!("this makes `?` `{}`", prim_name(t)))
-                                    .with_note(format!("write the type explicitly, e.g. `{fname}<{}>(...)`", prim_name(t))));
+                                return Err(Diagnostic::error(format!(
+                                    "ambiguous generic type in `{fname}`"
+                                ))
+                                .at(values[j].1, format!("this makes `?` `{}`", prim_name(u)))
+                                .with_label(
+                                    values[i].1,
+                                    format!("this makes `?` `{}`", prim_name(t)),
+                                )
+                                .with_note(format!(
+                                    "write the type explicitly, e.g. `{fname}<{}>(...)`",
+                                    prim_name(t)
+                                )));
                             }
                             Some(t)
                         }
                         None => match default {
                             Some(TypeSpec::Prim(p, _)) => Some(*p),
                             _ => {
-                                return Err(Diagnostic::error(format!("cannot deduce the generic type of `{fname}`"))
-                                    .at(name_span, "no argument determines `?`")
-                                    .with_note(format!("write it explicitly, e.g. `{fname}<scalar>(...)`")));
+                                return Err(Diagnostic::error(format!(
+                                    "cannot deduce the generic type of `{fname}`"
+                                ))
+                                .at(name_span, "no argument determines `?`")
+                                .with_note(format!(
+                                    "write it explicitly, e.g. `{fname}<scalar>(...)`"
+                                )));
                             }
                         },
                     }
@@ -201,7 +254,8 @@ impl<'a> Evaluator<'a> {
         let mut bound = HashMap::with_capacity(values.len());
         for (p, (v, span)) in def.params.iter().zip(values) {
             let found = self.describe(&v);
-            let is_int_for_scalar = matches!(v, Value::Integer(_)) && describe_spec(&p.ty, generic).contains("scalar");
+            let is_int_for_scalar =
+                matches!(v, Value::Integer(_)) && describe_spec(&p.ty, generic).contains("scalar");
             let c = self.coerce(v, &p.ty, generic).map_err(|_| {
                 let want = describe_spec(&p.ty, generic);
                 let mut d = Diagnostic::error(format!("wrong type for argument `{}` of `{fname}`", p.name.name))
@@ -217,7 +271,11 @@ impl<'a> Evaluator<'a> {
             })?;
             bound.insert(p.name.name.clone(), (c, span));
         }
-        let bound = Bound { values: bound, generic, call_span };
+        let bound = Bound {
+            values: bound,
+            generic,
+            call_span,
+        };
         if frag.is_primitive() || is_native(fname) {
             return self.lower_op(frag, &bound);
         }
@@ -231,7 +289,11 @@ impl<'a> Evaluator<'a> {
         if self.stack.len() >= self.opts.max_recursion_depth {
             let chain: Vec<&str> = self.stack.iter().map(|f| f.fragment.as_str()).collect();
             let shown = if chain.len() > 8 {
-                format!("{} → … → {}", chain[..4].join(" → "), chain[chain.len() - 3..].join(" → "))
+                format!(
+                    "{} → … → {}",
+                    chain[..4].join(" → "),
+                    chain[chain.len() - 3..].join(" → ")
+                )
             } else {
                 chain.join(" → ")
             };
@@ -239,19 +301,31 @@ impl<'a> Evaluator<'a> {
                 "fragment expansion deeper than {} calls",
                 self.opts.max_recursion_depth
             ))
-            .at(call_span, format!("call to `{fname}` exceeds the depth limit"))
+            .at(
+                call_span,
+                format!("call to `{fname}` exceeds the depth limit"),
+            )
             .with_note(format!("call chain: {shown} → {fname}"))
             .with_note("a recursive fragment needs an `if`/`else` that stops the recursion"));
         }
         let Some(body) = &def.body else {
-            return Err(Diagnostic::error(format!("`{fname}` has no body")).at(call_span, "cannot expand"));
+            return Err(
+                Diagnostic::error(format!("`{fname}` has no body")).at(call_span, "cannot expand")
+            );
         };
-        self.stack.push(CallFrame { fragment: fname.clone(), call_span });
+        self.stack.push(CallFrame {
+            fragment: fname.clone(),
+            call_span,
+        });
         let r = self.expand_body(def, body, bound);
         self.stack.pop();
         r.map_err(|d| {
             let label = format!("in `{fname}` called from here");
-            if d.secondary.iter().any(|l| l.span == call_span && l.message == label) || d.primary.as_ref().is_some_and(|p| p.span == call_span) {
+            if d.secondary
+                .iter()
+                .any(|l| l.span == call_span && l.message == label)
+                || d.primary.as_ref().is_some_and(|p| p.span == call_span)
+            {
                 d
             } else {
                 d.with_label(call_span, label)
@@ -259,7 +333,12 @@ impl<'a> Evaluator<'a> {
         })
     }
 
-    fn expand_body(&mut self, def: &FragmentDef, body: &[Assignment], bound: Bound) -> EResult<Value> {
+    fn expand_body(
+        &mut self,
+        def: &FragmentDef,
+        body: &[Assignment],
+        bound: Bound,
+    ) -> EResult<Value> {
         let mut scope = Scope::new(false, bound.generic);
         for (name, v) in bound.values {
             scope.vars.insert(name, v);
@@ -271,30 +350,54 @@ impl<'a> Evaluator<'a> {
         let mut results = Vec::with_capacity(def.results.len());
         for r in &def.results {
             let Some((v, span)) = scope.vars.get(&r.name.name).cloned() else {
-                return Err(Diagnostic::error(format!("result `{}` of `{}` is never assigned", r.name.name, def.name.name))
-                    .at(r.name.span, "declared here")
-                    .with_note(format!("assign it in the body: `{} = ...;`", r.name.name)));
+                return Err(Diagnostic::error(format!(
+                    "result `{}` of `{}` is never assigned",
+                    r.name.name, def.name.name
+                ))
+                .at(r.name.span, "declared here")
+                .with_note(format!("assign it in the body: `{} = ...;`", r.name.name)));
             };
             let found = self.describe(&v);
             let c = self.coerce(v, &r.ty, bound.generic).map_err(|_| {
-                Diagnostic::error(format!("result `{}` of `{}` has the wrong type", r.name.name, def.name.name))
-                    .at(span, format!("expected `{}`, found `{found}`", describe_spec(&r.ty, bound.generic)))
-                    .with_label(r.ty.span(), "declared type")
+                Diagnostic::error(format!(
+                    "result `{}` of `{}` has the wrong type",
+                    r.name.name, def.name.name
+                ))
+                .at(
+                    span,
+                    format!(
+                        "expected `{}`, found `{found}`",
+                        describe_spec(&r.ty, bound.generic)
+                    ),
+                )
+                .with_label(r.ty.span(), "declared type")
             })?;
             results.push(c);
         }
-        Ok(if results.len() == 1 { results.swap_remove(0) } else { Value::Tuple(results) })
+        Ok(if results.len() == 1 {
+            results.swap_remove(0)
+        } else {
+            Value::Tuple(results)
+        })
     }
 
     /// Binds a left-hand side pattern (identifier, array or tuple of patterns).
-    pub fn bind_lhs(&mut self, lhs: &Expr, v: Value, scope: &mut Scope, fresh: &mut HashSet<String>) -> EResult<()> {
+    pub fn bind_lhs(
+        &mut self,
+        lhs: &Expr,
+        v: Value,
+        scope: &mut Scope,
+        fresh: &mut HashSet<String>,
+    ) -> EResult<()> {
         match (&lhs.kind, v) {
             (ExprKind::Ident(name), v) => {
                 if let Some((_, prev)) = scope.vars.get(name) {
-                    return Err(Diagnostic::error(format!("`{name}` is assigned more than once"))
-                        .at(lhs.span, "assigned again here")
-                        .with_label(*prev, "first assigned here")
-                        .with_note("NNEF identifiers are single-assignment: use a new name"));
+                    return Err(
+                        Diagnostic::error(format!("`{name}` is assigned more than once"))
+                            .at(lhs.span, "assigned again here")
+                            .with_label(*prev, "first assigned here")
+                            .with_note("NNEF identifiers are single-assignment: use a new name"),
+                    );
                 }
                 if scope.in_graph {
                     self.check_graph_value(name, &v, lhs.span)?;
@@ -308,7 +411,8 @@ impl<'a> Evaluator<'a> {
                 scope.vars.insert(name.clone(), (v, lhs.span));
                 Ok(())
             }
-            (ExprKind::Array(pats), Value::Array(items)) | (ExprKind::Tuple(pats), Value::Tuple(items))
+            (ExprKind::Array(pats), Value::Array(items))
+            | (ExprKind::Tuple(pats), Value::Tuple(items))
                 if pats.len() == items.len() =>
             {
                 for (p, i) in pats.iter().zip(items) {
@@ -317,16 +421,39 @@ impl<'a> Evaluator<'a> {
                 Ok(())
             }
             (ExprKind::Array(pats), v) | (ExprKind::Tuple(pats), v) => {
-                let kind = if matches!(lhs.kind, ExprKind::Array(_)) { "an array" } else { "a tuple" };
-                Err(Diagnostic::error("the left-hand side does not match the value's structure")
-                    .at(lhs.span, format!("{kind} of {} name{}", pats.len(), if pats.len() == 1 { "" } else { "s" }))
-                    .with_note(format!("the right-hand side gives `{}`{}", self.describe(&v), match &v {
-                        Value::Array(a) | Value::Tuple(a) => format!(" with {} item{}", a.len(), if a.len() == 1 { "" } else { "s" }),
-                        _ => String::new(),
-                    })))
+                let kind = if matches!(lhs.kind, ExprKind::Array(_)) {
+                    "an array"
+                } else {
+                    "a tuple"
+                };
+                Err(
+                    Diagnostic::error("the left-hand side does not match the value's structure")
+                        .at(
+                            lhs.span,
+                            format!(
+                                "{kind} of {} name{}",
+                                pats.len(),
+                                if pats.len() == 1 { "" } else { "s" }
+                            ),
+                        )
+                        .with_note(format!(
+                            "the right-hand side gives `{}`{}",
+                            self.describe(&v),
+                            match &v {
+                                Value::Array(a) | Value::Tuple(a) => format!(
+                                    " with {} item{}",
+                                    a.len(),
+                                    if a.len() == 1 { "" } else { "s" }
+                                ),
+                                _ => String::new(),
+                            }
+                        )),
+                )
             }
-            (_, _) => Err(Diagnostic::error("invalid left-hand side")
-                .at(lhs.span, "expected an identifier, or an array or tuple of identifiers")),
+            (_, _) => Err(Diagnostic::error("invalid left-hand side").at(
+                lhs.span,
+                "expected an identifier, or an array or tuple of identifiers",
+            )),
         }
     }
 
@@ -354,9 +481,11 @@ impl<'a> Evaluator<'a> {
         let mut params: HashMap<&str, Span> = HashMap::new();
         for p in &g.params {
             if let Some(prev) = params.insert(&p.name, p.span) {
-                errors.push(Diagnostic::error(format!("graph input `{}` is listed twice", p.name))
-                    .at(p.span, "duplicate")
-                    .with_label(prev, "first listed here"));
+                errors.push(
+                    Diagnostic::error(format!("graph input `{}` is listed twice", p.name))
+                        .at(p.span, "duplicate")
+                        .with_label(prev, "first listed here"),
+                );
             }
         }
         let mut scope = Scope::new(true, None);
@@ -377,12 +506,21 @@ impl<'a> Evaluator<'a> {
         }
         for p in &g.params {
             if !scope.vars.contains_key(&p.name) {
-                errors.push(Diagnostic::error(format!("graph input `{}` is never assigned", p.name))
-                    .at(p.span, "declared as an input here")
-                    .with_note(format!("assign it with `{} = external<scalar>(shape = [...]);`", p.name)));
+                errors.push(
+                    Diagnostic::error(format!("graph input `{}` is never assigned", p.name))
+                        .at(p.span, "declared as an input here")
+                        .with_note(format!(
+                            "assign it with `{} = external<scalar>(shape = [...]);`",
+                            p.name
+                        )),
+                );
             }
         }
-        let mut unknown: Vec<_> = self.quant.values().filter(|e| !scope.vars.contains_key(&e.tensor)).collect();
+        let mut unknown: Vec<_> = self
+            .quant
+            .values()
+            .filter(|e| !scope.vars.contains_key(&e.tensor))
+            .collect();
         unknown.sort_by_key(|e| e.span.start);
         for e in unknown {
             errors.push(Diagnostic::error(format!("graph.quant names `{}`, which the graph does not assign", e.tensor))
@@ -391,30 +529,48 @@ impl<'a> Evaluator<'a> {
         }
         for r in &g.results {
             match scope.vars.get(&r.name) {
-                None => errors.push(Diagnostic::error(format!("graph output `{}` is never assigned", r.name))
-                    .at(r.span, "declared as an output here")),
+                None => errors.push(
+                    Diagnostic::error(format!("graph output `{}` is never assigned", r.name))
+                        .at(r.span, "declared as an output here"),
+                ),
                 Some((Value::Tensor(id), _)) => self.graph.outputs.push(*id),
-                Some((v, _)) => errors.push(Diagnostic::error(format!("graph output `{}` must be a single tensor", r.name))
-                    .at(r.span, format!("it holds `{}`", self.describe(v)))),
+                Some((v, _)) => errors.push(
+                    Diagnostic::error(format!("graph output `{}` must be a single tensor", r.name))
+                        .at(r.span, format!("it holds `{}`", self.describe(v))),
+                ),
             }
         }
-        if errors.is_empty() { Ok(()) } else { Err(Diagnostics(errors)) }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Diagnostics(errors))
+        }
     }
 
-    fn graph_assignment(&mut self, a: &Assignment, params: &HashMap<&str, Span>, scope: &mut Scope) -> EResult<()> {
-        let is_external = matches!(&a.rhs.kind, ExprKind::Invocation { name, .. } if name.name == "external");
+    fn graph_assignment(
+        &mut self,
+        a: &Assignment,
+        params: &HashMap<&str, Span>,
+        scope: &mut Scope,
+    ) -> EResult<()> {
+        let is_external =
+            matches!(&a.rhs.kind, ExprKind::Invocation { name, .. } if name.name == "external");
         self.external_name = None;
         if is_external {
             match &a.lhs.kind {
-                ExprKind::Ident(n) if params.contains_key(n.as_str()) => self.external_name = Some(n.clone()),
+                ExprKind::Ident(n) if params.contains_key(n.as_str()) => {
+                    self.external_name = Some(n.clone())
+                }
                 ExprKind::Ident(n) => {
                     return Err(Diagnostic::error(format!("`external` assigns `{n}`, which is not a graph input"))
                         .at(a.lhs.span, "not listed in the graph's inputs")
                         .with_note(format!("add `{n}` to the input list `graph name({n}, ...)`, or use `variable` or `constant`")));
                 }
                 _ => {
-                    return Err(Diagnostic::error("`external` must be assigned to a single identifier")
-                        .at(a.lhs.span, "expected one graph input name"));
+                    return Err(Diagnostic::error(
+                        "`external` must be assigned to a single identifier",
+                    )
+                    .at(a.lhs.span, "expected one graph input name"));
                 }
             }
         } else {
@@ -422,9 +578,11 @@ impl<'a> Evaluator<'a> {
             lhs_names(&a.lhs, &mut names);
             for (n, span) in names {
                 if params.contains_key(n.as_str()) {
-                    return Err(Diagnostic::error(format!("graph input `{n}` must be assigned by `external`"))
-                        .at(span, "assigned by another operation here")
-                        .with_note(format!("write `{n} = external<scalar>(shape = [...]);`")));
+                    return Err(Diagnostic::error(format!(
+                        "graph input `{n}` must be assigned by `external`"
+                    ))
+                    .at(span, "assigned by another operation here")
+                    .with_note(format!("write `{n} = external<scalar>(shape = [...]);`")));
                 }
             }
         }
@@ -457,7 +615,9 @@ impl<'a> Evaluator<'a> {
 fn lhs_names(e: &Expr, out: &mut Vec<(String, Span)>) {
     match &e.kind {
         ExprKind::Ident(n) => out.push((n.clone(), e.span)),
-        ExprKind::Array(items) | ExprKind::Tuple(items) => items.iter().for_each(|i| lhs_names(i, out)),
+        ExprKind::Array(items) | ExprKind::Tuple(items) => {
+            items.iter().for_each(|i| lhs_names(i, out))
+        }
         _ => {}
     }
 }
@@ -475,12 +635,20 @@ pub fn signature(def: &FragmentDef) -> String {
             s
         })
         .collect();
-    let results: Vec<String> = def.results.iter().map(|r| format!("{}: {}", r.name.name, describe_spec(&r.ty, None))).collect();
+    let results: Vec<String> = def
+        .results
+        .iter()
+        .map(|r| format!("{}: {}", r.name.name, describe_spec(&r.ty, None)))
+        .collect();
     let generic = match &def.generic {
         None => String::new(),
         Some(None) => "<?>".into(),
         Some(Some(t)) => format!("<? = {}>", describe_spec(t, None)),
     };
-    format!("signature: {}{generic}({}) -> ({})", def.name.name, params.join(", "), results.join(", "))
+    format!(
+        "signature: {}{generic}({}) -> ({})",
+        def.name.name,
+        params.join(", "),
+        results.join(", ")
+    )
 }
-

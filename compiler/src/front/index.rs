@@ -9,7 +9,9 @@
 //! `KHR_enable_operator_expressions`). Recursion between fragments is allowed (NNEF's
 //! `add_n` is recursive); termination is checked while expanding, not here.
 
-use super::syntax::ast::{Document, Expr, ExprKind, FragmentDef, Index, Literal, TypeSpec, UnaryOp};
+use super::syntax::ast::{
+    Document, Expr, ExprKind, FragmentDef, Index, Literal, TypeSpec, UnaryOp,
+};
 use super::value::{describe_spec, spec_has_unbound_tensor, spec_is_tensor, spec_uses_generic};
 use crate::diag::{Diagnostic, Diagnostics, Span};
 use std::collections::{BTreeMap, HashMap};
@@ -66,18 +68,33 @@ impl FragmentTable {
                         Origin::User => "first defined here",
                     };
                     errors.push(
-                        Diagnostic::error(format!("operation `{}` is already defined", def.name.name))
-                            .at(def.name.span, "redefined here")
-                            .with_label(prev.def.name.span, where_)
-                            .with_note("NNEF has no overloading or shadowing: choose another fragment name"),
+                        Diagnostic::error(format!(
+                            "operation `{}` is already defined",
+                            def.name.name
+                        ))
+                        .at(def.name.span, "redefined here")
+                        .with_label(prev.def.name.span, where_)
+                        .with_note(
+                            "NNEF has no overloading or shadowing: choose another fragment name",
+                        ),
                     );
                     continue;
                 }
                 check_signature(def, origin, &mut errors);
-                table.map.insert(def.name.name.clone(), Fragment { def: def.clone(), origin });
+                table.map.insert(
+                    def.name.name.clone(),
+                    Fragment {
+                        def: def.clone(),
+                        origin,
+                    },
+                );
             }
         }
-        if errors.is_empty() { Ok(table) } else { Err(Diagnostics(errors)) }
+        if errors.is_empty() {
+            Ok(table)
+        } else {
+            Err(Diagnostics(errors))
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&Fragment> {
@@ -113,7 +130,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for i in 1..=a.len() {
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
                 v = v.min(d[i - 2][j - 2] + 1);
             }
@@ -128,13 +147,20 @@ fn check_signature(def: &FragmentDef, origin: Origin, errors: &mut Vec<Diagnosti
     let fname = &def.name.name;
     // Rule 6: unique names across parameters and results.
     let mut seen: BTreeMap<&str, Span> = BTreeMap::new();
-    let names = def.params.iter().map(|p| (&p.name, "parameter")).chain(def.results.iter().map(|r| (&r.name, "result")));
+    let names = def
+        .params
+        .iter()
+        .map(|p| (&p.name, "parameter"))
+        .chain(def.results.iter().map(|r| (&r.name, "result")));
     for (ident, kind) in names {
         if let Some(prev) = seen.get(ident.name.as_str()) {
             errors.push(
-                Diagnostic::error(format!("`{}` is declared twice in the signature of `{fname}`", ident.name))
-                    .at(ident.span, format!("duplicate {kind} name"))
-                    .with_label(*prev, "first declared here"),
+                Diagnostic::error(format!(
+                    "`{}` is declared twice in the signature of `{fname}`",
+                    ident.name
+                ))
+                .at(ident.span, format!("duplicate {kind} name"))
+                .with_label(*prev, "first declared here"),
             );
         } else {
             seen.insert(&ident.name, ident.span);
@@ -153,7 +179,9 @@ fn check_signature(def: &FragmentDef, origin: Origin, errors: &mut Vec<Diagnosti
                     ))
                     .at(p.ty.span(), "expected an attribute type here")
                     .with_label(a.span, "first attribute parameter")
-                    .with_note("NNEF requires all tensor parameters before the attribute parameters"),
+                    .with_note(
+                        "NNEF requires all tensor parameters before the attribute parameters",
+                    ),
                 );
             }
         } else if first_attr.is_none() {
@@ -167,14 +195,21 @@ fn check_signature(def: &FragmentDef, origin: Origin, errors: &mut Vec<Diagnosti
             if spec_is_tensor(&r.ty) != kind {
                 errors.push(
                     Diagnostic::error(format!("results of `{fname}` mix tensors and attributes"))
-                        .at(r.ty.span(), format!("expected a{} type", if kind { " tensor" } else { "n attribute" }))
+                        .at(
+                            r.ty.span(),
+                            format!(
+                                "expected a{} type",
+                                if kind { " tensor" } else { "n attribute" }
+                            ),
+                        )
                         .with_label(first.ty.span(), "the first result sets the kind"),
                 );
             }
         }
     }
     // Rule 9: `?` used ⇔ declared generic.
-    let uses = def.params.iter().any(|p| spec_uses_generic(&p.ty)) || def.results.iter().any(|r| spec_uses_generic(&r.ty));
+    let uses = def.params.iter().any(|p| spec_uses_generic(&p.ty))
+        || def.results.iter().any(|r| spec_uses_generic(&r.ty));
     match (&def.generic, uses) {
         (None, true) => {
             let at = def
@@ -202,12 +237,23 @@ fn check_signature(def: &FragmentDef, origin: Origin, errors: &mut Vec<Diagnosti
     for r in &def.results {
         if spec_has_unbound_tensor(&r.ty) {
             errors.push(
-                Diagnostic::error(format!("result `{}` of `{fname}` has the unbound type `tensor<>`", r.name.name))
-                    .at(r.ty.span(), "expected a tensor type with a data type, e.g. `tensor<scalar>` or `tensor<?>`"),
+                Diagnostic::error(format!(
+                    "result `{}` of `{fname}` has the unbound type `tensor<>`",
+                    r.name.name
+                ))
+                .at(
+                    r.ty.span(),
+                    "expected a tensor type with a data type, e.g. `tensor<scalar>` or `tensor<?>`",
+                ),
             );
         }
     }
-    for ty in def.params.iter().map(|p| &p.ty).chain(def.results.iter().map(|r| &r.ty)) {
+    for ty in def
+        .params
+        .iter()
+        .map(|p| &p.ty)
+        .chain(def.results.iter().map(|r| &r.ty))
+    {
         if let Some(span) = string_tensor(ty) {
             errors.push(
                 Diagnostic::error("`tensor<string>` is not a valid type")
@@ -220,8 +266,14 @@ fn check_signature(def: &FragmentDef, origin: Origin, errors: &mut Vec<Diagnosti
         let Some(default) = &p.default else { continue };
         match literal_kind(default) {
             None => errors.push(
-                Diagnostic::error(format!("default value of `{}` in `{fname}` is not a literal", p.name.name))
-                    .at(default.span, "expected a literal, e.g. `0.0`, `[]`, `'constant'` or `[(0, 0)]`"),
+                Diagnostic::error(format!(
+                    "default value of `{}` in `{fname}` is not a literal",
+                    p.name.name
+                ))
+                .at(
+                    default.span,
+                    "expected a literal, e.g. `0.0`, `[]`, `'constant'` or `[(0, 0)]`",
+                ),
             ),
             Some(kind) => {
                 if !literal_fits(&kind, &p.ty) {
@@ -231,7 +283,10 @@ fn check_signature(def: &FragmentDef, origin: Origin, errors: &mut Vec<Diagnosti
                             p.name.name,
                             describe_spec(&p.ty, None)
                         ))
-                        .at(default.span, format!("expected a value of type `{}`", describe_spec(&p.ty, None))),
+                        .at(
+                            default.span,
+                            format!("expected a value of type `{}`", describe_spec(&p.ty, None)),
+                        ),
                     );
                 }
             }
@@ -274,13 +329,20 @@ fn literal_kind(e: &Expr) -> Option<LitKind> {
         ExprKind::Literal(Literal::Scalar(_)) => LitKind::Prim(P::Scalar),
         ExprKind::Literal(Literal::Logical(_)) => LitKind::Prim(P::Logical),
         ExprKind::Literal(Literal::String(_)) => LitKind::Prim(P::String),
-        ExprKind::Unary { op: UnaryOp::Neg, operand } => match &operand.kind {
+        ExprKind::Unary {
+            op: UnaryOp::Neg,
+            operand,
+        } => match &operand.kind {
             ExprKind::Literal(Literal::Integer(_)) => LitKind::Prim(P::Integer),
             ExprKind::Literal(Literal::Scalar(_)) => LitKind::Prim(P::Scalar),
             _ => return None,
         },
-        ExprKind::Array(items) => LitKind::Array(items.iter().map(literal_kind).collect::<Option<_>>()?),
-        ExprKind::Tuple(items) => LitKind::Tuple(items.iter().map(literal_kind).collect::<Option<_>>()?),
+        ExprKind::Array(items) => {
+            LitKind::Array(items.iter().map(literal_kind).collect::<Option<_>>()?)
+        }
+        ExprKind::Tuple(items) => {
+            LitKind::Tuple(items.iter().map(literal_kind).collect::<Option<_>>()?)
+        }
         _ => return None,
     })
 }
@@ -296,7 +358,9 @@ fn literal_fits(k: &LitKind, ty: &TypeSpec) -> bool {
             _ => false,
         },
         (LitKind::Prim(_), TypeSpec::Tensor(None, _)) => true,
-        (LitKind::Array(items), TypeSpec::Array(inner, _)) => items.iter().all(|i| literal_fits(i, inner)),
+        (LitKind::Array(items), TypeSpec::Array(inner, _)) => {
+            items.iter().all(|i| literal_fits(i, inner))
+        }
         (LitKind::Tuple(items), TypeSpec::Tuple(tys, _)) => {
             items.len() == tys.len() && items.iter().zip(tys).all(|(i, t)| literal_fits(i, t))
         }
@@ -312,9 +376,12 @@ fn find_forbidden(e: &Expr, fname: &str, errors: &mut Vec<Diagnostic>) {
             && FORBIDDEN_IN_FRAGMENTS.contains(&name.name.as_str())
         {
             errors.push(
-                Diagnostic::error(format!("`{}` cannot be used inside fragment `{fname}`", name.name))
-                    .at(name.span, "not allowed in a fragment body")
-                    .with_note("`external`, `variable` and `update` may only appear in the graph body"),
+                Diagnostic::error(format!(
+                    "`{}` cannot be used inside fragment `{fname}`",
+                    name.name
+                ))
+                .at(name.span, "not allowed in a fragment body")
+                .with_note("`external`, `variable` and `update` may only appear in the graph body"),
             );
         }
     });
@@ -333,7 +400,11 @@ pub fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
             visit(lhs, f);
             visit(rhs, f);
         }
-        ExprKind::IfElse { cond, then, otherwise } => {
+        ExprKind::IfElse {
+            cond,
+            then,
+            otherwise,
+        } => {
             visit(cond, f);
             visit(then, f);
             visit(otherwise, f);
@@ -352,7 +423,11 @@ pub fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
                 }
             }
         }
-        ExprKind::Comprehension { iters, filter, body } => {
+        ExprKind::Comprehension {
+            iters,
+            filter,
+            body,
+        } => {
             iters.iter().for_each(|(_, e)| visit(e, f));
             if let Some(c) = filter {
                 visit(c, f);
@@ -373,7 +448,9 @@ pub fn check_features(doc: &Document) -> Result<Features, Diagnostics> {
         errors.push(
             Diagnostic::error(format!("unsupported NNEF version {}.{}", v.major, v.minor))
                 .at(v.span, "expected `1.0`")
-                .with_note("nnefc reads NNEF 1.0 (revisions 1.0.0 to 1.0.5 all write `version 1.0;`)"),
+                .with_note(
+                    "nnefc reads NNEF 1.0 (revisions 1.0.0 to 1.0.5 all write `version 1.0;`)",
+                ),
         );
     }
     for ext in &doc.extensions {
@@ -384,7 +461,9 @@ pub fn check_features(doc: &Document) -> Result<Features, Diagnostics> {
                 other => errors.push(
                     Diagnostic::error(format!("unknown extension `{other}`"))
                         .at(name.span, "nnefc cannot handle this extension")
-                        .with_note(format!("supported extensions: {EXT_FRAGMENTS}, {EXT_OPERATORS}")),
+                        .with_note(format!(
+                            "supported extensions: {EXT_FRAGMENTS}, {EXT_OPERATORS}"
+                        )),
                 ),
             }
         }
@@ -395,11 +474,17 @@ pub fn check_features(doc: &Document) -> Result<Features, Diagnostics> {
         errors.push(
             Diagnostic::error("fragment definitions need an extension")
                 .at(first.name.span, "fragment defined here")
-                .with_note(format!("add `extension {EXT_FRAGMENTS};` after the version statement")),
+                .with_note(format!(
+                    "add `extension {EXT_FRAGMENTS};` after the version statement"
+                )),
         );
     }
     if !feats.operators {
-        let bodies = doc.graph.iter().map(|g| &g.body).chain(doc.fragments.iter().filter_map(|f| f.body.as_ref()));
+        let bodies = doc
+            .graph
+            .iter()
+            .map(|g| &g.body)
+            .chain(doc.fragments.iter().filter_map(|f| f.body.as_ref()));
         'outer: for body in bodies {
             for a in body {
                 if let Some(d) = flat_violation(&a.rhs, true) {
@@ -410,7 +495,11 @@ pub fn check_features(doc: &Document) -> Result<Features, Diagnostics> {
             }
         }
     }
-    if errors.is_empty() { Ok(feats) } else { Err(Diagnostics(errors)) }
+    if errors.is_empty() {
+        Ok(feats)
+    } else {
+        Err(Diagnostics(errors))
+    }
 }
 
 /// Flat syntax: the right-hand side is one invocation whose arguments are literals,
@@ -426,16 +515,25 @@ fn flat_violation(e: &Expr, top: bool) -> Option<Diagnostic> {
         )
     };
     match &e.kind {
-        ExprKind::Invocation { args, .. } if top => args.iter().find_map(|a| flat_violation(&a.value, false)),
+        ExprKind::Invocation { args, .. } if top => {
+            args.iter().find_map(|a| flat_violation(&a.value, false))
+        }
         ExprKind::Invocation { .. } => bad("a nested invocation", e.span),
         ExprKind::Literal(_) | ExprKind::Ident(_) if !top => None,
         ExprKind::Literal(_) | ExprKind::Ident(_) => None,
-        ExprKind::Unary { op: UnaryOp::Neg, operand }
-            if matches!(operand.kind, ExprKind::Literal(Literal::Integer(_) | Literal::Scalar(_))) =>
+        ExprKind::Unary {
+            op: UnaryOp::Neg,
+            operand,
+        } if matches!(
+            operand.kind,
+            ExprKind::Literal(Literal::Integer(_) | Literal::Scalar(_))
+        ) =>
         {
             None
         }
-        ExprKind::Array(items) | ExprKind::Tuple(items) => items.iter().find_map(|i| flat_violation(i, false)),
+        ExprKind::Array(items) | ExprKind::Tuple(items) => {
+            items.iter().find_map(|i| flat_violation(i, false))
+        }
         ExprKind::Builtin { .. } => bad("a builtin function", e.span),
         ExprKind::Unary { .. } | ExprKind::Binary { .. } => bad("an operator expression", e.span),
         ExprKind::IfElse { .. } => bad("an `if`/`else` expression", e.span),

@@ -51,9 +51,13 @@ pub enum LoadError {
     TooLarge { path: String, size: u64, limit: u64 },
     #[error("cannot read archive {path}: {message}")]
     Archive { path: String, message: String },
-    #[error("archive {archive} has an entry with an unsafe path '{entry}' (absolute or containing '..')")]
+    #[error(
+        "archive {archive} has an entry with an unsafe path '{entry}' (absolute or containing '..')"
+    )]
     UnsafeEntry { archive: String, entry: String },
-    #[error("archive {archive} has no graph.nnef at its top level or inside one top-level folder{found}")]
+    #[error(
+        "archive {archive} has no graph.nnef at its top level or inside one top-level folder{found}"
+    )]
     ArchiveWithoutGraph { archive: String, found: String },
     #[error("invalid variable label '{label}': {reason}")]
     BadLabel { label: String, reason: &'static str },
@@ -62,7 +66,12 @@ pub enum LoadError {
     #[error("variable '{label}': {path} is not a regular file")]
     NotAFile { label: String, path: String },
     #[error("variable '{label}': {path} resolves to {target}, outside the model folder {root}")]
-    Escapes { label: String, path: String, target: String, root: String },
+    Escapes {
+        label: String,
+        path: String,
+        target: String,
+        root: String,
+    },
     #[error(
         "no data for variable '{label}': the model was given as the bare file {path}; give the folder or archive that holds graph.nnef and the .dat files"
     )]
@@ -83,7 +92,11 @@ enum Store {
     /// A folder on disk; `root` is canonical, `shown` as the user gave it.
     Folder { root: PathBuf, shown: PathBuf },
     /// An archive read into memory: entry path (after the top-level folder) → bytes.
-    Archive { shown: String, prefix: String, entries: HashMap<String, Vec<u8>> },
+    Archive {
+        shown: String,
+        prefix: String,
+        entries: HashMap<String, Vec<u8>>,
+    },
     /// A bare `graph.nnef`: no data at all.
     Bare { shown: String },
 }
@@ -101,11 +114,17 @@ fn show(path: &Path) -> String {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> LoadError + '_ {
-    move |source| LoadError::Io { path: show(path), source }
+    move |source| LoadError::Io {
+        path: show(path),
+        source,
+    }
 }
 
 fn utf8(bytes: Vec<u8>, path: String) -> Result<String, LoadError> {
-    String::from_utf8(bytes).map_err(|e| LoadError::NotUtf8 { path, offset: e.utf8_error().valid_up_to() })
+    String::from_utf8(bytes).map_err(|e| LoadError::NotUtf8 {
+        path,
+        offset: e.utf8_error().valid_up_to(),
+    })
 }
 
 /// Reads a whole file, refusing files above [`MAX_FILE_BYTES`] before allocating.
@@ -113,11 +132,17 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, LoadError> {
     let file = fs::File::open(path).map_err(io_err(path))?;
     let size = file.metadata().map_err(io_err(path))?.len();
     if size > MAX_FILE_BYTES {
-        return Err(LoadError::TooLarge { path: show(path), size, limit: MAX_FILE_BYTES });
+        return Err(LoadError::TooLarge {
+            path: show(path),
+            size,
+            limit: MAX_FILE_BYTES,
+        });
     }
     let mut bytes = Vec::with_capacity(size as usize);
     // `take` guards against a file that grows while we read it.
-    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(io_err(path))?;
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_err(path))?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(LoadError::TooLarge {
             path: show(path),
@@ -132,7 +157,10 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, LoadError> {
 pub fn load_model(path: &Path) -> Result<ModelSource, LoadError> {
     let meta = fs::metadata(path).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => LoadError::NotFound(show(path)),
-        _ => LoadError::Io { path: show(path), source: e },
+        _ => LoadError::Io {
+            path: show(path),
+            source: e,
+        },
     })?;
     if meta.is_dir() {
         return load_folder(path);
@@ -141,10 +169,13 @@ pub fn load_model(path: &Path) -> Result<ModelSource, LoadError> {
     if bytes.starts_with(&[0x1F, 0x8B]) {
         let mut data = Vec::new();
         let decoder = flate2::read::MultiGzDecoder::new(bytes.as_slice());
-        decoder.take(MAX_ARCHIVE_BYTES + 1).read_to_end(&mut data).map_err(|e| LoadError::Archive {
-            path: show(path),
-            message: format!("gzip data is corrupt: {e}"),
-        })?;
+        decoder
+            .take(MAX_ARCHIVE_BYTES + 1)
+            .read_to_end(&mut data)
+            .map_err(|e| LoadError::Archive {
+                path: show(path),
+                message: format!("gzip data is corrupt: {e}"),
+            })?;
         if data.len() as u64 > MAX_ARCHIVE_BYTES {
             return Err(LoadError::TooLarge {
                 path: show(path),
@@ -157,8 +188,15 @@ pub fn load_model(path: &Path) -> Result<ModelSource, LoadError> {
     if is_tar(&bytes) {
         return load_archive(&bytes, show(path));
     }
-    let graph = SourceText { path: show(path), text: utf8(bytes, show(path))? };
-    Ok(ModelSource { graph, quant: None, store: Store::Bare { shown: show(path) } })
+    let graph = SourceText {
+        path: show(path),
+        text: utf8(bytes, show(path))?,
+    };
+    Ok(ModelSource {
+        graph,
+        quant: None,
+        store: Store::Bare { shown: show(path) },
+    })
 }
 
 /// A POSIX/GNU tar header has `ustar` at offset 257.
@@ -172,8 +210,10 @@ fn load_folder(dir: &Path) -> Result<ModelSource, LoadError> {
     if !graph_path.is_file() {
         return Err(LoadError::NoGraph(show(dir)));
     }
-    let graph =
-        SourceText { path: show(&graph_path), text: utf8(read_bounded(&graph_path)?, show(&graph_path))? };
+    let graph = SourceText {
+        path: show(&graph_path),
+        text: utf8(read_bounded(&graph_path)?, show(&graph_path))?,
+    };
     let quant_path = dir.join("graph.quant");
     let quant = if quant_path.is_file() {
         Some(SourceText {
@@ -183,7 +223,14 @@ fn load_folder(dir: &Path) -> Result<ModelSource, LoadError> {
     } else {
         None
     };
-    Ok(ModelSource { graph, quant, store: Store::Folder { root, shown: dir.to_path_buf() } })
+    Ok(ModelSource {
+        graph,
+        quant,
+        store: Store::Folder {
+            root,
+            shown: dir.to_path_buf(),
+        },
+    })
 }
 
 /// Splits an archive entry path into clean components: `.` and empty components are
@@ -192,12 +239,22 @@ fn clean_entry_path(raw: &str) -> Option<Vec<&str>> {
     if raw.starts_with('/') || raw.contains('\\') {
         return None;
     }
-    let parts: Vec<&str> = raw.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
-    if parts.contains(&"..") { None } else { Some(parts) }
+    let parts: Vec<&str> = raw
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    if parts.contains(&"..") {
+        None
+    } else {
+        Some(parts)
+    }
 }
 
 fn load_archive(tar_bytes: &[u8], shown: String) -> Result<ModelSource, LoadError> {
-    let archive_err = |e: io::Error| LoadError::Archive { path: shown.clone(), message: e.to_string() };
+    let archive_err = |e: io::Error| LoadError::Archive {
+        path: shown.clone(),
+        message: e.to_string(),
+    };
     let mut archive = tar::Archive::new(tar_bytes);
     let mut entries: HashMap<String, Vec<u8>> = HashMap::new();
     let mut total: u64 = 0;
@@ -208,19 +265,29 @@ fn load_archive(tar_bytes: &[u8], shown: String) -> Result<ModelSource, LoadErro
             continue; // directories, links, devices: not model content
         }
         let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let parts = clean_entry_path(&raw)
-            .ok_or_else(|| LoadError::UnsafeEntry { archive: shown.clone(), entry: raw.clone() })?;
+        let parts = clean_entry_path(&raw).ok_or_else(|| LoadError::UnsafeEntry {
+            archive: shown.clone(),
+            entry: raw.clone(),
+        })?;
         if parts.is_empty() {
             continue;
         }
         let size = entry.size();
         let entry_shown = format!("{shown}:{raw}");
         if size > MAX_FILE_BYTES {
-            return Err(LoadError::TooLarge { path: entry_shown, size, limit: MAX_FILE_BYTES });
+            return Err(LoadError::TooLarge {
+                path: entry_shown,
+                size,
+                limit: MAX_FILE_BYTES,
+            });
         }
         total = total.saturating_add(size);
         if total > MAX_ARCHIVE_BYTES {
-            return Err(LoadError::TooLarge { path: shown, size: total, limit: MAX_ARCHIVE_BYTES });
+            return Err(LoadError::TooLarge {
+                path: shown,
+                size: total,
+                limit: MAX_ARCHIVE_BYTES,
+            });
         }
         // `size` is bounded above and backed by real bytes (the tar reader stops at the
         // end of the input), so reading it cannot allocate more than the archive holds.
@@ -234,34 +301,59 @@ fn load_archive(tar_bytes: &[u8], shown: String) -> Result<ModelSource, LoadErro
     let prefix = if entries.contains_key("graph.nnef") {
         String::new()
     } else {
-        let mut candidates: Vec<&String> =
-            entries.keys().filter(|k| k.matches('/').count() == 1 && k.ends_with("/graph.nnef")).collect();
+        let mut candidates: Vec<&String> = entries
+            .keys()
+            .filter(|k| k.matches('/').count() == 1 && k.ends_with("/graph.nnef"))
+            .collect();
         candidates.sort();
         match candidates.as_slice() {
             [one] => one.trim_end_matches("graph.nnef").to_string(),
-            [] => return Err(LoadError::ArchiveWithoutGraph { archive: shown, found: String::new() }),
+            [] => {
+                return Err(LoadError::ArchiveWithoutGraph {
+                    archive: shown,
+                    found: String::new(),
+                });
+            }
             many => {
                 let list: Vec<&str> = many.iter().map(|s| s.as_str()).collect();
                 let found = format!(" (found several: {})", list.join(", "));
-                return Err(LoadError::ArchiveWithoutGraph { archive: shown, found });
+                return Err(LoadError::ArchiveWithoutGraph {
+                    archive: shown,
+                    found,
+                });
             }
         }
     };
-    let take_text =
-        |entries: &mut HashMap<String, Vec<u8>>, name: &str| -> Result<Option<SourceText>, LoadError> {
-            let key = format!("{prefix}{name}");
-            match entries.remove(&key) {
-                Some(bytes) => {
-                    let path = format!("{shown}:{key}");
-                    Ok(Some(SourceText { text: utf8(bytes, path.clone())?, path }))
-                }
-                None => Ok(None),
+    let take_text = |entries: &mut HashMap<String, Vec<u8>>,
+                     name: &str|
+     -> Result<Option<SourceText>, LoadError> {
+        let key = format!("{prefix}{name}");
+        match entries.remove(&key) {
+            Some(bytes) => {
+                let path = format!("{shown}:{key}");
+                Ok(Some(SourceText {
+                    text: utf8(bytes, path.clone())?,
+                    path,
+                }))
             }
-        };
-    let graph = take_text(&mut entries, "graph.nnef")?
-        .ok_or_else(|| LoadError::ArchiveWithoutGraph { archive: shown.clone(), found: String::new() })?;
+            None => Ok(None),
+        }
+    };
+    let graph =
+        take_text(&mut entries, "graph.nnef")?.ok_or_else(|| LoadError::ArchiveWithoutGraph {
+            archive: shown.clone(),
+            found: String::new(),
+        })?;
     let quant = take_text(&mut entries, "graph.quant")?;
-    Ok(ModelSource { graph, quant, store: Store::Archive { shown, prefix, entries } })
+    Ok(ModelSource {
+        graph,
+        quant,
+        store: Store::Archive {
+            shown,
+            prefix,
+            entries,
+        },
+    })
 }
 
 /// The label with control characters escaped, so that messages stay on one line.
@@ -279,7 +371,12 @@ fn printable(label: &str) -> String {
 
 /// Checks a label and returns its components (spec §7.1: `/` separates sub-folders).
 pub fn label_components(label: &str) -> Result<Vec<&str>, LoadError> {
-    let bad = |reason| Err(LoadError::BadLabel { label: printable(label), reason });
+    let bad = |reason| {
+        Err(LoadError::BadLabel {
+            label: printable(label),
+            reason,
+        })
+    };
     if label.is_empty() {
         return bad("it is empty");
     }
@@ -316,14 +413,21 @@ impl ModelSource {
     pub fn variable(&self, label: &str) -> Result<Cow<'_, [u8]>, LoadError> {
         let parts = label_components(label)?;
         match &self.store {
-            Store::Bare { shown } => {
-                Err(LoadError::BareGraph { label: label.to_string(), path: shown.clone() })
-            }
-            Store::Archive { prefix, entries, .. } => {
+            Store::Bare { shown } => Err(LoadError::BareGraph {
+                label: label.to_string(),
+                path: shown.clone(),
+            }),
+            Store::Archive {
+                prefix, entries, ..
+            } => {
                 let key = format!("{prefix}{}.dat", parts.join("/"));
-                entries.get(&key).map(|b| Cow::Borrowed(b.as_slice())).ok_or_else(|| {
-                    LoadError::MissingVariable { label: label.to_string(), path: self.variable_path(label) }
-                })
+                entries
+                    .get(&key)
+                    .map(|b| Cow::Borrowed(b.as_slice()))
+                    .ok_or_else(|| LoadError::MissingVariable {
+                        label: label.to_string(),
+                        path: self.variable_path(label),
+                    })
             }
             Store::Folder { root, shown } => {
                 let mut rel = PathBuf::new();
@@ -340,7 +444,12 @@ impl ModelSource {
                             path: show(&path),
                         });
                     }
-                    Err(e) => return Err(LoadError::Io { path: show(&path), source: e }),
+                    Err(e) => {
+                        return Err(LoadError::Io {
+                            path: show(&path),
+                            source: e,
+                        });
+                    }
                 };
                 if !target.starts_with(root) {
                     return Err(LoadError::Escapes {
@@ -351,7 +460,10 @@ impl ModelSource {
                     });
                 }
                 if !target.is_file() {
-                    return Err(LoadError::NotAFile { label: label.to_string(), path: show(&path) });
+                    return Err(LoadError::NotAFile {
+                        label: label.to_string(),
+                        path: show(&path),
+                    });
                 }
                 read_bounded(&target).map(Cow::Owned)
             }
@@ -416,8 +528,10 @@ mod tests {
         fs::remove_file(dir.join("graph.nnef")).unwrap();
         expect![[r#"<tmp>/m is a folder without a graph.nnef file"#]]
             .assert_eq(&err_text(load_model(&dir), tmp.path()));
-        expect![[r#"model path <tmp>/absent does not exist"#]]
-            .assert_eq(&err_text(load_model(&tmp.path().join("absent")), tmp.path()));
+        expect![[r#"model path <tmp>/absent does not exist"#]].assert_eq(&err_text(
+            load_model(&tmp.path().join("absent")),
+            tmp.path(),
+        ));
     }
 
     #[test]
@@ -535,7 +649,11 @@ mod tests {
             assert_eq!(m.graph.text, GRAPH, "{name}");
             assert_eq!(m.quant.is_some(), has_quant, "{name}");
             assert_eq!(first_value(&m.variable("w").unwrap()), 1.0, "{name}");
-            assert_eq!(first_value(&m.variable("conv1/filter").unwrap()), 2.0, "{name}");
+            assert_eq!(
+                first_value(&m.variable("conv1/filter").unwrap()),
+                2.0,
+                "{name}"
+            );
             assert!(m.variable("../w").is_err(), "{name}");
         }
         let m = load_model(&tmp.path().join("flat.tgz")).unwrap();
@@ -590,7 +708,10 @@ mod tests {
                     ("b/graph.nnef", Some(GRAPH.as_bytes())),
                 ]),
             ),
-            ("latin1.tar", tar_bytes(&[("graph.nnef", Some(b"version 1.0; # caf\xe9"))])),
+            (
+                "latin1.tar",
+                tar_bytes(&[("graph.nnef", Some(b"version 1.0; # caf\xe9"))]),
+            ),
             ("truncated.tgz", truncated_gz),
         ];
         let out: Vec<String> = cases
@@ -598,7 +719,10 @@ mod tests {
             .map(|(name, bytes)| {
                 let path = tmp.path().join(name);
                 fs::write(&path, bytes).unwrap();
-                format!("{name}: {}", err_text(load_model(&path).map(|_| ()), tmp.path()))
+                format!(
+                    "{name}: {}",
+                    err_text(load_model(&path).map(|_| ()), tmp.path())
+                )
             })
             .collect();
         expect![[r#"
@@ -631,9 +755,20 @@ mod tests {
             .lines()
             .filter(|l| l.contains("= variable"))
             .map(|l| {
-                let shape_text = l.split("shape = [").nth(1).and_then(|s| s.split(']').next()).unwrap();
-                let shape = shape_text.split(',').map(|n| n.trim().parse().unwrap()).collect();
-                let label = l.split("label = '").nth(1).and_then(|s| s.split('\'').next()).unwrap();
+                let shape_text = l
+                    .split("shape = [")
+                    .nth(1)
+                    .and_then(|s| s.split(']').next())
+                    .unwrap();
+                let shape = shape_text
+                    .split(',')
+                    .map(|n| n.trim().parse().unwrap())
+                    .collect();
+                let label = l
+                    .split("label = '")
+                    .nth(1)
+                    .and_then(|s| s.split('\'').next())
+                    .unwrap();
                 (label.to_string(), shape)
             })
             .collect()
@@ -643,7 +778,10 @@ mod tests {
     fn shared_models_load() {
         // `shared/` sits next to the main checkout; worktrees live one level deeper.
         let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let models = manifest.ancestors().map(|a| a.join("shared/models")).find(|p| p.is_dir());
+        let models = manifest
+            .ancestors()
+            .map(|a| a.join("shared/models"))
+            .find(|p| p.is_dir());
         let Some(Ok(dirs)) = models.map(fs::read_dir) else {
             println!("skipped: ../shared not present");
             return;
@@ -659,14 +797,20 @@ mod tests {
             let vars = declared_variables(&m.graph.text);
             for (label, shape) in &vars {
                 let bytes = m.variable(label).unwrap_or_else(|e| panic!("{e}"));
-                let t = read_dat(&bytes).unwrap_or_else(|e| panic!("{}: {e}", m.variable_path(label)));
-                t.conform(shape, DType::F32).unwrap_or_else(|e| panic!("{}: {e}", m.variable_path(label)));
+                let t =
+                    read_dat(&bytes).unwrap_or_else(|e| panic!("{}: {e}", m.variable_path(label)));
+                t.conform(shape, DType::F32)
+                    .unwrap_or_else(|e| panic!("{}: {e}", m.variable_path(label)));
             }
             for io in ["input.dat", "expected.dat"] {
                 let bytes = fs::read(dir.join(io)).unwrap();
                 read_dat(&bytes).unwrap_or_else(|e| panic!("{}: {e}", dir.join(io).display()));
             }
-            seen.push(format!("{}: {} variables", dir.file_name().unwrap().to_string_lossy(), vars.len()));
+            seen.push(format!(
+                "{}: {} variables",
+                dir.file_name().unwrap().to_string_lossy(),
+                vars.len()
+            ));
         }
         seen.sort();
         assert!(seen.len() >= 7, "{seen:?}");
@@ -699,14 +843,20 @@ mod tests {
         let mut declared: HashMap<String, bool> = HashMap::new();
         for f in &lib.fragments {
             assert!(
-                declared.insert(f.name.name.clone(), f.body.is_some()).is_none(),
+                declared
+                    .insert(f.name.name.clone(), f.body.is_some())
+                    .is_none(),
                 "{} twice",
                 f.name.name
             );
         }
         for (names, body) in [(primitives, false), (compounds, true)] {
             for n in names.split_whitespace() {
-                assert_eq!(declared.remove(n), Some(body), "{n}: expected body = {body}");
+                assert_eq!(
+                    declared.remove(n),
+                    Some(body),
+                    "{n}: expected body = {body}"
+                );
             }
         }
         assert!(declared.is_empty(), "not in the spec lists: {declared:?}");

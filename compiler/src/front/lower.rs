@@ -16,8 +16,8 @@ use super::syntax::ast::PrimType;
 use super::value::{Value, dtype_of_prim, prim_name};
 use crate::diag::{Diagnostic, Span};
 use crate::ir::{
-    self, BinaryOp, Border, ConvAttrs, DType, Dim, Op, ReduceOp, ResampleMethod, RoiPoolOp, Tensor, TensorType, UnaryOp,
-    ValueId, WindowAttrs,
+    self, BinaryOp, Border, ConvAttrs, DType, Dim, Op, ReduceOp, ResampleMethod, RoiPoolOp, Tensor,
+    TensorType, UnaryOp, ValueId, WindowAttrs,
 };
 
 /// Compound fragments kept whole as one IR op instead of being expanded from their
@@ -64,12 +64,16 @@ struct Args<'b> {
 impl Args<'_> {
     fn get(&self, p: &str) -> EResult<(&Value, Span)> {
         self.b.values.get(p).map(|(v, s)| (v, *s)).ok_or_else(|| {
-            Diagnostic::error(format!("internal: the standard-library signature of `{}` has no parameter `{p}`", self.op))
-                .at(self.b.call_span, "while lowering this operation")
+            Diagnostic::error(format!(
+                "internal: the standard-library signature of `{}` has no parameter `{p}`",
+                self.op
+            ))
+            .at(self.b.call_span, "while lowering this operation")
         })
     }
     fn bad(&self, p: &str, span: Span, want: &str) -> Diagnostic {
-        Diagnostic::error(format!("invalid value for `{p}` of `{}`", self.op)).at(span, format!("expected {want}"))
+        Diagnostic::error(format!("invalid value for `{p}` of `{}`", self.op))
+            .at(span, format!("expected {want}"))
     }
     fn tensor(&self, p: &str) -> EResult<ValueId> {
         match self.get(p)? {
@@ -116,7 +120,9 @@ impl Args<'_> {
         let (_, s) = self.get(p)?;
         self.ints(p)?
             .into_iter()
-            .map(|i| usize::try_from(i).map_err(|_| self.bad(p, s, &format!("integers ≥ 0, found {i}"))))
+            .map(|i| {
+                usize::try_from(i).map_err(|_| self.bad(p, s, &format!("integers ≥ 0, found {i}")))
+            })
             .collect()
     }
     /// Strides, dilations, sizes, factors: every item ≥ 1.
@@ -148,15 +154,19 @@ impl Args<'_> {
     }
     fn pairs(&self, p: &str) -> EResult<Vec<(usize, usize)>> {
         let (v, s) = self.get(p)?;
-        let Value::Array(items) = v else { return Err(self.bad(p, s, "an array of (integer, integer) pairs")) };
+        let Value::Array(items) = v else {
+            return Err(self.bad(p, s, "an array of (integer, integer) pairs"));
+        };
         items
             .iter()
             .map(|it| match it {
                 Value::Tuple(pq) => match pq.as_slice() {
-                    [Value::Integer(a), Value::Integer(b)] => match (usize::try_from(*a), usize::try_from(*b)) {
-                        (Ok(a), Ok(b)) => Ok((a, b)),
-                        _ => Err(self.bad(p, s, &format!("padding ≥ 0, found ({a}, {b})"))),
-                    },
+                    [Value::Integer(a), Value::Integer(b)] => {
+                        match (usize::try_from(*a), usize::try_from(*b)) {
+                            (Ok(a), Ok(b)) => Ok((a, b)),
+                            _ => Err(self.bad(p, s, &format!("padding ≥ 0, found ({a}, {b})"))),
+                        }
+                    }
                     _ => Err(self.bad(p, s, "(integer, integer) pairs")),
                 },
                 _ => Err(self.bad(p, s, "(integer, integer) pairs")),
@@ -166,8 +176,10 @@ impl Args<'_> {
     fn border(&self, p: &str) -> EResult<Border> {
         let (b, s) = self.string(p)?;
         Border::from_mnemonic(b).ok_or_else(|| {
-            Diagnostic::error(format!("unknown border mode '{b}' for `{}`", self.op))
-                .at(s, "expected 'constant', 'ignore', 'replicate', 'reflect' or 'reflect-even'")
+            Diagnostic::error(format!("unknown border mode '{b}' for `{}`", self.op)).at(
+                s,
+                "expected 'constant', 'ignore', 'replicate', 'reflect' or 'reflect-even'",
+            )
         })
     }
     fn method(&self, p: &str) -> EResult<ResampleMethod> {
@@ -177,8 +189,11 @@ impl Args<'_> {
             "asymmetric" => ResampleMethod::Asymmetric,
             "aligned" => ResampleMethod::Aligned,
             _ => {
-                return Err(Diagnostic::error(format!("unknown resampling method '{m}' for `{}`", self.op))
-                    .at(s, "expected 'symmetric', 'asymmetric' or 'aligned'"));
+                return Err(Diagnostic::error(format!(
+                    "unknown resampling method '{m}' for `{}`",
+                    self.op
+                ))
+                .at(s, "expected 'symmetric', 'asymmetric' or 'aligned'"));
             }
         })
     }
@@ -189,7 +204,11 @@ impl Args<'_> {
             padding: self.pairs("padding")?,
             stride: self.positives("stride")?,
             dilation: self.positives("dilation")?,
-            output_shape: if with_output_shape { self.uints("output_shape")? } else { Vec::new() },
+            output_shape: if with_output_shape {
+                self.uints("output_shape")?
+            } else {
+                Vec::new()
+            },
         })
     }
     fn conv(&self, with_output_shape: bool) -> EResult<ConvAttrs> {
@@ -199,7 +218,11 @@ impl Args<'_> {
             stride: self.positives("stride")?,
             dilation: self.positives("dilation")?,
             groups: self.uint("groups")?,
-            output_shape: if with_output_shape { self.uints("output_shape")? } else { Vec::new() },
+            output_shape: if with_output_shape {
+                self.uints("output_shape")?
+            } else {
+                Vec::new()
+            },
         })
     }
 }
@@ -547,14 +570,18 @@ impl Evaluator<'_> {
         let values = a.tensors("values")?;
         if values.is_empty() {
             let (_, s) = a.get("values")?;
-            return Err(Diagnostic::error(format!("`{}` needs at least one tensor", a.op)).at(s, "this array is empty"));
+            return Err(
+                Diagnostic::error(format!("`{}` needs at least one tensor", a.op))
+                    .at(s, "this array is empty"),
+            );
         }
         self.emit1(op, values, span)
     }
 
     fn dtype(generic: Option<PrimType>, span: Span) -> EResult<DType> {
         generic.and_then(dtype_of_prim).ok_or_else(|| {
-            Diagnostic::error("invalid tensor data type").at(span, "expected `scalar`, `integer` or `logical`")
+            Diagnostic::error("invalid tensor data type")
+                .at(span, "expected `scalar`, `integer` or `logical`")
         })
     }
 
@@ -577,9 +604,11 @@ impl Evaluator<'_> {
         let span = a.b.call_span;
         let dtype = Self::dtype(generic, span)?;
         let Some(name) = self.external_name.clone() else {
-            return Err(Diagnostic::error("`external` must be the whole right-hand side of a graph-input assignment")
-                .at(span, "used inside an expression")
-                .with_note("write `input = external<scalar>(shape = [...]);` on its own line"));
+            return Err(Diagnostic::error(
+                "`external` must be the whole right-hand side of a graph-input assignment",
+            )
+            .at(span, "used inside an expression")
+            .with_note("write `input = external<scalar>(shape = [...]);` on its own line"));
         };
         let declared = Self::extents(a)?;
         let dims: Vec<Dim> = match self.opts.input_shapes.get(&name) {
@@ -593,10 +622,14 @@ impl Evaluator<'_> {
                     ))
                     .at(span, format!("declared shape {declared:?}")));
                 }
-                over.iter().map(|d| d.map_or(Dim::Unknown, Dim::Known)).collect()
+                over.iter()
+                    .map(|d| d.map_or(Dim::Unknown, Dim::Known))
+                    .collect()
             }
         };
-        let id = self.graph.add_input(name, TensorType::with_dims(dtype, dims));
+        let id = self
+            .graph
+            .add_input(name, TensorType::with_dims(dtype, dims));
         Ok(Value::Tensor(id))
     }
 
@@ -606,15 +639,23 @@ impl Evaluator<'_> {
         let shape = Self::extents(a)?;
         let (label, lspan) = a.string("label")?;
         let label = label.to_string();
-        if label.is_empty() || !label.chars().all(|c| c.is_ascii_alphanumeric() || "/\\-_.".contains(c)) {
-            return Err(Diagnostic::error(format!("invalid variable label '{label}'"))
-                .at(lspan, "expected ASCII letters, digits and / \\ - _ . only"));
+        if label.is_empty()
+            || !label
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "/\\-_.".contains(c))
+        {
+            return Err(
+                Diagnostic::error(format!("invalid variable label '{label}'"))
+                    .at(lspan, "expected ASCII letters, digits and / \\ - _ . only"),
+            );
         }
         if let Some((id, prev_shape)) = self.labels.get(&label) {
             // Shared weights: one constant, shapes must agree.
             if *prev_shape != shape {
-                return Err(Diagnostic::error(format!("variable '{label}' is declared twice with different shapes"))
-                    .at(span, format!("shape {shape:?} here, {prev_shape:?} before")));
+                return Err(Diagnostic::error(format!(
+                    "variable '{label}' is declared twice with different shapes"
+                ))
+                .at(span, format!("shape {shape:?} here, {prev_shape:?} before")));
             }
             return Ok(Value::Tensor(*id));
         }
@@ -623,13 +664,24 @@ impl Evaluator<'_> {
             VarData::Plain(t) => t,
             VarData::Quantized(dat) => {
                 if dat.shape != shape {
-                    return Err(Diagnostic::error(format!("the data of variable '{label}' has the wrong shape"))
-                        .at(span, format!("declared {shape:?}, the file `{label}.dat` holds {:?}", dat.shape)));
+                    return Err(Diagnostic::error(format!(
+                        "the data of variable '{label}' has the wrong shape"
+                    ))
+                    .at(
+                        span,
+                        format!(
+                            "declared {shape:?}, the file `{label}.dat` holds {:?}",
+                            dat.shape
+                        ),
+                    ));
                 }
                 self.dequantize(ident.as_deref(), &dat, &label, span)?
             }
             VarData::Error(msg) => {
-                return Err(Diagnostic::error(format!("cannot use the data of variable '{label}'")).at(lspan, msg));
+                return Err(Diagnostic::error(format!(
+                    "cannot use the data of variable '{label}'"
+                ))
+                .at(lspan, msg));
             }
             VarData::Missing if self.opts.allow_missing_variables => {
                 self.warnings.push(
@@ -639,21 +691,38 @@ impl Evaluator<'_> {
                 Tensor::zeros(dtype, shape.clone())
             }
             VarData::Missing => {
-                return Err(Diagnostic::error(format!("no data for variable '{label}'"))
-                    .at(lspan, format!("expected a file `{label}.dat` next to graph.nnef")));
+                return Err(
+                    Diagnostic::error(format!("no data for variable '{label}'")).at(
+                        lspan,
+                        format!("expected a file `{label}.dat` next to graph.nnef"),
+                    ),
+                );
             }
         };
         if tensor.shape != shape {
-            return Err(Diagnostic::error(format!("the data of variable '{label}' has the wrong shape"))
-                .at(span, format!("declared {shape:?}, the file `{label}.dat` holds {:?}", tensor.shape)));
+            return Err(Diagnostic::error(format!(
+                "the data of variable '{label}' has the wrong shape"
+            ))
+            .at(
+                span,
+                format!(
+                    "declared {shape:?}, the file `{label}.dat` holds {:?}",
+                    tensor.shape
+                ),
+            ));
         }
         if tensor.dtype() != dtype {
-            return Err(Diagnostic::error(format!("the data of variable '{label}' has the wrong data type"))
-                .at(span, format!(
+            return Err(Diagnostic::error(format!(
+                "the data of variable '{label}' has the wrong data type"
+            ))
+            .at(
+                span,
+                format!(
                     "declared `tensor<{}>`, the file `{label}.dat` holds {} items",
                     generic.map(prim_name).unwrap_or("?"),
                     tensor.dtype()
-                )));
+                ),
+            ));
         }
         let id = self.graph.add_const(tensor, Some(label.clone()), None);
         self.labels.insert(label, (id, shape));
@@ -665,32 +734,71 @@ impl Evaluator<'_> {
         let dtype = Self::dtype(generic, span)?;
         let shape = Self::extents(a)?;
         let (v, vspan) = a.get("value")?;
-        let Value::Array(items) = v else { return Err(a.bad("value", vspan, "an array")) };
+        let Value::Array(items) = v else {
+            return Err(a.bad("value", vspan, "an array"));
+        };
         let volume: usize = shape.iter().product();
         if items.len() != volume && items.len() != 1 {
-            return Err(Diagnostic::error("`constant` has the wrong number of values")
-                .at(vspan, format!("expected 1 value or {volume} (the volume of {shape:?}), found {}", items.len())));
+            return Err(
+                Diagnostic::error("`constant` has the wrong number of values").at(
+                    vspan,
+                    format!(
+                        "expected 1 value or {volume} (the volume of {shape:?}), found {}",
+                        items.len()
+                    ),
+                ),
+            );
         }
         let n = volume;
-        let pick = |i: usize| if items.len() == 1 { &items[0] } else { &items[i] };
-        let wrong = || a.bad("value", vspan, &format!("values of type `{}`", generic.map(prim_name).unwrap_or("?")));
+        let pick = |i: usize| {
+            if items.len() == 1 {
+                &items[0]
+            } else {
+                &items[i]
+            }
+        };
+        let wrong = || {
+            a.bad(
+                "value",
+                vspan,
+                &format!("values of type `{}`", generic.map(prim_name).unwrap_or("?")),
+            )
+        };
         let tensor = match dtype {
             DType::F32 => Tensor::f32(
                 shape,
-                (0..n).map(|i| if let Value::Scalar(x) = pick(i) { Ok(*x as f32) } else { Err(wrong()) }).collect::<EResult<_>>()?,
+                (0..n)
+                    .map(|i| {
+                        if let Value::Scalar(x) = pick(i) {
+                            Ok(*x as f32)
+                        } else {
+                            Err(wrong())
+                        }
+                    })
+                    .collect::<EResult<_>>()?,
             ),
             DType::I32 => Tensor::i32(
                 shape,
                 (0..n)
                     .map(|i| match pick(i) {
-                        Value::Integer(x) => i32::try_from(*x).map_err(|_| a.bad("value", vspan, "32-bit integers")),
+                        Value::Integer(x) => {
+                            i32::try_from(*x).map_err(|_| a.bad("value", vspan, "32-bit integers"))
+                        }
                         _ => Err(wrong()),
                     })
                     .collect::<EResult<_>>()?,
             ),
             DType::Bool => Tensor::bool(
                 shape,
-                (0..n).map(|i| if let Value::Logical(x) = pick(i) { Ok(*x) } else { Err(wrong()) }).collect::<EResult<_>>()?,
+                (0..n)
+                    .map(|i| {
+                        if let Value::Logical(x) = pick(i) {
+                            Ok(*x)
+                        } else {
+                            Err(wrong())
+                        }
+                    })
+                    .collect::<EResult<_>>()?,
             ),
         };
         Ok(Value::Tensor(self.graph.add_const(tensor, None, None)))

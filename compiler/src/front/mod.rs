@@ -26,8 +26,8 @@ mod tests;
 
 use crate::diag::{Diagnostic, Diagnostics, SourceMap};
 use crate::ir;
-use std::collections::BTreeMap;
 use quantize::VarData;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Our standard library: primitives as body-less declarations, compounds with bodies.
@@ -48,7 +48,11 @@ pub struct FrontOptions {
 
 impl Default for FrontOptions {
     fn default() -> Self {
-        FrontOptions { input_shapes: BTreeMap::new(), max_recursion_depth: 64, allow_missing_variables: false }
+        FrontOptions {
+            input_shapes: BTreeMap::new(),
+            max_recursion_depth: 64,
+            allow_missing_variables: false,
+        }
     }
 }
 
@@ -97,7 +101,9 @@ pub fn load_and_lower(path: &Path, opts: &FrontOptions) -> Result<Lowered, Front
     let lookup = |label: &str| -> VarData {
         let bytes = match src.variable(label) {
             Ok(b) => b,
-            Err(load::LoadError::MissingVariable { .. } | load::LoadError::BareGraph { .. }) => return VarData::Missing,
+            Err(load::LoadError::MissingVariable { .. } | load::LoadError::BareGraph { .. }) => {
+                return VarData::Missing;
+            }
             Err(e) => return VarData::Error(e.to_string()),
         };
         match dat::read_dat(&bytes) {
@@ -106,7 +112,10 @@ pub fn load_and_lower(path: &Path, opts: &FrontOptions) -> Result<Lowered, Front
             Err(e) => VarData::Error(format!("{}: {e}", src.variable_path(label))),
         }
     };
-    let quant = src.quant.as_ref().map(|q| (q.path.as_str(), q.text.as_str()));
+    let quant = src
+        .quant
+        .as_ref()
+        .map(|q| (q.path.as_str(), q.text.as_str()));
     lower_model(&src.graph.path, &src.graph.text, quant, &lookup, opts)
 }
 
@@ -121,7 +130,10 @@ pub fn dump_ast(path: &Path) -> Result<String, FrontError> {
     let file = sources.add(src.graph.path.clone(), src.graph.text.clone());
     match syntax::parse_document(file, &src.graph.text) {
         Ok(doc) => Ok(syntax::print::document(&doc)),
-        Err(d) => Err(FrontError { diagnostics: d.into(), sources }),
+        Err(d) => Err(FrontError {
+            diagnostics: d.into(),
+            sources,
+        }),
     }
 }
 
@@ -148,7 +160,10 @@ pub fn lower_model(
     let user_file = sources.add(name, text);
     let std_file = sources.add("<stdlib>/stdlib.nnef", STDLIB);
     let quant_file = quant.map(|(qn, qt)| sources.add(qn, qt));
-    let fail = |d: Diagnostics, sources: SourceMap| FrontError { diagnostics: d, sources };
+    let fail = |d: Diagnostics, sources: SourceMap| FrontError {
+        diagnostics: d,
+        sources,
+    };
     let doc = match syntax::parse_document(user_file, text) {
         Ok(d) => d,
         Err(d) => return Err(fail(d.into(), sources)),
@@ -165,7 +180,10 @@ pub fn lower_model(
         Err(d) => return Err(fail(d, sources)),
     };
     let Some(graph_def) = &doc.graph else {
-        return Err(fail(Diagnostic::error("the document has no `graph`").into(), sources));
+        return Err(fail(
+            Diagnostic::error("the document has no `graph`").into(),
+            sources,
+        ));
     };
     let mut ev = eval::Evaluator::new(&table, &graph_def.name.name, opts, variables);
     if let (Some(file), Some((_, qt))) = (quant_file, quant) {
@@ -182,7 +200,12 @@ pub fn lower_model(
     }
     let graph = ev.graph;
     let open_extents = open_extents(&graph);
-    Ok(Lowered { graph, sources, warnings: ev.warnings, open_extents })
+    Ok(Lowered {
+        graph,
+        sources,
+        warnings: ev.warnings,
+        open_extents,
+    })
 }
 
 fn open_extents(g: &ir::Graph) -> Vec<String> {

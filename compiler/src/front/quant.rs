@@ -172,7 +172,9 @@ impl<'a> Lexer<'a> {
                 match lit.parse::<i64>() {
                     Ok(v) => Tok::Int(v),
                     Err(_) => {
-                        return Err(Diagnostic::error("integer literal out of range").at(span, "too large"));
+                        return Err(
+                            Diagnostic::error("integer literal out of range").at(span, "too large")
+                        );
                     }
                 }
             };
@@ -183,7 +185,10 @@ impl<'a> Lexer<'a> {
             return match self.text[body..].find(b as char) {
                 Some(len) => {
                     self.pos = body + len + 1;
-                    Ok((Tok::Str(self.text[body..body + len].to_string()), self.span(start, self.pos)))
+                    Ok((
+                        Tok::Str(self.text[body..body + len].to_string()),
+                        self.span(start, self.pos),
+                    ))
                 }
                 None => {
                     self.pos = self.text.len();
@@ -199,7 +204,8 @@ impl<'a> Lexer<'a> {
         // Step over a whole (possibly multi-byte) character so spans stay on boundaries.
         let c = self.text[start..].chars().next().unwrap_or('\u{fffd}');
         self.pos += c.len_utf8();
-        Err(Diagnostic::error(format!("unexpected character {c:?}")).at(self.span(start, self.pos), ""))
+        Err(Diagnostic::error(format!("unexpected character {c:?}"))
+            .at(self.span(start, self.pos), ""))
     }
 }
 
@@ -223,7 +229,11 @@ impl<'a> Parser<'a> {
     }
 
     fn expect_punct(&mut self, c: char) -> Result<Span, Diagnostic> {
-        if self.tok == Tok::Punct(c) { Ok(self.bump()?.1) } else { Err(self.unexpected(&format!("`{c}`"))) }
+        if self.tok == Tok::Punct(c) {
+            Ok(self.bump()?.1)
+        } else {
+            Err(self.unexpected(&format!("`{c}`")))
+        }
     }
 
     fn ident(&mut self, what: &str) -> Result<(String, Span), Diagnostic> {
@@ -259,7 +269,11 @@ impl<'a> Parser<'a> {
                         .at(name_span, "again here")
                         .with_label(first.name_span, "first here"));
                 }
-                args.push(QuantArg { name, name_span, value });
+                args.push(QuantArg {
+                    name,
+                    name_span,
+                    value,
+                });
                 if self.tok == Tok::Punct(',') {
                     self.bump()?;
                 } else {
@@ -269,23 +283,34 @@ impl<'a> Parser<'a> {
         }
         self.expect_punct(')')?;
         let end = self.expect_punct(';')?;
-        Ok(QuantEntry { tensor, tensor_span, fragment, fragment_span, args, span: tensor_span.to(end) })
+        Ok(QuantEntry {
+            tensor,
+            tensor_span,
+            fragment,
+            fragment_span,
+            args,
+            span: tensor_span.to(end),
+        })
     }
 
     fn value(&mut self, depth: usize) -> Result<QuantValue, Diagnostic> {
         if depth > MAX_DEPTH {
-            return Err(Diagnostic::error(format!("literal nested deeper than {MAX_DEPTH} levels"))
-                .at(self.span, "too deep"));
+            return Err(Diagnostic::error(format!(
+                "literal nested deeper than {MAX_DEPTH} levels"
+            ))
+            .at(self.span, "too deep"));
         }
         let start = self.span;
         let kind = match &self.tok {
-            Tok::Int(_) | Tok::Real(_) | Tok::Str(_) | Tok::True | Tok::False => match self.bump()?.0 {
-                Tok::Int(i) => QuantValueKind::Integer(i),
-                Tok::Real(r) => QuantValueKind::Scalar(r),
-                Tok::Str(s) => QuantValueKind::String(s),
-                Tok::True => QuantValueKind::Logical(true),
-                _ => QuantValueKind::Logical(false),
-            },
+            Tok::Int(_) | Tok::Real(_) | Tok::Str(_) | Tok::True | Tok::False => {
+                match self.bump()?.0 {
+                    Tok::Int(i) => QuantValueKind::Integer(i),
+                    Tok::Real(r) => QuantValueKind::Scalar(r),
+                    Tok::Str(s) => QuantValueKind::String(s),
+                    Tok::True => QuantValueKind::Logical(true),
+                    _ => QuantValueKind::Logical(false),
+                }
+            }
             Tok::Punct('-') => {
                 self.bump()?;
                 let span = start.to(self.span);
@@ -293,11 +318,17 @@ impl<'a> Parser<'a> {
                     Tok::Int(i) => {
                         self.bump()?;
                         // `i` is non-negative, so its negation cannot overflow.
-                        return Ok(QuantValue { kind: QuantValueKind::Integer(-i), span });
+                        return Ok(QuantValue {
+                            kind: QuantValueKind::Integer(-i),
+                            span,
+                        });
                     }
                     Tok::Real(r) => {
                         self.bump()?;
-                        return Ok(QuantValue { kind: QuantValueKind::Scalar(-r), span });
+                        return Ok(QuantValue {
+                            kind: QuantValueKind::Scalar(-r),
+                            span,
+                        });
                     }
                     _ => return Err(self.unexpected("a number after `-`")),
                 }
@@ -316,7 +347,10 @@ impl<'a> Parser<'a> {
                     }
                 }
                 let end = self.expect_punct(']')?;
-                return Ok(QuantValue { kind: QuantValueKind::Array(items), span: start.to(end) });
+                return Ok(QuantValue {
+                    kind: QuantValueKind::Array(items),
+                    span: start.to(end),
+                });
             }
             Tok::Punct('(') => {
                 self.bump()?;
@@ -330,12 +364,15 @@ impl<'a> Parser<'a> {
                     return Err(Diagnostic::error("a tuple needs at least two items")
                         .at(start.to(end), "parentheses are only for tuples here"));
                 }
-                return Ok(QuantValue { kind: QuantValueKind::Tuple(items), span: start.to(end) });
+                return Ok(QuantValue {
+                    kind: QuantValueKind::Tuple(items),
+                    span: start.to(end),
+                });
             }
             Tok::Ident(_) => {
-                return Err(self
-                    .unexpected("a literal")
-                    .with_note("graph.quant arguments must be literals, not identifiers or expressions"));
+                return Err(self.unexpected("a literal").with_note(
+                    "graph.quant arguments must be literals, not identifiers or expressions",
+                ));
             }
             _ => return Err(self.unexpected("a literal")),
         };
@@ -365,7 +402,11 @@ pub fn parse_quant(text: &str, file: FileId) -> Result<Vec<QuantEntry>, Diagnost
             Err(d) => diags.push(d),
         }
     };
-    let mut p = Parser { lexer, tok: first.0, span: first.1 };
+    let mut p = Parser {
+        lexer,
+        tok: first.0,
+        span: first.1,
+    };
     let mut entries: Vec<QuantEntry> = Vec::new();
     while p.tok != Tok::Eof {
         match p.entry() {
@@ -391,7 +432,11 @@ pub fn parse_quant(text: &str, file: FileId) -> Result<Vec<QuantEntry>, Diagnost
             }
         }
     }
-    if diags.is_empty() { Ok(entries) } else { Err(Diagnostics(diags)) }
+    if diags.is_empty() {
+        Ok(entries)
+    } else {
+        Err(Diagnostics(diags))
+    }
 }
 
 #[cfg(test)]
@@ -402,7 +447,8 @@ mod tests {
     use proptest::prelude::*;
 
     fn show_value(v: &QuantValue) -> String {
-        let list = |items: &[QuantValue]| items.iter().map(show_value).collect::<Vec<_>>().join(", ");
+        let list =
+            |items: &[QuantValue]| items.iter().map(show_value).collect::<Vec<_>>().join(", ");
         match &v.kind {
             QuantValueKind::Integer(i) => format!("{i}"),
             QuantValueKind::Scalar(s) => format!("{s:?}"),
@@ -421,8 +467,11 @@ mod tests {
             Ok(entries) => entries
                 .iter()
                 .map(|e| {
-                    let args: Vec<String> =
-                        e.args.iter().map(|a| format!("{} = {}", a.name, show_value(&a.value))).collect();
+                    let args: Vec<String> = e
+                        .args
+                        .iter()
+                        .map(|a| format!("{} = {}", a.name, show_value(&a.value)))
+                        .collect();
                     format!(
                         "{}@{}..{} -> {}({}) @{}..{}\n",
                         e.tensor,

@@ -87,16 +87,23 @@ fn broadcast(values: &[f64], vshape: &[usize], shape: &[usize]) -> Option<Vec<f6
 impl Evaluator<'_> {
     fn quant_param(&self, entry: &QuantEntry, name: &str, shape: &[usize]) -> EResult<Vec<f64>> {
         let arg = entry.arg(name).ok_or_else(|| {
-            Diagnostic::error(format!("`{}` entry for `{}` lacks `{name}`", entry.fragment, entry.tensor))
-                .at(entry.span, format!("expected `{name} = ...`"))
+            Diagnostic::error(format!(
+                "`{}` entry for `{}` lacks `{name}`",
+                entry.fragment, entry.tensor
+            ))
+            .at(entry.span, format!("expected `{name} = ...`"))
         })?;
         let mut vshape = Vec::new();
         let mut values = Vec::new();
         flatten(&qvalue(&arg.value), &mut vshape, 0, &mut values)
             .and_then(|_| broadcast(&values, &vshape, shape))
             .ok_or_else(|| {
-                Diagnostic::error(format!("`{name}` does not fit tensor `{}`", entry.tensor))
-                    .at(arg.value.span, format!("expected a number or a rectangular array that broadcasts to {shape:?}"))
+                Diagnostic::error(format!("`{name}` does not fit tensor `{}`", entry.tensor)).at(
+                    arg.value.span,
+                    format!(
+                        "expected a number or a rectangular array that broadcasts to {shape:?}"
+                    ),
+                )
             })
     }
 
@@ -108,7 +115,13 @@ impl Evaluator<'_> {
     }
 
     /// Real values of a quantized variable (spec §7.3, §7.4, §4.9 formulas).
-    pub fn dequantize(&self, ident: Option<&str>, dat: &DatTensor, label: &str, span: Span) -> EResult<Tensor> {
+    pub fn dequantize(
+        &self,
+        ident: Option<&str>,
+        dat: &DatTensor,
+        label: &str,
+        span: Span,
+    ) -> EResult<Tensor> {
         let codes: Vec<f64> = match &dat.data.data {
             TensorData::F32(v) => v.iter().map(|&x| x as f64).collect(),
             TensorData::I32(v) => v.iter().map(|&x| x as f64).collect(),
@@ -119,12 +132,17 @@ impl Evaluator<'_> {
         let values: Vec<f64> = match dat.quant {
             Some(QuantParams::LegacyLinear { min, max }) => {
                 let r = 2f64.powi(bits) - 1.0;
-                codes.iter().map(|c| c / r * (max - min) as f64 + min as f64).collect()
+                codes
+                    .iter()
+                    .map(|c| c / r * (max - min) as f64 + min as f64)
+                    .collect()
             }
             Some(QuantParams::LegacyLogarithmic { .. }) => {
-                return Err(Diagnostic::error(format!("variable '{label}' uses legacy logarithmic quantization"))
-                    .at(span, "nnefc cannot decode these codes")
-                    .with_note("convert the file to float or linear quantization"));
+                return Err(Diagnostic::error(format!(
+                    "variable '{label}' uses legacy logarithmic quantization"
+                ))
+                .at(span, "nnefc cannot decode these codes")
+                .with_note("convert the file to float or linear quantization"));
             }
             Some(QuantParams::GraphQuant) | None => {
                 let entry = ident.and_then(|i| self.quant.get(i)).ok_or_else(|| {
@@ -140,15 +158,25 @@ impl Evaluator<'_> {
                     "zero_point_linear_quantize" => {
                         let zp = self.quant_param(entry, "zero_point", &shape)?;
                         let scale = self.quant_param(entry, "scale", &shape)?;
-                        codes.iter().zip(zp.iter().zip(&scale)).map(|(c, (z, s))| (c - z) * s).collect()
+                        codes
+                            .iter()
+                            .zip(zp.iter().zip(&scale))
+                            .map(|(c, (z, s))| (c - z) * s)
+                            .collect()
                     }
                     "linear_quantize" | "min_max_linear_quantize" => {
                         let lo = self.quant_param(entry, "min", &shape)?;
                         let hi = self.quant_param(entry, "max", &shape)?;
-                        let signed = Self::quant_flag(entry, "signed", false) && entry.fragment != "linear_quantize";
-                        let symmetric = Self::quant_flag(entry, "symmetric", false) && entry.fragment != "linear_quantize";
+                        let signed = Self::quant_flag(entry, "signed", false)
+                            && entry.fragment != "linear_quantize";
+                        let symmetric = Self::quant_flag(entry, "symmetric", false)
+                            && entry.fragment != "linear_quantize";
                         let r = 2f64.powi(bits) - 1.0 - f64::from(u8::from(signed && symmetric));
-                        let p = if signed { 2f64.powi(bits - 1) - f64::from(u8::from(symmetric)) } else { 0.0 };
+                        let p = if signed {
+                            2f64.powi(bits - 1) - f64::from(u8::from(symmetric))
+                        } else {
+                            0.0
+                        };
                         codes
                             .iter()
                             .zip(lo.iter().zip(&hi))
@@ -163,22 +191,46 @@ impl Evaluator<'_> {
                 }
             }
         };
-        Ok(Tensor::f32(shape, values.into_iter().map(|v| v as f32).collect()))
+        Ok(Tensor::f32(
+            shape,
+            values.into_iter().map(|v| v as f32).collect(),
+        ))
     }
 
     /// Simulated quantization: `t` becomes `op(t, args...)` right after it is assigned.
-    pub fn apply_quant(&mut self, name: &str, id: ValueId, scope: &mut Scope) -> EResult<Option<ValueId>> {
-        let Some(entry) = self.quant.get(name).cloned() else { return Ok(None) };
-        let frag = self.lookup(&Ident { name: entry.fragment.clone(), span: entry.fragment_span })?;
-        let Some(first) = frag.def.params.first() else {
-            return Err(Diagnostic::error(format!("`{}` has no parameters", entry.fragment))
-                .at(entry.fragment_span, "expected a quantization fragment whose first parameter is a tensor"));
+    pub fn apply_quant(
+        &mut self,
+        name: &str,
+        id: ValueId,
+        scope: &mut Scope,
+    ) -> EResult<Option<ValueId>> {
+        let Some(entry) = self.quant.get(name).cloned() else {
+            return Ok(None);
         };
-        let mut args = vec![ArgVal { name: None, value: Value::Tensor(id), span: entry.tensor_span }];
+        let frag = self.lookup(&Ident {
+            name: entry.fragment.clone(),
+            span: entry.fragment_span,
+        })?;
+        let Some(first) = frag.def.params.first() else {
+            return Err(
+                Diagnostic::error(format!("`{}` has no parameters", entry.fragment)).at(
+                    entry.fragment_span,
+                    "expected a quantization fragment whose first parameter is a tensor",
+                ),
+            );
+        };
+        let mut args = vec![ArgVal {
+            name: None,
+            value: Value::Tensor(id),
+            span: entry.tensor_span,
+        }];
         for a in &entry.args {
             if a.name == first.name.name {
-                return Err(Diagnostic::error(format!("`{}` must not be given in graph.quant", a.name))
-                    .at(a.name_span, "bound to the quantized tensor implicitly"));
+                return Err(Diagnostic::error(format!(
+                    "`{}` must not be given in graph.quant",
+                    a.name
+                ))
+                .at(a.name_span, "bound to the quantized tensor implicitly"));
             }
             let mut v = qvalue(&a.value);
             // 1.0.5: tensor parameters may be (nested) array literals → constants.
@@ -189,7 +241,10 @@ impl Evaluator<'_> {
                 v = self.array_constant(&v, a.value.span)?;
             }
             args.push(ArgVal {
-                name: Some(Ident { name: a.name.clone(), span: a.name_span }),
+                name: Some(Ident {
+                    name: a.name.clone(),
+                    span: a.name_span,
+                }),
                 value: v,
                 span: a.value.span,
             });
@@ -197,8 +252,14 @@ impl Evaluator<'_> {
         let _ = scope;
         match self.invoke(frag, None, args, entry.span, entry.fragment_span)? {
             Value::Tensor(q) => Ok(Some(q)),
-            other => Err(Diagnostic::error(format!("`{}` does not give one tensor", entry.fragment))
-                .at(entry.fragment_span, format!("it gives `{}`", self.describe(&other)))),
+            other => {
+                Err(
+                    Diagnostic::error(format!("`{}` does not give one tensor", entry.fragment)).at(
+                        entry.fragment_span,
+                        format!("it gives `{}`", self.describe(&other)),
+                    ),
+                )
+            }
         }
     }
 

@@ -11,7 +11,10 @@ use std::path::{Path, PathBuf};
 
 fn run_case(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let mut opts = FrontOptions { allow_missing_variables: true, ..FrontOptions::default() };
+    let mut opts = FrontOptions {
+        allow_missing_variables: true,
+        ..FrontOptions::default()
+    };
     for line in text.lines().filter_map(|l| l.strip_prefix("#!")) {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
@@ -23,23 +26,38 @@ fn run_case(path: &Path) -> String {
             _ => return format!("bad directive `{line}`"),
         }
     }
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     match lower_source(&name, &text, &|_| None, &opts) {
         Ok(l) => {
             if let Err(errs) = ir::verify::verify(&l.graph) {
-                return format!("IR verifier rejects the lowered graph:\n{}", ir::verify::render_errors(&errs));
+                return format!(
+                    "IR verifier rejects the lowered graph:\n{}",
+                    ir::verify::render_errors(&errs)
+                );
             }
             // Literal constants show their data; variables (zeros here) only their label.
-            let printed = ir::print::print_with(&l.graph, ir::print::PrintOptions { const_data: true });
+            let printed =
+                ir::print::print_with(&l.graph, ir::print::PrintOptions { const_data: true });
             let mut out = String::new();
             for line in printed.lines() {
-                match line.find("= const \"").and_then(|at| line[at + 9..].find("\" [").map(|k| at + 9 + k + 1)) {
+                match line
+                    .find("= const \"")
+                    .and_then(|at| line[at + 9..].find("\" [").map(|k| at + 9 + k + 1))
+                {
                     Some(cut) => out.push_str(&line[..cut]),
                     None => out.push_str(line),
                 }
                 out.push('\n');
             }
-            let warnings: Vec<_> = l.warnings.iter().filter(|w| !w.message.starts_with("no data for variable")).cloned().collect();
+            let warnings: Vec<_> = l
+                .warnings
+                .iter()
+                .filter(|w| !w.message.starts_with("no data for variable"))
+                .cloned()
+                .collect();
             if !warnings.is_empty() {
                 out.push_str("\nwarnings:\n");
                 out.push_str(&crate::diag::render_all(&warnings, &l.sources));
@@ -57,9 +75,16 @@ fn run_case(path: &Path) -> String {
 }
 
 fn run_dir(dir: &str) {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/front/tests").join(dir);
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("src/front/tests")
+        .join(dir);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
-        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "nnef")).collect())
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "nnef"))
+                .collect()
+        })
         .unwrap_or_default();
     files.sort();
     assert!(!files.is_empty(), "no cases in {}", root.display());
@@ -92,12 +117,23 @@ fn model_cases() {
 fn shared_models_lower() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     // The repo sits next to `shared/` (main) or two levels below it (worktrees).
-    let candidates = [manifest.join("../../shared/models"), manifest.join("../../../shared/models")];
-    let Some(Ok(entries)) = candidates.iter().find(|d| d.is_dir()).map(std::fs::read_dir) else {
+    let candidates = [
+        manifest.join("../../shared/models"),
+        manifest.join("../../../shared/models"),
+    ];
+    let Some(Ok(entries)) = candidates
+        .iter()
+        .find(|d| d.is_dir())
+        .map(std::fs::read_dir)
+    else {
         println!("skipped: ../shared/models not present");
         return;
     };
-    let mut names: Vec<_> = entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    let mut names: Vec<_> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
     names.sort();
     for m in names {
         let l = match load_and_lower(&m.join("model.nnef"), &FrontOptions::default()) {
@@ -110,8 +146,18 @@ fn shared_models_lower() {
         let meta = std::fs::read_to_string(m.join("meta.json")).unwrap_or_default();
         let expected = json_int_array(&meta, "output_shape");
         let out = l.graph.outputs.first().map(|o| l.graph.ty(*o).shape());
-        assert_eq!(out, Some(expected), "{}: output shape differs from meta.json", m.display());
-        assert!(l.open_extents.is_empty(), "{}: {:?}", m.display(), l.open_extents);
+        assert_eq!(
+            out,
+            Some(expected),
+            "{}: output shape differs from meta.json",
+            m.display()
+        );
+        assert!(
+            l.open_extents.is_empty(),
+            "{}: {:?}",
+            m.display(),
+            l.open_extents
+        );
     }
 }
 
@@ -125,7 +171,8 @@ fn open_extent_from_override() {
         return;
     }
     let mut opts = FrontOptions::default();
-    opts.input_shapes.insert("input".into(), vec![None, Some(784)]);
+    opts.input_shapes
+        .insert("input".into(), vec![None, Some(784)]);
     let l = load_and_lower(&model, &opts).unwrap_or_else(|e| panic!("{}", e.render()));
     expect_test::expect![[r#"
         input `input`: f32[?,784]
@@ -139,12 +186,21 @@ fn json_int_array(text: &str, key: &str) -> Option<Vec<usize>> {
     let rest = &text[at..];
     let open = rest.find('[')?;
     let close = rest.find(']')?;
-    rest[open + 1..close].split(',').map(|x| x.trim().parse().ok()).collect()
+    rest[open + 1..close]
+        .split(',')
+        .map(|x| x.trim().parse().ok())
+        .collect()
 }
 
 fn lower_with_quant(graph: &str, quant: &str, vars: &dyn Fn(&str) -> quantize::VarData) -> String {
     let opts = FrontOptions::default();
-    match lower_model("graph.nnef", graph, Some(("graph.quant", quant)), vars, &opts) {
+    match lower_model(
+        "graph.nnef",
+        graph,
+        Some(("graph.quant", quant)),
+        vars,
+        &opts,
+    ) {
         Ok(l) => ir::print::print_with(&l.graph, ir::print::PrintOptions { const_data: true }),
         Err(e) => e.render(),
     }
@@ -159,7 +215,10 @@ fn graph_quant_dequantizes_and_simulates() {
     let vars = |label: &str| match label {
         "w" => quantize::VarData::Quantized(dat::DatTensor {
             shape: vec![2],
-            item: dat::ItemType { kind: dat::ItemKind::QuantizedUnsigned, bits: 8 },
+            item: dat::ItemType {
+                kind: dat::ItemKind::QuantizedUnsigned,
+                bits: 8,
+            },
             data: ir::Tensor::f32(vec![2], vec![130.0, 126.0]),
             quant: Some(dat::QuantParams::GraphQuant),
         }),
@@ -217,5 +276,8 @@ fn graph_quant_unknown_tensor() {
           │
           = keys are graph identifiers (the left-hand side of an assignment), not variable labels
 
-    "#]].assert_eq(&lower_with_quant(graph, quant, &|_| quantize::VarData::Missing));
+    "#]]
+    .assert_eq(&lower_with_quant(graph, quant, &|_| {
+        quantize::VarData::Missing
+    }));
 }

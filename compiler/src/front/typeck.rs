@@ -20,7 +20,8 @@ pub fn deduce(v: &Value, ty: &TypeSpec, graph: &Graph, out: &mut Vec<PrimType>) 
                 out.push(p);
             }
         }
-        (TypeSpec::Tensor(Some(inner), _), v) if matches!(**inner, TypeSpec::Generic(_)) => match v {
+        (TypeSpec::Tensor(Some(inner), _), v) if matches!(**inner, TypeSpec::Generic(_)) => match v
+        {
             Value::Tensor(id) => out.push(prim_of_dtype(graph.ty(*id).dtype)),
             other => {
                 if let Some(p) = prim_of_value(other) {
@@ -28,9 +29,13 @@ pub fn deduce(v: &Value, ty: &TypeSpec, graph: &Graph, out: &mut Vec<PrimType>) 
                 }
             }
         },
-        (TypeSpec::Array(inner, _), Value::Array(items)) => items.iter().for_each(|i| deduce(i, inner, graph, out)),
+        (TypeSpec::Array(inner, _), Value::Array(items)) => {
+            items.iter().for_each(|i| deduce(i, inner, graph, out))
+        }
         (TypeSpec::Tuple(tys, _), Value::Tuple(items)) => {
-            tys.iter().zip(items).for_each(|(t, i)| deduce(i, t, graph, out));
+            tys.iter()
+                .zip(items)
+                .for_each(|(t, i)| deduce(i, t, graph, out));
         }
         _ => {}
     }
@@ -62,7 +67,12 @@ pub struct Mismatch;
 impl Evaluator<'_> {
     /// Checks `v` against `ty` (with `?` bound to `generic`) and converts primitive
     /// attributes to rank-0 constants where a tensor is expected.
-    pub fn coerce(&mut self, v: Value, ty: &TypeSpec, generic: Option<PrimType>) -> Result<Value, Mismatch> {
+    pub fn coerce(
+        &mut self,
+        v: Value,
+        ty: &TypeSpec,
+        generic: Option<PrimType>,
+    ) -> Result<Value, Mismatch> {
         match ty {
             TypeSpec::Prim(..) | TypeSpec::Generic(_) => {
                 let want = resolve_prim(ty, generic);
@@ -81,7 +91,11 @@ impl Evaluator<'_> {
                 match &v {
                     Value::Tensor(id) => {
                         let have = prim_of_dtype(self.graph.ty(*id).dtype);
-                        if want.is_none_or(|w| w == have) { Ok(v) } else { Err(Mismatch) }
+                        if want.is_none_or(|w| w == have) {
+                            Ok(v)
+                        } else {
+                            Err(Mismatch)
+                        }
                     }
                     other => {
                         let p = prim_of_value(other).ok_or(Mismatch)?;

@@ -44,7 +44,9 @@ impl Value {
             Value::Scalar(_) => "scalar".into(),
             Value::Logical(_) => "logical".into(),
             Value::Str(_) => "string".into(),
-            Value::Tensor(id) => format!("tensor<{}>", prim_name(prim_of_dtype(graph.ty(*id).dtype))),
+            Value::Tensor(id) => {
+                format!("tensor<{}>", prim_name(prim_of_dtype(graph.ty(*id).dtype)))
+            }
             Value::Array(items) => match items.first() {
                 Some(first) => format!("{}[]", first.describe(graph)),
                 None => "empty array `[]`".into(),
@@ -86,7 +88,11 @@ impl Value {
 /// Scalars always show a `.` or an exponent, as NNEF literals do.
 pub fn render_scalar(s: f64) -> String {
     let t = format!("{s}");
-    if t.contains('.') || t.contains('e') || t.contains("inf") || t.contains("NaN") { t } else { format!("{t}.0") }
+    if t.contains('.') || t.contains('e') || t.contains("inf") || t.contains("NaN") {
+        t
+    } else {
+        format!("{t}.0")
+    }
 }
 
 pub fn prim_name(p: PrimType) -> &'static str {
@@ -156,7 +162,9 @@ pub fn spec_has_unbound_tensor(ty: &TypeSpec) -> bool {
     match ty {
         TypeSpec::Tensor(None, _) => true,
         TypeSpec::Prim(..) | TypeSpec::Generic(_) => false,
-        TypeSpec::Tensor(Some(inner), _) | TypeSpec::Array(inner, _) => spec_has_unbound_tensor(inner),
+        TypeSpec::Tensor(Some(inner), _) | TypeSpec::Array(inner, _) => {
+            spec_has_unbound_tensor(inner)
+        }
         TypeSpec::Tuple(items, _) => items.iter().any(spec_has_unbound_tensor),
     }
 }

@@ -79,7 +79,10 @@ pub struct Graph {
 
 impl Graph {
     pub fn new(name: impl Into<String>) -> Graph {
-        Graph { name: name.into(), ..Graph::default() }
+        Graph {
+            name: name.into(),
+            ..Graph::default()
+        }
     }
 
     pub fn value(&self, id: ValueId) -> &Value {
@@ -106,7 +109,12 @@ impl Graph {
     }
 
     /// Adds a constant and the value that refers to it.
-    pub fn add_const(&mut self, tensor: Tensor, label: Option<String>, name: Option<String>) -> ValueId {
+    pub fn add_const(
+        &mut self,
+        tensor: Tensor,
+        label: Option<String>,
+        name: Option<String>,
+    ) -> ValueId {
         let ty = tensor.ty();
         self.consts.push(Constant { tensor, label });
         let c = ConstId(self.consts.len() as u32 - 1);
@@ -115,14 +123,23 @@ impl Graph {
 
     /// Appends a node whose result types are already known (computed with
     /// `ir::infer`). Returns the output values.
-    pub fn add_node(&mut self, op: Op, inputs: Vec<ValueId>, output_types: Vec<TensorType>) -> Vec<ValueId> {
+    pub fn add_node(
+        &mut self,
+        op: Op,
+        inputs: Vec<ValueId>,
+        output_types: Vec<TensorType>,
+    ) -> Vec<ValueId> {
         let n = NodeId(self.nodes.len() as u32);
         let outputs: Vec<ValueId> = output_types
             .into_iter()
             .enumerate()
             .map(|(i, ty)| self.push_value(ty, ValueDef::Node(n, i), None))
             .collect();
-        self.nodes.push(Node { op, inputs, outputs: outputs.clone() });
+        self.nodes.push(Node {
+            op,
+            inputs,
+            outputs: outputs.clone(),
+        });
         outputs
     }
 

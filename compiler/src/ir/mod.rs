@@ -14,15 +14,17 @@ pub mod graph;
 pub mod infer;
 pub mod interp;
 pub mod op;
-pub mod rewrite;
 pub mod parse;
 pub mod plan;
 pub mod print;
+pub mod rewrite;
 pub mod tensor;
 pub mod types;
 pub mod verify;
 
 pub use graph::{ConstId, Constant, Graph, Node, NodeId, Value, ValueDef, ValueId};
-pub use op::{BinaryOp, Border, ConvAttrs, Op, ReduceOp, ResampleMethod, RoiPoolOp, UnaryOp, WindowAttrs};
+pub use op::{
+    BinaryOp, Border, ConvAttrs, Op, ReduceOp, ResampleMethod, RoiPoolOp, UnaryOp, WindowAttrs,
+};
 pub use tensor::{Tensor, TensorData};
 pub use types::{DType, Dim, Layout, TensorType};

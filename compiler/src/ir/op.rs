@@ -62,11 +62,18 @@ pub enum UnaryOp {
     /// x·sigmoid(1.702·x) — NNEF's stdlib definition (an approximation of x·Φ(x)).
     Gelu,
     /// x < 0 ? alpha·(eˣ − 1) : x
-    Elu { alpha: f32 },
+    Elu {
+        alpha: f32,
+    },
     /// lambda · (x < 0 ? alpha·(eˣ − 1) : x)
-    Selu { alpha: f32, lambda: f32 },
+    Selu {
+        alpha: f32,
+        lambda: f32,
+    },
     /// x < 0 ? alpha·x : x
-    LeakyRelu { alpha: f32 },
+    LeakyRelu {
+        alpha: f32,
+    },
 }
 
 /// Element-wise binary functions with NNEF broadcasting (left-aligned; an extent of 1,
@@ -96,7 +103,10 @@ pub enum BinaryOp {
 impl BinaryOp {
     /// Comparisons produce bool tensors.
     pub fn is_comparison(self) -> bool {
-        matches!(self, BinaryOp::Lt | BinaryOp::Gt | BinaryOp::Le | BinaryOp::Ge | BinaryOp::Eq | BinaryOp::Ne)
+        matches!(
+            self,
+            BinaryOp::Lt | BinaryOp::Gt | BinaryOp::Le | BinaryOp::Ge | BinaryOp::Eq | BinaryOp::Ne
+        )
     }
     pub fn is_logical(self) -> bool {
         matches!(self, BinaryOp::And | BinaryOp::Or)
@@ -220,9 +230,15 @@ pub enum Op {
     Deconv(ConvAttrs),
     /// (input) → output: window sum, divided by the window volume (or the in-bounds
     /// count with `Border::Ignore`) when `normalize`. `avg_pool` is `Box` with normalize.
-    Box { window: WindowAttrs, normalize: bool },
+    Box {
+        window: WindowAttrs,
+        normalize: bool,
+    },
     /// (input) → output: the adjoint of `Box`.
-    Debox { window: WindowAttrs, normalize: bool },
+    Debox {
+        window: WindowAttrs,
+        normalize: bool,
+    },
     /// (input) → index: i32 row-major offset of the maximum inside each window.
     ArgmaxPool(WindowAttrs),
     /// (input, index) → output
@@ -233,11 +249,18 @@ pub enum Op {
     /// the input count as 0 for `Border::Constant` and are skipped for `Border::Ignore`.
     MaxPool(WindowAttrs),
     /// (input) → output, `factor` per spatial dim.
-    MultilinearUpsample { factor: Vec<usize>, method: ResampleMethod, border: Border },
+    MultilinearUpsample {
+        factor: Vec<usize>,
+        method: ResampleMethod,
+        border: Border,
+    },
     /// (input) → output; `axes` sorted, unique, each in `[0, rank)`.
     Reduce { op: ReduceOp, axes: Vec<usize> },
     /// (A, B) → C with batch broadcasting over leading dims.
-    MatMul { transpose_a: bool, transpose_b: bool },
+    MatMul {
+        transpose_a: bool,
+        transpose_b: bool,
+    },
     /// (input `[N,Cin]`, filter `[Cout,Cin]`, bias `[1,Cout]` or scalar) → `[N,Cout]`
     /// (native compound `linear`).
     Linear,
@@ -248,7 +271,11 @@ pub enum Op {
     BatchNorm { epsilon: f32 },
     /// (input) → output. NNEF attributes as written: `0` copies the input extent,
     /// one `-1` is inferred; `axis_count == -1` means "to the end".
-    Reshape { shape: Vec<i64>, axis_start: usize, axis_count: i64 },
+    Reshape {
+        shape: Vec<i64>,
+        axis_start: usize,
+        axis_count: i64,
+    },
     /// (input) → output; `axes` sorted, each of extent 1.
     Squeeze { axes: Vec<usize> },
     /// (input) → output; `axes` index the output, sorted.
@@ -265,19 +292,34 @@ pub enum Op {
     Unstack { axis: usize },
     /// (input) → output. NNEF 1.0.4 slice semantics; `begin`/`end` as written
     /// (negative counts from the end), `stride` empty = all ones.
-    Slice { axes: Vec<usize>, begin: Vec<i64>, end: Vec<i64>, stride: Vec<i64> },
+    Slice {
+        axes: Vec<usize>,
+        begin: Vec<i64>,
+        end: Vec<i64>,
+        stride: Vec<i64>,
+    },
     /// (input) → output; `repeats.len() == rank`
     Tile { repeats: Vec<usize> },
     /// (input) → output; `padding.len() == rank`. `value` is used with `Border::Constant`.
-    Pad { padding: Vec<(usize, usize)>, border: Border, value: f32 },
+    Pad {
+        padding: Vec<(usize, usize)>,
+        border: Border,
+        value: f32,
+    },
     /// (input, indices: i32) → output
     Gather { axis: usize },
     /// (input) → output of dtype `to`; scalar→integer truncates, numeric→logical is ≠0.
     Cast { to: DType },
     /// (input, rois `[R,4]`, batch_index `[R]`) → `[R, C, output_size…]`
-    RoiPool { op: RoiPoolOp, output_size: Vec<usize> },
+    RoiPool {
+        op: RoiPoolOp,
+        output_size: Vec<usize>,
+    },
     /// (input, rois, batch_index) → `[R, C, output_size…]`
-    RoiResample { output_size: Vec<usize>, method: ResampleMethod },
+    RoiResample {
+        output_size: Vec<usize>,
+        method: ResampleMethod,
+    },
 }
 
 impl Op {
@@ -377,8 +419,12 @@ impl Op {
             Op::Pad { .. } => "pad",
             Op::Gather { .. } => "gather",
             Op::Cast { .. } => "cast",
-            Op::RoiPool { op: RoiPoolOp::Avg, .. } => "avg_roi_pool",
-            Op::RoiPool { op: RoiPoolOp::Max, .. } => "max_roi_pool",
+            Op::RoiPool {
+                op: RoiPoolOp::Avg, ..
+            } => "avg_roi_pool",
+            Op::RoiPool {
+                op: RoiPoolOp::Max, ..
+            } => "max_roi_pool",
             Op::RoiResample { .. } => "roi_resample",
         }
     }

@@ -55,7 +55,9 @@ impl<'a> Rewriter<'a> {
         match val.def {
             ValueDef::Const(c) => {
                 let k = &self.old.consts[c.index()];
-                let nv = self.new.add_const(k.tensor.clone(), k.label.clone(), val.name.clone());
+                let nv = self
+                    .new
+                    .add_const(k.tensor.clone(), k.label.clone(), val.name.clone());
                 self.map[old.index()] = Some(nv);
                 Some(nv)
             }
@@ -71,10 +73,19 @@ impl<'a> Rewriter<'a> {
     /// Copies an old node as it is (operands mapped). Returns false if an operand has no
     /// new value (a malformed graph; the caller reports it).
     pub fn copy_node(&mut self, node: &Node) -> bool {
-        let Some(inputs) = node.inputs.iter().map(|&v| self.map(v)).collect::<Option<Vec<_>>>() else {
+        let Some(inputs) = node
+            .inputs
+            .iter()
+            .map(|&v| self.map(v))
+            .collect::<Option<Vec<_>>>()
+        else {
             return false;
         };
-        let types: Vec<TensorType> = node.outputs.iter().map(|&v| self.old.ty(v).clone()).collect();
+        let types: Vec<TensorType> = node
+            .outputs
+            .iter()
+            .map(|&v| self.old.ty(v).clone())
+            .collect();
         let outs = self.new.add_node(node.op.clone(), inputs, types);
         for (&o, &n) in node.outputs.iter().zip(&outs) {
             self.new.values[n.index()].name = self.old.value(o).name.clone();
@@ -84,7 +95,12 @@ impl<'a> Rewriter<'a> {
     }
 
     /// Adds a new node (operands are *new* values).
-    pub fn add_node(&mut self, op: Op, inputs: Vec<ValueId>, types: Vec<TensorType>) -> Vec<ValueId> {
+    pub fn add_node(
+        &mut self,
+        op: Op,
+        inputs: Vec<ValueId>,
+        types: Vec<TensorType>,
+    ) -> Vec<ValueId> {
         self.new.add_node(op, inputs, types)
     }
 
@@ -95,7 +111,12 @@ impl<'a> Rewriter<'a> {
 
     /// Finishes with the old graph's outputs mapped; `None` if an output has no value.
     pub fn finish(mut self) -> Option<Graph> {
-        let outputs = self.old.outputs.iter().map(|&v| self.map(v)).collect::<Option<Vec<_>>>()?;
+        let outputs = self
+            .old
+            .outputs
+            .iter()
+            .map(|&v| self.map(v))
+            .collect::<Option<Vec<_>>>()?;
         for (&o, &n) in self.old.outputs.iter().zip(&outputs) {
             // Keep the user's output names on the values that now carry them.
             if self.new.values[n.index()].name.is_none() {

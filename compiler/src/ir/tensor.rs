@@ -22,15 +22,24 @@ pub struct Tensor {
 impl Tensor {
     pub fn f32(shape: Vec<usize>, data: Vec<f32>) -> Tensor {
         debug_assert_eq!(shape.iter().product::<usize>(), data.len());
-        Tensor { shape, data: TensorData::F32(data) }
+        Tensor {
+            shape,
+            data: TensorData::F32(data),
+        }
     }
     pub fn i32(shape: Vec<usize>, data: Vec<i32>) -> Tensor {
         debug_assert_eq!(shape.iter().product::<usize>(), data.len());
-        Tensor { shape, data: TensorData::I32(data) }
+        Tensor {
+            shape,
+            data: TensorData::I32(data),
+        }
     }
     pub fn bool(shape: Vec<usize>, data: Vec<bool>) -> Tensor {
         debug_assert_eq!(shape.iter().product::<usize>(), data.len());
-        Tensor { shape, data: TensorData::Bool(data) }
+        Tensor {
+            shape,
+            data: TensorData::Bool(data),
+        }
     }
     /// All-zero (false) tensor of a type.
     pub fn zeros(dtype: DType, shape: Vec<usize>) -> Tensor {
@@ -96,10 +105,16 @@ impl Tensor {
         }
         let data = match dtype {
             DType::F32 => TensorData::F32(
-                bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
             ),
             DType::I32 => TensorData::I32(
-                bytes.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
             ),
             DType::Bool => TensorData::Bool(bytes.iter().map(|&b| b != 0).collect()),
         };

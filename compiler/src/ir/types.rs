@@ -97,10 +97,16 @@ pub struct Layout {
 
 impl Layout {
     pub fn row_major(rank: usize) -> Layout {
-        Layout { minor_to_major: (0..rank).rev().collect() }
+        Layout {
+            minor_to_major: (0..rank).rev().collect(),
+        }
     }
     pub fn is_row_major(&self) -> bool {
-        self.minor_to_major.iter().rev().enumerate().all(|(i, &d)| i == d)
+        self.minor_to_major
+            .iter()
+            .rev()
+            .enumerate()
+            .all(|(i, &d)| i == d)
     }
 }
 
@@ -124,7 +130,11 @@ impl TensorType {
     /// A row-major tensor type with possibly unknown extents.
     pub fn with_dims(dtype: DType, dims: Vec<Dim>) -> TensorType {
         let rank = dims.len();
-        TensorType { dtype, dims, layout: Layout::row_major(rank) }
+        TensorType {
+            dtype,
+            dims,
+            layout: Layout::row_major(rank),
+        }
     }
     pub fn scalar(dtype: DType) -> TensorType {
         TensorType::new(dtype, &[])

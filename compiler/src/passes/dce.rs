@@ -30,19 +30,33 @@ impl Pass for Dce {
                 }
             }
         }
-        let dead_consts = graph.values.iter().enumerate().any(|(i, v)| matches!(v.def, ValueDef::Const(_)) && !live_value[i]);
+        let dead_consts = graph
+            .values
+            .iter()
+            .enumerate()
+            .any(|(i, v)| matches!(v.def, ValueDef::Const(_)) && !live_value[i]);
         let unreferenced_consts = graph.consts.len()
-            != graph.values.iter().filter(|v| matches!(v.def, ValueDef::Const(_))).count();
+            != graph
+                .values
+                .iter()
+                .filter(|v| matches!(v.def, ValueDef::Const(_)))
+                .count();
         if live_node.iter().all(|&l| l) && !dead_consts && !unreferenced_consts {
             return Ok(Changed::No);
         }
         let mut rw = Rewriter::new(graph);
         for (i, node) in graph.nodes.iter().enumerate() {
             if live_node[i] && !rw.copy_node(node) {
-                return Err(PassError::Internal { pass: "dce", message: format!("node #n{i} reads an undefined value") });
+                return Err(PassError::Internal {
+                    pass: "dce",
+                    message: format!("node #n{i} reads an undefined value"),
+                });
             }
         }
-        *graph = rw.finish().ok_or(PassError::Internal { pass: "dce", message: "a graph output is undefined".into() })?;
+        *graph = rw.finish().ok_or(PassError::Internal {
+            pass: "dce",
+            message: "a graph output is undefined".into(),
+        })?;
         Ok(Changed::Yes)
     }
 }

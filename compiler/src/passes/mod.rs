@@ -28,7 +28,11 @@ pub enum Changed {
 
 impl Changed {
     pub fn or(self, other: Changed) -> Changed {
-        if self == Changed::Yes || other == Changed::Yes { Changed::Yes } else { Changed::No }
+        if self == Changed::Yes || other == Changed::Yes {
+            Changed::Yes
+        } else {
+            Changed::No
+        }
     }
 }
 
@@ -53,9 +57,18 @@ pub trait Pass {
 
 /// Every pass with its one-line description, in pipeline order.
 pub const PASSES: &[(&str, &str)] = &[
-    ("const-fold", "evaluates nodes whose operands are all constants (small results only)"),
-    ("simplify", "algebraic identities: no-op copies/reshapes/transposes, batch norm folded into conv, transpose pairs"),
-    ("dce", "removes nodes and constants that no graph output depends on"),
+    (
+        "const-fold",
+        "evaluates nodes whose operands are all constants (small results only)",
+    ),
+    (
+        "simplify",
+        "algebraic identities: no-op copies/reshapes/transposes, batch norm folded into conv, transpose pairs",
+    ),
+    (
+        "dce",
+        "removes nodes and constants that no graph output depends on",
+    ),
 ];
 
 /// Options of the pipeline driver.
@@ -80,7 +93,15 @@ pub struct PassReport {
 impl fmt::Display for PassReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (name, changed) in &self.runs {
-            writeln!(f, "{name}: {}", if *changed == Changed::Yes { "changed" } else { "unchanged" })?;
+            writeln!(
+                f,
+                "{name}: {}",
+                if *changed == Changed::Yes {
+                    "changed"
+                } else {
+                    "unchanged"
+                }
+            )?;
         }
         Ok(())
     }
@@ -88,7 +109,11 @@ impl fmt::Display for PassReport {
 
 enum Step {
     /// Repeat the passes until none changes anything (at most `limit` rounds).
-    Fixpoint { group: &'static str, passes: Vec<Box<dyn Pass>>, limit: usize },
+    Fixpoint {
+        group: &'static str,
+        passes: Vec<Box<dyn Pass>>,
+        limit: usize,
+    },
 }
 
 /// An ordered list of passes and fixed-point groups.
@@ -120,7 +145,11 @@ impl Pipeline {
         }
         for step in &mut self.steps {
             match step {
-                Step::Fixpoint { group, passes, limit } => {
+                Step::Fixpoint {
+                    group,
+                    passes,
+                    limit,
+                } => {
                     let mut converged = false;
                     for _ in 0..*limit {
                         let mut any = Changed::No;
@@ -133,7 +162,10 @@ impl Pipeline {
                         }
                     }
                     if !converged {
-                        return Err(PassError::NoFixedPoint { group, limit: *limit });
+                        return Err(PassError::NoFixedPoint {
+                            group,
+                            limit: *limit,
+                        });
                     }
                 }
             }
@@ -142,7 +174,12 @@ impl Pipeline {
     }
 }
 
-fn run_one(pass: &mut dyn Pass, graph: &mut Graph, opts: &PassOptions, report: &mut PassReport) -> Result<Changed, PassError> {
+fn run_one(
+    pass: &mut dyn Pass,
+    graph: &mut Graph,
+    opts: &PassOptions,
+    report: &mut PassReport,
+) -> Result<Changed, PassError> {
     let name = pass.name();
     if opts.disabled.iter().any(|d| d == name) {
         return Ok(Changed::No);
@@ -163,7 +200,11 @@ fn run_one(pass: &mut dyn Pass, graph: &mut Graph, opts: &PassOptions, report: &
 fn verify(graph: &Graph, pass: &'static str) -> Result<(), PassError> {
     crate::ir::verify::verify(graph).map_err(|errors| PassError::Verify {
         pass,
-        report: errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"),
+        report: errors
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("\n"),
     })
 }
 

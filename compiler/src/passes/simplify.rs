@@ -35,13 +35,18 @@ impl Pass for Simplify {
         let mut changed = Changed::No;
         // Conv nodes already folded into a following batch norm, by old output value.
         let mut folded_conv: Vec<Option<ValueId>> = vec![None; graph.values.len()];
-        let internal = |m: &str| PassError::Internal { pass: "simplify", message: m.to_string() };
+        let internal = |m: &str| PassError::Internal {
+            pass: "simplify",
+            message: m.to_string(),
+        };
 
         for (i, node) in graph.nodes.iter().enumerate() {
             let out = node.outputs.first().copied();
             // Pattern: batch norm of a single-use conv with constant parameters.
             if let (Op::BatchNorm { epsilon }, Some(out)) = (&node.op, out) {
-                if let Some(new_out) = fold_batch_norm(graph, &users, node, *epsilon, &mut rw, &folded_conv) {
+                if let Some(new_out) =
+                    fold_batch_norm(graph, &users, node, *epsilon, &mut rw, &folded_conv)
+                {
                     rw.alias(out, new_out);
                     changed = Changed::Yes;
                     continue;
@@ -57,14 +62,18 @@ impl Pass for Simplify {
             if let Some(out) = out {
                 if !is_output(out) {
                     if let Some(x) = identity_operand(graph, node) {
-                        let nx = rw.map(x).ok_or_else(|| internal("operand read before definition"))?;
+                        let nx = rw
+                            .map(x)
+                            .ok_or_else(|| internal("operand read before definition"))?;
                         rw.alias(out, nx);
                         changed = Changed::Yes;
                         continue;
                     }
                 }
                 if let Some((x, axes)) = composed_transpose(graph, node) {
-                    let nx = rw.map(x).ok_or_else(|| internal("operand read before definition"))?;
+                    let nx = rw
+                        .map(x)
+                        .ok_or_else(|| internal("operand read before definition"))?;
                     let ty = graph.ty(out).clone();
                     let new = rw.add_node(Op::Transpose { axes }, vec![nx], vec![ty]);
                     rw.alias(out, new[0]);
@@ -80,7 +89,9 @@ impl Pass for Simplify {
         // norm's result undefined: `finish` reports that as an internal error rather
         // than producing a wrong graph (is_foldable_conv and fold_batch_norm agree).
         if changed == Changed::Yes {
-            *graph = rw.finish().ok_or_else(|| internal("a graph output is undefined"))?;
+            *graph = rw
+                .finish()
+                .ok_or_else(|| internal("a graph output is undefined"))?;
         }
         Ok(changed)
     }
@@ -89,7 +100,9 @@ impl Pass for Simplify {
 /// The operand a node passes through unchanged, if it is a no-op.
 fn identity_operand(graph: &Graph, node: &Node) -> Option<ValueId> {
     let out = *node.outputs.first()?;
-    let same_type = |x: ValueId| graph.ty(x).dims == graph.ty(out).dims && graph.ty(x).dtype == graph.ty(out).dtype;
+    let same_type = |x: ValueId| {
+        graph.ty(x).dims == graph.ty(out).dims && graph.ty(x).dtype == graph.ty(out).dtype
+    };
     match &node.op {
         Op::Unary(UnaryOp::Copy) => Some(node.inputs[0]),
         Op::Reshape { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. } => {
@@ -102,13 +115,21 @@ fn identity_operand(graph: &Graph, node: &Node) -> Option<ValueId> {
         }
         Op::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div)) => {
             let (x, c) = (node.inputs[0], node.inputs[1]);
-            let neutral = if matches!(op, BinaryOp::Add | BinaryOp::Sub) { 0.0 } else { 1.0 };
-            let is_neutral = |t: &Tensor| t.as_f32().is_some_and(|d| d.iter().all(|&v| v == neutral));
+            let neutral = if matches!(op, BinaryOp::Add | BinaryOp::Sub) {
+                0.0
+            } else {
+                1.0
+            };
+            let is_neutral =
+                |t: &Tensor| t.as_f32().is_some_and(|d| d.iter().all(|&v| v == neutral));
             if same_type(x) && graph.const_of(c).is_some_and(is_neutral) {
                 return Some(x);
             }
             // 0 + x and 1 * x
-            if matches!(op, BinaryOp::Add | BinaryOp::Mul) && same_type(c) && graph.const_of(x).is_some_and(is_neutral) {
+            if matches!(op, BinaryOp::Add | BinaryOp::Mul)
+                && same_type(c)
+                && graph.const_of(x).is_some_and(is_neutral)
+            {
                 return Some(c);
             }
             None
@@ -119,11 +140,17 @@ fn identity_operand(graph: &Graph, node: &Node) -> Option<ValueId> {
 
 /// `transpose(transpose(x, p), q)` → `(x, p∘q)` when both cover the same rank.
 fn composed_transpose(graph: &Graph, node: &Node) -> Option<(ValueId, Vec<usize>)> {
-    let Op::Transpose { axes: outer } = &node.op else { return None };
+    let Op::Transpose { axes: outer } = &node.op else {
+        return None;
+    };
     let inner_v = node.inputs[0];
-    let crate::ir::ValueDef::Node(inner_n, _) = graph.value(inner_v).def else { return None };
+    let crate::ir::ValueDef::Node(inner_n, _) = graph.value(inner_v).def else {
+        return None;
+    };
     let inner = graph.node(inner_n);
-    let Op::Transpose { axes: inner_axes } = &inner.op else { return None };
+    let Op::Transpose { axes: inner_axes } = &inner.op else {
+        return None;
+    };
     let rank = graph.ty(inner.inputs[0]).rank();
     let full = |p: &[usize]| -> Vec<usize> { p.iter().copied().chain(p.len()..rank).collect() };
     let (p, q) = (full(inner_axes), full(outer));
@@ -135,14 +162,21 @@ fn composed_transpose(graph: &Graph, node: &Node) -> Option<(ValueId, Vec<usize>
 }
 
 /// A conv whose only user is a batch norm that `fold_batch_norm` will absorb.
-fn is_foldable_conv(graph: &Graph, users: &[Vec<crate::ir::NodeId>], _conv_index: usize, out: ValueId) -> bool {
+fn is_foldable_conv(
+    graph: &Graph,
+    users: &[Vec<crate::ir::NodeId>],
+    _conv_index: usize,
+    out: ValueId,
+) -> bool {
     if graph.outputs.contains(&out) || users[out.index()].len() != 1 {
         return false;
     }
     let user = graph.node(users[out.index()][0]);
     matches!(user.op, Op::BatchNorm { .. })
         && user.inputs[0] == out
-        && user.inputs[1..].iter().all(|&v| graph.const_of(v).is_some())
+        && user.inputs[1..]
+            .iter()
+            .all(|&v| graph.const_of(v).is_some())
         && conv_fold_parts(graph, out, user).is_some()
 }
 
@@ -154,7 +188,9 @@ struct ConvParts<'g> {
 }
 
 fn conv_fold_parts<'g>(graph: &'g Graph, conv_out: ValueId, bn: &Node) -> Option<ConvParts<'g>> {
-    let crate::ir::ValueDef::Node(n, 0) = graph.value(conv_out).def else { return None };
+    let crate::ir::ValueDef::Node(n, 0) = graph.value(conv_out).def else {
+        return None;
+    };
     let conv = graph.node(n);
     let Op::Conv(_) = conv.op else { return None };
     let filter = graph.const_of(conv.inputs[1])?;
@@ -166,7 +202,12 @@ fn conv_fold_parts<'g>(graph: &'g Graph, conv_out: ValueId, bn: &Node) -> Option
         per_channel(graph.const_of(p)?, channels)?;
     }
     per_channel(bias, channels)?;
-    Some(ConvParts { conv, filter, bias, channels })
+    Some(ConvParts {
+        conv,
+        filter,
+        bias,
+        channels,
+    })
 }
 
 /// Values of a tensor that broadcasts per channel against `[N, C, ...]`: shape `[]`,
@@ -209,11 +250,19 @@ fn fold_batch_norm(
     let p = |i: usize| per_channel(graph.const_of(bn.inputs[i])?, c);
     let (mean, var, offset, scale) = (p(1)?, p(2)?, p(3)?, p(4)?);
     let bias = per_channel(parts.bias, c)?;
-    let s: Vec<f64> = (0..c).map(|k| scale[k] / (var[k] + epsilon as f64).sqrt()).collect();
+    let s: Vec<f64> = (0..c)
+        .map(|k| scale[k] / (var[k] + epsilon as f64).sqrt())
+        .collect();
     let w = parts.filter.as_f32()?;
     let per_out = w.len() / c.max(1);
-    let new_w: Vec<f32> = w.iter().enumerate().map(|(i, &v)| (v as f64 * s[i / per_out.max(1)]) as f32).collect();
-    let new_b: Vec<f32> = (0..c).map(|k| ((bias[k] - mean[k]) * s[k] + offset[k]) as f32).collect();
+    let new_w: Vec<f32> = w
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (v as f64 * s[i / per_out.max(1)]) as f32)
+        .collect();
+    let new_b: Vec<f32> = (0..c)
+        .map(|k| ((bias[k] - mean[k]) * s[k] + offset[k]) as f32)
+        .collect();
     let x = rw.map(parts.conv.inputs[0])?;
     let w_v = rw.add_const(Tensor::f32(parts.filter.shape.clone(), new_w), None);
     let b_v = rw.add_const(Tensor::f32(vec![1, c], new_b), None);

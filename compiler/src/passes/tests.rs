@@ -4,7 +4,9 @@
 
 use super::*;
 use crate::ir::infer::infer;
-use crate::ir::{BinaryOp, Border, ConvAttrs, DType, Graph, Op, Tensor, TensorType, UnaryOp, ValueId};
+use crate::ir::{
+    BinaryOp, Border, ConvAttrs, DType, Graph, Op, Tensor, TensorType, UnaryOp, ValueId,
+};
 
 fn node(g: &mut Graph, op: Op, inputs: &[ValueId]) -> ValueId {
     let tys: Vec<TensorType> = inputs.iter().map(|&v| g.ty(v).clone()).collect();
@@ -14,11 +16,15 @@ fn node(g: &mut Graph, op: Op, inputs: &[ValueId]) -> ValueId {
 }
 
 fn random(shape: &[usize], seed: u64) -> Tensor {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     let n = shape.iter().product();
     let data = (0..n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
         .collect();
@@ -54,7 +60,14 @@ fn conv_bn_graph() -> Graph {
     let x = g.add_input("x", TensorType::new(DType::F32, &[1, 3, 8, 8]));
     let w = g.add_const(random(&[4, 3, 3, 3], 1), Some("w".into()), None);
     let b = g.add_const(random(&[1, 4], 2), Some("b".into()), None);
-    let attrs = ConvAttrs { border: Border::Constant, padding: vec![], stride: vec![], dilation: vec![], groups: 1, output_shape: vec![] };
+    let attrs = ConvAttrs {
+        border: Border::Constant,
+        padding: vec![],
+        stride: vec![],
+        dilation: vec![],
+        groups: 1,
+        output_shape: vec![],
+    };
     let c = node(&mut g, Op::Conv(attrs), &[x, w, b]);
     let mean = g.add_const(random(&[1, 4], 3), None, None);
     let mut var = random(&[1, 4], 4);
@@ -64,7 +77,11 @@ fn conv_bn_graph() -> Graph {
     let var = g.add_const(var, None, None);
     let off = g.add_const(random(&[1, 4], 5), None, None);
     let scale = g.add_const(random(&[1, 4], 6), None, None);
-    let bn = node(&mut g, Op::BatchNorm { epsilon: 1e-5 }, &[c, mean, var, off, scale]);
+    let bn = node(
+        &mut g,
+        Op::BatchNorm { epsilon: 1e-5 },
+        &[c, mean, var, off, scale],
+    );
     let r = node(&mut g, Op::Unary(UnaryOp::Relu), &[bn]);
     g.outputs.push(r);
     g
@@ -74,7 +91,14 @@ fn conv_bn_graph() -> Graph {
 fn batch_norm_folds_into_conv() {
     let before = conv_bn_graph();
     let mut after = before.clone();
-    let report = optimize(&mut after, &PassOptions { verify_each: true, ..Default::default() }).expect("optimizes");
+    let report = optimize(
+        &mut after,
+        &PassOptions {
+            verify_each: true,
+            ..Default::default()
+        },
+    )
+    .expect("optimizes");
     assert_eq!(ops(&after), ["conv", "relu"], "{report}");
     assert_same_results(&before, &after);
 }
@@ -101,7 +125,14 @@ fn constant_subgraphs_fold_and_dead_nodes_go() {
     let _dead = node(&mut g, Op::Unary(UnaryOp::Tanh), &[x]);
     g.outputs.push(y);
     let before = g.clone();
-    optimize(&mut g, &PassOptions { verify_each: true, ..Default::default() }).expect("optimizes");
+    optimize(
+        &mut g,
+        &PassOptions {
+            verify_each: true,
+            ..Default::default()
+        },
+    )
+    .expect("optimizes");
     assert_eq!(ops(&g), ["add"]);
     assert_eq!(g.consts.len(), 1);
     assert_same_results(&before, &g);
@@ -114,12 +145,31 @@ fn identities_and_transpose_pairs_simplify() {
     let a = node(&mut g, Op::Unary(UnaryOp::Copy), &[x]);
     let one = g.add_const(Tensor::f32(vec![], vec![1.0]), None, None);
     let b = node(&mut g, Op::Binary(BinaryOp::Mul), &[a, one]);
-    let t1 = node(&mut g, Op::Transpose { axes: vec![1, 0, 2] }, &[b]);
-    let t2 = node(&mut g, Op::Transpose { axes: vec![2, 1, 0] }, &[t1]);
+    let t1 = node(
+        &mut g,
+        Op::Transpose {
+            axes: vec![1, 0, 2],
+        },
+        &[b],
+    );
+    let t2 = node(
+        &mut g,
+        Op::Transpose {
+            axes: vec![2, 1, 0],
+        },
+        &[t1],
+    );
     let y = node(&mut g, Op::Unary(UnaryOp::Relu), &[t2]);
     g.outputs.push(y);
     let before = g.clone();
-    optimize(&mut g, &PassOptions { verify_each: true, ..Default::default() }).expect("optimizes");
+    optimize(
+        &mut g,
+        &PassOptions {
+            verify_each: true,
+            ..Default::default()
+        },
+    )
+    .expect("optimizes");
     assert_eq!(ops(&g), ["transpose", "relu"]);
     assert_same_results(&before, &g);
 }
@@ -142,7 +192,16 @@ fn unchanged_graph_reports_no_change() {
     let x = g.add_input("x", TensorType::new(DType::F32, &[4]));
     let y = node(&mut g, Op::Unary(UnaryOp::Exp), &[x]);
     g.outputs.push(y);
-    for pass in [&mut const_fold::ConstFold::default() as &mut dyn Pass, &mut simplify::Simplify, &mut dce::Dce] {
-        assert_eq!(pass.run(&mut g).expect("runs"), Changed::No, "{}", pass.name());
+    for pass in [
+        &mut const_fold::ConstFold::default() as &mut dyn Pass,
+        &mut simplify::Simplify,
+        &mut dce::Dce,
+    ] {
+        assert_eq!(
+            pass.run(&mut g).expect("runs"),
+            Changed::No,
+            "{}",
+            pass.name()
+        );
     }
 }

@@ -12,7 +12,11 @@ use super::{GemmEpilogue, KC, MC, MR, NC, NR_MAX};
 #[derive(Clone, Copy)]
 pub(crate) enum ASrc {
     /// Element `(i, kk)` at `a[i·rsa + kk·csa]`.
-    Strided { a: *const f32, rsa: isize, csa: isize },
+    Strided {
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+    },
     /// The packed-A format (see the `gemm` module docs).
     Packed(*const f32),
 }
@@ -45,7 +49,10 @@ impl ScratchLayout {
         let b_floats = kc * n.min(NC).div_ceil(NR_MAX) * NR_MAX;
         let a_floats = m.min(MC).div_ceil(MR) * MR * kc;
         let a_offset = (b_floats * 4).div_ceil(64) * 64;
-        ScratchLayout { a_offset, total_bytes: a_offset + a_floats * 4 }
+        ScratchLayout {
+            a_offset,
+            total_bytes: a_offset + a_floats * 4,
+        }
     }
 }
 
@@ -54,7 +61,12 @@ impl ScratchLayout {
 /// # Safety
 /// The operands, epilogue bias and scratch satisfy the contract of `nnefc_sgemm` /
 /// `nnefc_sgemm_packed_a`.
-pub(crate) unsafe fn sgemm(kern: &'static Kernel, p: Problem, epi: &GemmEpilogue, scratch: *mut u8) {
+pub(crate) unsafe fn sgemm(
+    kern: &'static Kernel,
+    p: Problem,
+    epi: &GemmEpilogue,
+    scratch: *mut u8,
+) {
     if p.m == 0 || p.n == 0 {
         return;
     }
@@ -80,7 +92,12 @@ pub(crate) unsafe fn sgemm(kern: &'static Kernel, p: Problem, epi: &GemmEpilogue
 ///
 /// # Safety
 /// C and the bias are valid for the problem.
-unsafe fn epilogue_only(p: &Problem, bias_row: *const f32, bias_col: *const f32, epi: &GemmEpilogue) {
+unsafe fn epilogue_only(
+    p: &Problem,
+    bias_row: *const f32,
+    bias_col: *const f32,
+    epi: &GemmEpilogue,
+) {
     for i in 0..p.m {
         for j in 0..p.n {
             // SAFETY: (i, j) is an element of C; bias elements i / j exist if non-null.
@@ -103,7 +120,13 @@ unsafe fn epilogue_only(p: &Problem, bias_row: *const f32, bias_col: *const f32,
 ///
 /// # Safety
 /// The problem's operands are valid.
-unsafe fn try_gemv(kern: &Kernel, p: &Problem, bias_row: *const f32, bias_col: *const f32, epi: &GemmEpilogue) -> bool {
+unsafe fn try_gemv(
+    kern: &Kernel,
+    p: &Problem,
+    bias_row: *const f32,
+    bias_col: *const f32,
+    epi: &GemmEpilogue,
+) -> bool {
     // Bias along the GEMV output (`along`) or one value for all outputs (`across`).
     let pick = |along: *const f32, across: *const f32| -> (*const f32, isize) {
         if !along.is_null() {
@@ -112,7 +135,15 @@ unsafe fn try_gemv(kern: &Kernel, p: &Problem, bias_row: *const f32, bias_col: *
             (across, 0)
         }
     };
-    let base = |len, x, incx, mat, stride_k, stride_out, y, incy, (bias, bias_inc): (*const f32, isize)| Gemv {
+    let base = |len,
+                x,
+                incx,
+                mat,
+                stride_k,
+                stride_out,
+                y,
+                incy,
+                (bias, bias_inc): (*const f32, isize)| Gemv {
         len,
         k: p.k,
         x,
@@ -138,7 +169,17 @@ unsafe fn try_gemv(kern: &Kernel, p: &Problem, bias_row: *const f32, bias_col: *
                 ASrc::Strided { a, csa, .. } => (a, csa),
                 ASrc::Packed(ap) => (ap, MR as isize),
             };
-            let g = base(p.n, x, incx, p.b, p.rsb, p.csb, p.c, 1, pick(bias_col, bias_row));
+            let g = base(
+                p.n,
+                x,
+                incx,
+                p.b,
+                p.rsb,
+                p.csb,
+                p.c,
+                1,
+                pick(bias_col, bias_row),
+            );
             if p.csb == 1 {
                 (kern.gemv_axpy)(&g);
                 return true;
@@ -151,7 +192,17 @@ unsafe fn try_gemv(kern: &Kernel, p: &Problem, bias_row: *const f32, bias_col: *
         match p.a {
             ASrc::Strided { a, rsa, csa } if p.n == 1 => {
                 // y = column 0 of C, x = column 0 of B, M = Aᵀ.
-                let g = base(p.m, p.b, p.rsb, a, csa, rsa, p.c, p.rsc, pick(bias_row, bias_col));
+                let g = base(
+                    p.m,
+                    p.b,
+                    p.rsb,
+                    a,
+                    csa,
+                    rsa,
+                    p.c,
+                    p.rsc,
+                    pick(bias_row, bias_col),
+                );
                 if rsa == 1 {
                     (kern.gemv_axpy)(&g);
                     return true;
@@ -164,8 +215,22 @@ unsafe fn try_gemv(kern: &Kernel, p: &Problem, bias_row: *const f32, bias_col: *
             ASrc::Packed(ap) if p.n <= 4 => {
                 // One streaming pass over packed A per column of B.
                 for j in 0..p.n {
-                    let col_bias = if bias_col.is_null() { nul_f32() } else { bias_col.add(j) };
-                    let g = base(p.m, p.b.offset(j as isize * p.csb), p.rsb, ap, 0, 0, p.c.add(j), p.rsc, pick(bias_row, col_bias));
+                    let col_bias = if bias_col.is_null() {
+                        nul_f32()
+                    } else {
+                        bias_col.add(j)
+                    };
+                    let g = base(
+                        p.m,
+                        p.b.offset(j as isize * p.csb),
+                        p.rsb,
+                        ap,
+                        0,
+                        0,
+                        p.c.add(j),
+                        p.rsc,
+                        pick(bias_row, col_bias),
+                    );
                     (kern.gemv_panel)(&g);
                 }
                 return true;
@@ -224,7 +289,15 @@ unsafe fn blocked(
             if packed_cols > 0 {
                 // SAFETY: as above; the packed columns start after the full panels.
                 unsafe {
-                    pack_b_panels(nr, kc, packed_cols, b_block.offset((full_panels * nr) as isize * p.csb), p.rsb, p.csb, bpack)
+                    pack_b_panels(
+                        nr,
+                        kc,
+                        packed_cols,
+                        b_block.offset((full_panels * nr) as isize * p.csb),
+                        p.rsb,
+                        p.csb,
+                        bpack,
+                    )
                 };
             }
             let mut ic = 0;
@@ -237,7 +310,14 @@ unsafe fn blocked(
                     match p.a {
                         ASrc::Packed(ap) => (ap.add((ic / MR) * k * MR + pc * MR), k * MR),
                         ASrc::Strided { a, rsa, csa } => {
-                            pack_a_panels(mc, kc, a.offset(ic as isize * rsa + pc as isize * csa), rsa, csa, apack);
+                            pack_a_panels(
+                                mc,
+                                kc,
+                                a.offset(ic as isize * rsa + pc as isize * csa),
+                                rsa,
+                                csa,
+                                apack,
+                            );
                             (apack.cast_const(), kc * MR)
                         }
                     }
@@ -261,13 +341,24 @@ unsafe fn blocked(
                             let (bp, rsb) = if q < full_panels {
                                 (b_block.add(jr), p.rsb)
                             } else {
-                                (bpack.add((q - full_panels) * kc * nr).cast_const(), nr as isize)
+                                (
+                                    bpack.add((q - full_panels) * kc * nr).cast_const(),
+                                    nr as isize,
+                                )
                             };
                             let cp = p.c.offset(row as isize * p.rsc).add(col);
                             let te = TileEpi {
                                 accumulate: accumulate || !first,
-                                bias_row: if last && !bias_row.is_null() { bias_row.add(row) } else { nul_f32() },
-                                bias_col: if last && !bias_col.is_null() { bias_col.add(col) } else { nul_f32() },
+                                bias_row: if last && !bias_row.is_null() {
+                                    bias_row.add(row)
+                                } else {
+                                    nul_f32()
+                                },
+                                bias_col: if last && !bias_col.is_null() {
+                                    bias_col.add(col)
+                                } else {
+                                    nul_f32()
+                                },
                                 act: if last { epi.activation } else { 0 },
                                 lo: epi.lo,
                                 hi: epi.hi,
@@ -333,8 +424,16 @@ unsafe fn edge_tile(
         }
         let local = TileEpi {
             accumulate: te.accumulate,
-            bias_row: if te.bias_row.is_null() { nul_f32() } else { brow.as_ptr() },
-            bias_col: if te.bias_col.is_null() { nul_f32() } else { bcol.as_ptr() },
+            bias_row: if te.bias_row.is_null() {
+                nul_f32()
+            } else {
+                brow.as_ptr()
+            },
+            bias_col: if te.bias_col.is_null() {
+                nul_f32()
+            } else {
+                bcol.as_ptr()
+            },
             act: te.act,
             lo: te.lo,
             hi: te.hi,

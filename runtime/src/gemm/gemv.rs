@@ -43,13 +43,17 @@ pub(crate) unsafe fn axpy_body(g: &Gemv) {
         // SAFETY (whole block): row kk of M holds outputs o0..o0+w contiguously
         // (stride_out == 1) for every kk < k; x[kk] exists for kk < k.
         unsafe {
-            let row = |kk: usize| core::slice::from_raw_parts(g.mat.offset(kk as isize * g.stride_k + o0 as isize), w);
+            let row = |kk: usize| {
+                core::slice::from_raw_parts(g.mat.offset(kk as isize * g.stride_k + o0 as isize), w)
+            };
             let xk = |kk: usize| *g.x.offset(kk as isize * g.incx);
             let mut kk = 0;
             while kk + 4 <= g.k {
                 let (x0, x1, x2, x3) = (xk(kk), xk(kk + 1), xk(kk + 2), xk(kk + 3));
                 let (r0, r1, r2, r3) = (row(kk), row(kk + 1), row(kk + 2), row(kk + 3));
-                for ((t, (a, b)), (c, d)) in t.iter_mut().zip(r0.iter().zip(r1)).zip(r2.iter().zip(r3)) {
+                for ((t, (a, b)), (c, d)) in
+                    t.iter_mut().zip(r0.iter().zip(r1)).zip(r2.iter().zip(r3))
+                {
                     *t += (x0 * a + x1 * b) + (x2 * c + x3 * d);
                 }
                 kk += 4;
@@ -79,7 +83,8 @@ pub(crate) unsafe fn dot_body(g: &Gemv) {
     let x = unsafe { core::slice::from_raw_parts(g.x, g.k) };
     for o in 0..g.len {
         // SAFETY: column o of M has k contiguous elements (stride_k == 1).
-        let col = unsafe { core::slice::from_raw_parts(g.mat.offset(o as isize * g.stride_out), g.k) };
+        let col =
+            unsafe { core::slice::from_raw_parts(g.mat.offset(o as isize * g.stride_out), g.k) };
         let s = dot(x, col);
         // SAFETY: o < len.
         unsafe { finish(g, o, s) };
@@ -92,7 +97,12 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
     const L: usize = 32;
     let mut acc = [0.0f32; L];
     let (xc, yc) = (x.chunks_exact(L), y.chunks_exact(L));
-    let tail: f32 = xc.remainder().iter().zip(yc.remainder()).map(|(a, b)| a * b).sum();
+    let tail: f32 = xc
+        .remainder()
+        .iter()
+        .zip(yc.remainder())
+        .map(|(a, b)| a * b)
+        .sum();
     for (a, b) in xc.zip(yc) {
         for l in 0..L {
             acc[l] += a[l] * b[l];
@@ -126,7 +136,8 @@ pub(crate) unsafe fn panel_body(g: &Gemv) {
         let mut kk = 0;
         for a in chunks {
             // SAFETY: kk + STEP ≤ k, so x[kk .. kk+STEP] exist.
-            let xs: [f32; STEP] = core::array::from_fn(|s| unsafe { *g.x.offset((kk + s) as isize * g.incx) });
+            let xs: [f32; STEP] =
+                core::array::from_fn(|s| unsafe { *g.x.offset((kk + s) as isize * g.incx) });
             for l in 0..STEP * MR {
                 acc[l] += a[l] * xs[l / MR];
             }

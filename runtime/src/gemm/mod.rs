@@ -121,7 +121,17 @@ pub unsafe extern "C" fn nnefc_sgemm(
         let epi = read_epilogue(epilogue);
         driver::sgemm(
             kernels::selected(),
-            driver::Problem { m, n, k, a: driver::ASrc::Strided { a, rsa, csa }, b, rsb, csb, c, rsc },
+            driver::Problem {
+                m,
+                n,
+                k,
+                a: driver::ASrc::Strided { a, rsa, csa },
+                b,
+                rsb,
+                csb,
+                c,
+                rsc,
+            },
             &epi,
             scratch,
         );
@@ -152,7 +162,17 @@ pub unsafe extern "C" fn nnefc_sgemm_packed_a(
         let epi = read_epilogue(epilogue);
         driver::sgemm(
             kernels::selected(),
-            driver::Problem { m, n, k, a: driver::ASrc::Packed(a_packed), b, rsb, csb, c, rsc },
+            driver::Problem {
+                m,
+                n,
+                k,
+                a: driver::ASrc::Packed(a_packed),
+                b,
+                rsb,
+                csb,
+                c,
+                rsc,
+            },
             &epi,
             scratch,
         );
@@ -228,7 +248,14 @@ pub fn try_pack_a(
         // SAFETY: the bounds check above guarantees every (i, kk) with i < m, kk < k is
         // inside `a`; `out` holds ceil(m/MR)·MR·k floats, exactly what pack_rows writes.
         unsafe {
-            pack::pack_a_panels(m, k, a.as_ptr(), rsa as isize, csa as isize, out.as_mut_ptr())
+            pack::pack_a_panels(
+                m,
+                k,
+                a.as_ptr(),
+                rsa as isize,
+                csa as isize,
+                out.as_mut_ptr(),
+            )
         };
     }
     Ok(out)
@@ -262,8 +289,29 @@ pub unsafe fn sgemm_with_kernel(
     let Some(kern) = kernels::kernel(id) else {
         return false;
     };
-    let a = if a_is_packed { driver::ASrc::Packed(a) } else { driver::ASrc::Strided { a, rsa, csa } };
+    let a = if a_is_packed {
+        driver::ASrc::Packed(a)
+    } else {
+        driver::ASrc::Strided { a, rsa, csa }
+    };
     // SAFETY: forwarded caller contract.
-    unsafe { driver::sgemm(kern, driver::Problem { m, n, k, a, b, rsb, csb, c, rsc }, epilogue, scratch) };
+    unsafe {
+        driver::sgemm(
+            kern,
+            driver::Problem {
+                m,
+                n,
+                k,
+                a,
+                b,
+                rsb,
+                csb,
+                c,
+                rsc,
+            },
+            epilogue,
+            scratch,
+        )
+    };
     true
 }

@@ -78,7 +78,11 @@ pub(crate) unsafe fn pack_b_panels(
                 // SAFETY: row kk of the panel has `cols` contiguous source elements and nr
                 // destination slots; the tail past `cols` is zeroed.
                 unsafe {
-                    core::ptr::copy_nonoverlapping(base.offset(kk as isize * rsb), out.add(kk * nr), cols);
+                    core::ptr::copy_nonoverlapping(
+                        base.offset(kk as isize * rsb),
+                        out.add(kk * nr),
+                        cols,
+                    );
                     core::ptr::write_bytes(out.add(kk * nr + cols), 0, nr - cols);
                 }
             }

@@ -54,12 +54,36 @@ struct Epi {
 }
 
 const EPIS: [Epi; 6] = [
-    Epi { bias_kind: 0, activation: 0, accumulate: false },
-    Epi { bias_kind: 0, activation: 0, accumulate: true },
-    Epi { bias_kind: 1, activation: 1, accumulate: false },
-    Epi { bias_kind: 2, activation: 2, accumulate: false },
-    Epi { bias_kind: 2, activation: 1, accumulate: true },
-    Epi { bias_kind: 1, activation: 2, accumulate: true },
+    Epi {
+        bias_kind: 0,
+        activation: 0,
+        accumulate: false,
+    },
+    Epi {
+        bias_kind: 0,
+        activation: 0,
+        accumulate: true,
+    },
+    Epi {
+        bias_kind: 1,
+        activation: 1,
+        accumulate: false,
+    },
+    Epi {
+        bias_kind: 2,
+        activation: 2,
+        accumulate: false,
+    },
+    Epi {
+        bias_kind: 2,
+        activation: 1,
+        accumulate: true,
+    },
+    Epi {
+        bias_kind: 1,
+        activation: 2,
+        accumulate: true,
+    },
 ];
 
 #[repr(C, align(64))]
@@ -79,7 +103,15 @@ struct Case {
 
 /// Runs one case with kernel `id` and compares with the naive product.
 fn run_case(id: KernelId, case: Case, rng: &mut Rng) {
-    let Case { m, n, k, la, lb, packed, epi } = case;
+    let Case {
+        m,
+        n,
+        k,
+        la,
+        lb,
+        packed,
+        epi,
+    } = case;
     let kern = kernel(id).expect("only available kernels are tested");
     let (rsa, csa, alen) = la.strides(m, k);
     let (rsb, csb, blen) = lb.strides(k, n);
@@ -95,7 +127,11 @@ fn run_case(id: KernelId, case: Case, rng: &mut Rng) {
     let mut max_abs = 0.0f64;
     for i in 0..m {
         for j in 0..n {
-            let mut s = if epi.accumulate { c0[i * rsc + j] as f64 } else { 0.0 };
+            let mut s = if epi.accumulate {
+                c0[i * rsc + j] as f64
+            } else {
+                0.0
+            };
             for kk in 0..k {
                 s += a[i * rsa + kk * csa] as f64 * b[kk * rsb + j * csb] as f64;
             }
@@ -115,7 +151,11 @@ fn run_case(id: KernelId, case: Case, rng: &mut Rng) {
     }
 
     let ge = GemmEpilogue {
-        bias: if epi.bias_kind == 0 { core::ptr::null() } else { bias.as_ptr() },
+        bias: if epi.bias_kind == 0 {
+            core::ptr::null()
+        } else {
+            bias.as_ptr()
+        },
         bias_kind: epi.bias_kind,
         activation: epi.activation,
         lo,
@@ -125,19 +165,37 @@ fn run_case(id: KernelId, case: Case, rng: &mut Rng) {
     let bytes = sgemm_scratch_bytes(m, n, k);
     let guard = 64;
     let mut scratch = std::vec![Line([0xAB; 64]); (bytes + guard).div_ceil(64)];
-    let packed_a = if packed { pack_a(m, k, &a, rsa, csa) } else { Vec::new() };
+    let packed_a = if packed {
+        pack_a(m, k, &a, rsa, csa)
+    } else {
+        Vec::new()
+    };
     assert_eq!(packed_a.len(), if packed { packed_a_len(m, k) } else { 0 });
     let mut c = c0.clone();
     let a_src = if packed {
         ASrc::Packed(packed_a.as_ptr())
     } else {
-        ASrc::Strided { a: a.as_ptr(), rsa: rsa as isize, csa: csa as isize }
+        ASrc::Strided {
+            a: a.as_ptr(),
+            rsa: rsa as isize,
+            csa: csa as isize,
+        }
     };
     // SAFETY: every buffer above is sized for the strides used; scratch holds `bytes` + guard.
     unsafe {
         driver::sgemm(
             kern,
-            Problem { m, n, k, a: a_src, b: b.as_ptr(), rsb: rsb as isize, csb: csb as isize, c: c.as_mut_ptr(), rsc: rsc as isize },
+            Problem {
+                m,
+                n,
+                k,
+                a: a_src,
+                b: b.as_ptr(),
+                rsb: rsb as isize,
+                csb: csb as isize,
+                c: c.as_mut_ptr(),
+                rsc: rsc as isize,
+            },
             &ge,
             scratch.as_mut_ptr().cast::<u8>(),
         );
@@ -147,7 +205,11 @@ fn run_case(id: KernelId, case: Case, rng: &mut Rng) {
         for j in 0..rsc {
             let (got, want) = (c[i * rsc + j], expected[i * rsc + j]);
             if j >= n {
-                assert_eq!(got.to_bits(), want.to_bits(), "{id:?} {case:?}: wrote padding at ({i}, {j})");
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{id:?} {case:?}: wrote padding at ({i}, {j})"
+                );
             } else {
                 assert!(
                     ((got - want) as f64).abs() <= tol,
@@ -157,7 +219,10 @@ fn run_case(id: KernelId, case: Case, rng: &mut Rng) {
         }
     }
     let flat: Vec<u8> = scratch.iter().flat_map(|l| l.0).collect();
-    assert!(flat[bytes..].iter().all(|&x| x == 0xAB), "{id:?} {case:?}: scratch overrun past {bytes} bytes");
+    assert!(
+        flat[bytes..].iter().all(|&x| x == 0xAB),
+        "{id:?} {case:?}: scratch overrun past {bytes} bytes"
+    );
 }
 
 #[test]
@@ -197,16 +262,40 @@ fn all_kernels_match_naive_on_edge_sizes() {
 /// hit full tiles, edge tiles and the GEMV paths.
 #[test]
 fn all_kernels_every_k_and_epilogue() {
-    let shapes = [(1, 100), (100, 1), (7, 3), (13, 33), (12, 64), (6, 4), (1, 1)];
+    let shapes = [
+        (1, 100),
+        (100, 1),
+        (7, 3),
+        (13, 33),
+        (12, 64),
+        (6, 4),
+        (1, 1),
+    ];
     for id in available_kernels() {
         let mut rng = Rng(42 + id as u64);
         for (m, n) in shapes {
             for k in core::iter::once(0).chain(SIZES) {
                 for (e, epi) in EPIS.iter().enumerate() {
                     for packed in [false, true] {
-                        let la = if (k + e) % 2 == 0 { Layout::RowMajor } else { Layout::ColMajor };
+                        let la = if (k + e) % 2 == 0 {
+                            Layout::RowMajor
+                        } else {
+                            Layout::ColMajor
+                        };
                         let lb = [Layout::RowMajor, Layout::ColMajor, Layout::Strided][(k + e) % 3];
-                        run_case(id, Case { m, n, k, la, lb, packed, epi: *epi }, &mut rng);
+                        run_case(
+                            id,
+                            Case {
+                                m,
+                                n,
+                                k,
+                                la,
+                                lb,
+                                packed,
+                                epi: *epi,
+                            },
+                            &mut rng,
+                        );
                     }
                 }
             }
@@ -219,9 +308,28 @@ fn all_kernels_every_k_and_epilogue() {
 fn all_kernels_multi_block() {
     for id in available_kernels() {
         let mut rng = Rng(7 + id as u64);
-        for (m, n, k, packed) in [(150, 600, 300, false), (145, 1030, 520, true), (64, 3136 / 4, 576, true)] {
-            for (la, lb) in [(Layout::RowMajor, Layout::RowMajor), (Layout::ColMajor, Layout::ColMajor)] {
-                run_case(id, Case { m, n, k, la, lb, packed, epi: EPIS[4] }, &mut rng);
+        for (m, n, k, packed) in [
+            (150, 600, 300, false),
+            (145, 1030, 520, true),
+            (64, 3136 / 4, 576, true),
+        ] {
+            for (la, lb) in [
+                (Layout::RowMajor, Layout::RowMajor),
+                (Layout::ColMajor, Layout::ColMajor),
+            ] {
+                run_case(
+                    id,
+                    Case {
+                        m,
+                        n,
+                        k,
+                        la,
+                        lb,
+                        packed,
+                        epi: EPIS[4],
+                    },
+                    &mut rng,
+                );
             }
         }
     }
@@ -247,13 +355,42 @@ fn extern_entry_points() {
         // SAFETY: buffers sized for the row-major shapes; null epilogue means none.
         unsafe {
             if use_packed {
-                nnefc_sgemm_packed_a(m, n, k, packed.as_ptr(), b.as_ptr(), n as isize, 1, c.as_mut_ptr(), n as isize, core::ptr::null(), scratch.as_mut_ptr().cast());
+                nnefc_sgemm_packed_a(
+                    m,
+                    n,
+                    k,
+                    packed.as_ptr(),
+                    b.as_ptr(),
+                    n as isize,
+                    1,
+                    c.as_mut_ptr(),
+                    n as isize,
+                    core::ptr::null(),
+                    scratch.as_mut_ptr().cast(),
+                );
             } else {
-                nnefc_sgemm(m, n, k, a.as_ptr(), k as isize, 1, b.as_ptr(), n as isize, 1, c.as_mut_ptr(), n as isize, core::ptr::null(), scratch.as_mut_ptr().cast());
+                nnefc_sgemm(
+                    m,
+                    n,
+                    k,
+                    a.as_ptr(),
+                    k as isize,
+                    1,
+                    b.as_ptr(),
+                    n as isize,
+                    1,
+                    c.as_mut_ptr(),
+                    n as isize,
+                    core::ptr::null(),
+                    scratch.as_mut_ptr().cast(),
+                );
             }
         }
         for (got, want) in c.iter().zip(&naive) {
-            assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "{got} vs {want}");
+            assert!(
+                (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                "{got} vs {want}"
+            );
         }
     }
 }
@@ -261,12 +398,20 @@ fn extern_entry_points() {
 #[test]
 fn packed_format_is_documented_layout() {
     // 7 × 2 matrix, A[i][kk] = 10·i + kk: two panels, the second padded with zero rows.
-    let a: Vec<f32> = (0..7).flat_map(|i| (0..2).map(move |kk| (10 * i + kk) as f32)).collect();
+    let a: Vec<f32> = (0..7)
+        .flat_map(|i| (0..2).map(move |kk| (10 * i + kk) as f32))
+        .collect();
     let p = pack_a(7, 2, &a, 2, 1);
     assert_eq!(p.len(), packed_a_len(7, 2));
     assert_eq!(p.len(), 24);
-    assert_eq!(&p[..12], &[0., 10., 20., 30., 40., 50., 1., 11., 21., 31., 41., 51.]);
-    assert_eq!(&p[12..], &[60., 0., 0., 0., 0., 0., 61., 0., 0., 0., 0., 0.]);
+    assert_eq!(
+        &p[..12],
+        &[0., 10., 20., 30., 40., 50., 1., 11., 21., 31., 41., 51.]
+    );
+    assert_eq!(
+        &p[12..],
+        &[60., 0., 0., 0., 0., 0., 61., 0., 0., 0., 0., 0.]
+    );
     assert!(try_pack_a(7, 2, &a[..13], 2, 1).is_err());
     assert_eq!(try_pack_a(0, 5, &[], 0, 0), Ok(Vec::new()));
 }

@@ -19,8 +19,14 @@
 use super::window::{Geometry, View, f32_table, padded, value_view};
 use super::{Lowering, strides};
 use crate::back::CodegenError;
-use crate::back::kernel::{Activation, BufId, BufKind, Expr, ExprNode, GemmCall, GemmEpi, Lit, Matrix, ReduceKind, Reduction, Step};
-use crate::ir::infer::{deconv_groups, resolved_conv_padding, resolved_deconv_padding, resolved_transposed_window_padding};
+use crate::back::kernel::{
+    Activation, BufId, BufKind, Expr, ExprNode, GemmCall, GemmEpi, Lit, Matrix, ReduceKind,
+    Reduction, Step,
+};
+use crate::ir::infer::{
+    deconv_groups, resolved_conv_padding, resolved_deconv_padding,
+    resolved_transposed_window_padding,
+};
 use crate::ir::{BinaryOp, Border, ConvAttrs, DType, Op, UnaryOp, ValueId, WindowAttrs};
 
 /// Operands and extents of a conv/deconv node.
@@ -34,33 +40,61 @@ pub(super) struct ConvIo {
     pub ys: Vec<usize>,
 }
 
-pub(super) fn conv_io(lw: &Lowering<'_>, ins: &[ValueId], outs: &[ValueId], op: &str) -> Result<ConvIo, CodegenError> {
+pub(super) fn conv_io(
+    lw: &Lowering<'_>,
+    ins: &[ValueId],
+    outs: &[ValueId],
+    op: &str,
+) -> Result<ConvIo, CodegenError> {
     let (x, f, b, y) = match (ins, outs) {
         ([x, f, b], [y]) => (*x, *f, *b, *y),
-        _ => return Err(CodegenError::Invalid(format!("`{op}` takes (input, filter, bias) and gives one output"))),
+        _ => {
+            return Err(CodegenError::Invalid(format!(
+                "`{op}` takes (input, filter, bias) and gives one output"
+            )));
+        }
     };
     for v in [x, f, b] {
         if lw.dtype(v)? != DType::F32 {
-            return Err(CodegenError::Unsupported(format!("`{op}` on {} tensors", lw.dtype(v)?)));
+            return Err(CodegenError::Unsupported(format!(
+                "`{op}` on {} tensors",
+                lw.dtype(v)?
+            )));
         }
     }
     let (xs, fs, ys) = (lw.shape(x)?, lw.shape(f)?, lw.shape(y)?);
     if xs.len() < 2 || fs.len() != xs.len() || ys.len() != xs.len() {
-        return Err(CodegenError::Invalid(format!("`{op}`: input {xs:?}, filter {fs:?}, output {ys:?} ranks differ or are < 2")));
+        return Err(CodegenError::Invalid(format!(
+            "`{op}`: input {xs:?}, filter {fs:?}, output {ys:?} ranks differ or are < 2"
+        )));
     }
-    Ok(ConvIo { x, f, b, y, xs, fs, ys })
+    Ok(ConvIo {
+        x,
+        f,
+        b,
+        y,
+        xs,
+        fs,
+        ys,
+    })
 }
 
 /// Bias access strides over (group, channel-in-group) for `cout` channels: a single
 /// value reads stride 0, `[1, cout]` reads its channel.
-pub(super) fn bias_strides(lw: &Lowering<'_>, b: ValueId, cout: usize) -> Result<(i64, i64), CodegenError> {
+pub(super) fn bias_strides(
+    lw: &Lowering<'_>,
+    b: ValueId,
+    cout: usize,
+) -> Result<(i64, i64), CodegenError> {
     let len: usize = lw.shape(b)?.iter().product();
     if len == 1 {
         Ok((0, 0))
     } else if len == cout {
         Ok((1, 1))
     } else {
-        Err(CodegenError::Invalid(format!("bias of {len} values for {cout} output channels")))
+        Err(CodegenError::Invalid(format!(
+            "bias of {len} values for {cout} output channels"
+        )))
     }
 }
 
@@ -118,11 +152,28 @@ fn direct(
     bst[2] = bj;
     let ba = k.access(bb, 0, bst);
     let fin = vec![
-        ExprNode { expr: Expr::Acc, ty: DType::F32 },
-        ExprNode { expr: Expr::Load(ba), ty: DType::F32 },
-        ExprNode { expr: Expr::Binary(BinaryOp::Add, crate::back::kernel::ExprId(0), crate::back::kernel::ExprId(1)), ty: DType::F32 },
+        ExprNode {
+            expr: Expr::Acc,
+            ty: DType::F32,
+        },
+        ExprNode {
+            expr: Expr::Load(ba),
+            ty: DType::F32,
+        },
+        ExprNode {
+            expr: Expr::Binary(
+                BinaryOp::Add,
+                crate::back::kernel::ExprId(0),
+                crate::back::kernel::ExprId(1),
+            ),
+            ty: DType::F32,
+        },
     ];
-    k.reduction = Some(Reduction { kind: ReduceKind::Sum, first_loop: first_red, finalize: fin });
+    k.reduction = Some(Reduction {
+        kind: ReduceKind::Sum,
+        first_loop: first_red,
+        finalize: fin,
+    });
     let ost = strides(&io.ys);
     let mut sst = vec![ost[0], og as i64 * ost[1], ost[1]];
     sst.extend_from_slice(&ost[2..]);
@@ -134,14 +185,27 @@ fn direct(
 }
 
 /// `conv`: grouped N-d cross-correlation plus bias (direct loop nest).
-pub(super) fn conv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
+pub(super) fn conv(
+    lw: &mut Lowering<'_>,
+    a: &ConvAttrs,
+    ins: &[ValueId],
+    outs: &[ValueId],
+) -> Result<(), CodegenError> {
     let io = conv_io(lw, ins, outs, "conv")?;
     let sp = io.xs.len() - 2;
     let c = io.xs[1];
     let cout = io.fs[0];
     let groups = if a.groups == 0 { c } else { a.groups };
-    if groups == 0 || c % groups != 0 || cout % groups != 0 || io.fs[1] * groups != c || io.ys[1] != cout {
-        return Err(CodegenError::Invalid(format!("{groups} groups do not fit input {:?} and filter {:?}", io.xs, io.fs)));
+    if groups == 0
+        || c % groups != 0
+        || cout % groups != 0
+        || io.fs[1] * groups != c
+        || io.ys[1] != cout
+    {
+        return Err(CodegenError::Invalid(format!(
+            "{groups} groups do not fit input {:?} and filter {:?}",
+            io.xs, io.fs
+        )));
     }
     if io.ys.contains(&0) {
         return Ok(());
@@ -153,8 +217,16 @@ pub(super) fn conv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs: 
     size.extend_from_slice(&io.fs[2..]);
     let mut geo_out = vec![io.xs[0], c];
     geo_out.extend_from_slice(&io.ys[2..]);
-    let stride = if a.stride.is_empty() { vec![1; sp] } else { a.stride.clone() };
-    let dilation = if a.dilation.is_empty() { vec![1; sp] } else { a.dilation.clone() };
+    let stride = if a.stride.is_empty() {
+        vec![1; sp]
+    } else {
+        a.stride.clone()
+    };
+    let dilation = if a.dilation.is_empty() {
+        vec![1; sp]
+    } else {
+        a.dilation.clone()
+    };
     let mut fst = vec![1, 1];
     fst.extend_from_slice(&stride);
     let mut fdl = vec![1, 1];
@@ -164,25 +236,57 @@ pub(super) fn conv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs: 
     let p = padded(lw, src, &geo, a.border, 0.0)?;
     let (cg, og) = (c / groups, cout / groups);
     let kvol: usize = io.fs[2..].iter().product();
-    let filter_const = lw.g.const_of(io.f).and_then(|t| t.as_f32().map(|d| d.to_vec()));
+    let filter_const =
+        lw.g.const_of(io.f)
+            .and_then(|t| t.as_f32().map(|d| d.to_vec()));
     if lw.direct_only {
         let fs_st = strides(&io.fs);
         let mut w_st = vec![og as i64 * fs_st[0], fs_st[0], fs_st[1]];
         w_st.extend_from_slice(&fs_st[2..]);
-        return direct(lw, "conv", &p, 0, &io, groups, cg, og, &stride, &dilation, &io.fs[2..], 0, &w_st);
+        return direct(
+            lw,
+            "conv",
+            &p,
+            0,
+            &io,
+            groups,
+            cg,
+            og,
+            &stride,
+            &dilation,
+            &io.fs[2..],
+            0,
+            &w_st,
+        );
     }
     let fusion = fusion(lw, &io)?;
     if cg == 1 && og == 1 && groups > 1 && kvol <= super::window::UNROLL_TAPS {
         return depthwise(lw, &p, &io, &stride, &dilation, fusion);
     }
     match filter_const {
-        Some(f) if !lw.self_contained => gemm(lw, &p, &io, &geo, groups, cg, og, &stride, &dilation, &f, fusion),
+        Some(f) if !lw.self_contained => gemm(
+            lw, &p, &io, &geo, groups, cg, og, &stride, &dilation, &f, fusion,
+        ),
         _ => {
             let fs_st = strides(&io.fs);
             let mut w_st = vec![og as i64 * fs_st[0], fs_st[0], fs_st[1]];
             w_st.extend_from_slice(&fs_st[2..]);
             let Some(fu) = fusion else {
-                return direct(lw, "conv", &p, 0, &io, groups, cg, og, &stride, &dilation, &io.fs[2..], 0, &w_st);
+                return direct(
+                    lw,
+                    "conv",
+                    &p,
+                    0,
+                    &io,
+                    groups,
+                    cg,
+                    og,
+                    &stride,
+                    &dilation,
+                    &io.fs[2..],
+                    0,
+                    &w_st,
+                );
             };
             // Not fused after all: the following nodes run as usual.
             for n in fu.nodes {
@@ -190,7 +294,21 @@ pub(super) fn conv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs: 
                     *s = false;
                 }
             }
-            direct(lw, "conv", &p, 0, &io, groups, cg, og, &stride, &dilation, &io.fs[2..], 0, &w_st)
+            direct(
+                lw,
+                "conv",
+                &p,
+                0,
+                &io,
+                groups,
+                cg,
+                og,
+                &stride,
+                &dilation,
+                &io.fs[2..],
+                0,
+                &w_st,
+            )
         }
     }
 }
@@ -233,7 +351,9 @@ fn scalar_const(lw: &Lowering<'_>, v: ValueId) -> Option<f32> {
 /// Marks the fused nodes skipped.
 fn fusion(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<Fusion>, CodegenError> {
     let users = lw.g.users();
-    let single = |v: ValueId| users.get(v.index()).is_some_and(|u| u.len() == 1) && !lw.g.outputs.contains(&v);
+    let single = |v: ValueId| {
+        users.get(v.index()).is_some_and(|u| u.len() == 1) && !lw.g.outputs.contains(&v)
+    };
     let mut cur = io.y;
     let mut at = lw.node_idx() + 1;
     let mut nodes = Vec::new();
@@ -246,8 +366,16 @@ fn fusion(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<Fusion>, CodegenE
         && n.inputs.len() == 2
         && n.inputs.contains(&cur)
     {
-        let other = if n.inputs[0] == cur { n.inputs[1] } else { n.inputs[0] };
-        if other != cur && lw.shape(other)? == io.ys && lw.dtype(other)? == DType::F32 && lw.shape(n.outputs[0])? == io.ys {
+        let other = if n.inputs[0] == cur {
+            n.inputs[1]
+        } else {
+            n.inputs[0]
+        };
+        if other != cur
+            && lw.shape(other)? == io.ys
+            && lw.dtype(other)? == DType::F32
+            && lw.shape(n.outputs[0])? == io.ys
+        {
             residual = Some(other);
             cur = n.outputs[0];
             nodes.push(at);
@@ -287,7 +415,12 @@ fn fusion(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<Fusion>, CodegenE
             *s = true;
         }
     }
-    Ok(Some(Fusion { out: cur, activation, residual, nodes }))
+    Ok(Some(Fusion {
+        out: cur,
+        activation,
+        residual,
+        nodes,
+    }))
 }
 
 /// Bias as a per-channel buffer of `cout` floats (a single value is broadcast into scratch).
@@ -298,7 +431,9 @@ fn bias_rows(lw: &mut Lowering<'_>, b: ValueId, cout: usize) -> Result<BufId, Co
         return Ok(bb);
     }
     if len != 1 {
-        return Err(CodegenError::Invalid(format!("bias of {len} values for {cout} output channels")));
+        return Err(CodegenError::Invalid(format!(
+            "bias of {len} values for {cout} output channels"
+        )));
     }
     let dst = lw.scratch(DType::F32, cout);
     let mut k = lw.kernel("bias_bcast", &[cout]);
@@ -337,18 +472,29 @@ fn gemm(
     let plen = nnefc_runtime::packed_a_len(og, kk);
     let mut packed = Vec::with_capacity(plen * groups);
     for g in 0..groups {
-        let part = filter.get(g * og * kk..(g + 1) * og * kk).ok_or_else(|| CodegenError::Invalid("filter too short".into()))?;
-        let pk = nnefc_runtime::try_pack_a(og, kk, part, kk, 1).map_err(|e| CodegenError::Internal(format!("packing the filter: {e:?}")))?;
+        let part = filter
+            .get(g * og * kk..(g + 1) * og * kk)
+            .ok_or_else(|| CodegenError::Invalid("filter too short".into()))?;
+        let pk = nnefc_runtime::try_pack_a(og, kk, part, kk, 1)
+            .map_err(|e| CodegenError::Internal(format!("packing the filter: {e:?}")))?;
         packed.extend(pk);
     }
     let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
     let abuf = lw.const_buf(bytes, DType::F32, packed.len());
     // B: the input itself or an im2col matrix per (n, g).
-    let direct_b = io.fs[2..].iter().all(|&k| k == 1) && stride.iter().all(|&s| s == 1) && geo.front.iter().all(|&f| f == 0) && io.ys[2..] == io.xs[2..];
+    let direct_b = io.fs[2..].iter().all(|&k| k == 1)
+        && stride.iter().all(|&s| s == 1)
+        && geo.front.iter().all(|&f| f == 0)
+        && io.ys[2..] == io.xs[2..];
     let (bbuf, boffs): (BufId, Vec<i64>) = if direct_b {
         let xb = lw.buf(io.x)?;
         let pl: usize = io.xs[2..].iter().product();
-        (xb, (0..n * groups).map(|i| ((i / groups) * io.xs[1] * pl + (i % groups) * cg * pl) as i64).collect())
+        (
+            xb,
+            (0..n * groups)
+                .map(|i| ((i / groups) * io.xs[1] * pl + (i % groups) * cg * pl) as i64)
+                .collect(),
+        )
     } else {
         let col = lw.scratch(DType::F32, n * groups * kk * pos);
         let mut ext = vec![n, groups, cg];
@@ -362,7 +508,10 @@ fn gemm(
         k.load(a, DType::F32);
         k.set_store(col, 0, strides(&ext));
         lw.push(k);
-        (col, (0..n * groups).map(|i| (i * kk * pos) as i64).collect())
+        (
+            col,
+            (0..n * groups).map(|i| (i * kk * pos) as i64).collect(),
+        )
     };
     let (out, activation, residual) = match &fusion {
         Some(f) => (f.out, f.activation, f.residual),
@@ -381,7 +530,11 @@ fn gemm(
     let mut bias_offs = Vec::with_capacity(n * groups);
     for ni in 0..n {
         for g in 0..groups {
-            batches.push([(g * plen) as i64, boffs[ni * groups + g], (ni * cout * pos + g * og * pos) as i64]);
+            batches.push([
+                (g * plen) as i64,
+                boffs[ni * groups + g],
+                (ni * cout * pos + g * og * pos) as i64,
+            ]);
             bias_offs.push((g * og) as i64);
         }
     }
@@ -389,14 +542,30 @@ fn gemm(
         m: og,
         n: pos,
         k: kk,
-        a: Matrix { buf: abuf, rs: kk as i64, cs: 1 },
+        a: Matrix {
+            buf: abuf,
+            rs: kk as i64,
+            cs: 1,
+        },
         a_packed: true,
-        b: Matrix { buf: bbuf, rs: pos as i64, cs: 1 },
-        c: Matrix { buf: cbuf, rs: pos as i64, cs: 1 },
+        b: Matrix {
+            buf: bbuf,
+            rs: pos as i64,
+            cs: 1,
+        },
+        c: Matrix {
+            buf: cbuf,
+            rs: pos as i64,
+            cs: 1,
+        },
         batches,
         bias: None,
         scratch,
-        epi: GemmEpi { row_bias: Some((rows, bias_offs)), activation, accumulate: residual.is_some() },
+        epi: GemmEpi {
+            row_bias: Some((rows, bias_offs)),
+            activation,
+            accumulate: residual.is_some(),
+        },
     }));
     Ok(())
 }
@@ -404,7 +573,14 @@ fn gemm(
 /// Depthwise conv (one input and one output channel per group): taps unrolled into the
 /// body, the output width innermost (f32x4 when the stride along it is 1), the fused
 /// activation applied in the body.
-fn depthwise(lw: &mut Lowering<'_>, p: &View, io: &ConvIo, stride: &[usize], dilation: &[usize], fusion: Option<Fusion>) -> Result<(), CodegenError> {
+fn depthwise(
+    lw: &mut Lowering<'_>,
+    p: &View,
+    io: &ConvIo,
+    stride: &[usize],
+    dilation: &[usize],
+    fusion: Option<Fusion>,
+) -> Result<(), CodegenError> {
     let sp = io.xs.len() - 2;
     let c = io.xs[1];
     let mut ext = vec![io.xs[0], c];
@@ -490,8 +666,17 @@ fn inserted(input: usize, output: usize, k: usize, s: usize, d: usize, p: usize)
     let front = p0.max(0) as usize;
     let shift = (front as i64 - p0) as usize;
     let extent = output.saturating_sub(1) + shift + k.saturating_sub(1) * d + 1;
-    let region = if extent <= front { 0 } else { input.min((extent - front).div_ceil(s.max(1))) };
-    Inserted { front, shift, extent, region }
+    let region = if extent <= front {
+        0
+    } else {
+        input.min((extent - front).div_ceil(s.max(1)))
+    };
+    Inserted {
+        front,
+        shift,
+        extent,
+        region,
+    }
 }
 
 /// Zero-inserts `src` (extents `shape`) into scratch: `Q[front + y·s] = src[y]·Π scale_d[y_d]`,
@@ -537,26 +722,46 @@ fn zero_insert(
         k.set_store(q, off, st);
         lw.push(k);
     }
-    Ok(View { buf: q, offset: 0, strides: qst })
+    Ok(View {
+        buf: q,
+        offset: 0,
+        strides: qst,
+    })
 }
 
 fn transposed_border(b: Border, op: &str) -> Result<(), CodegenError> {
     match b {
         Border::Constant | Border::Ignore => Ok(()),
-        other => Err(CodegenError::Unsupported(format!("`{op}` with border `{}`", other.mnemonic()))),
+        other => Err(CodegenError::Unsupported(format!(
+            "`{op}` with border `{}`",
+            other.mnemonic()
+        ))),
     }
 }
 
 /// `deconv`: the adjoint of `conv`, as a stride-1 convolution of the zero-inserted input
 /// with the flipped, channel-transposed filter.
-pub(super) fn deconv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
+pub(super) fn deconv(
+    lw: &mut Lowering<'_>,
+    a: &ConvAttrs,
+    ins: &[ValueId],
+    outs: &[ValueId],
+) -> Result<(), CodegenError> {
     let io = conv_io(lw, ins, outs, "deconv")?;
     transposed_border(a.border, "deconv")?;
     let sp = io.xs.len() - 2;
     let cin = io.xs[1];
     let groups = deconv_groups(a, cin);
-    if groups == 0 || io.fs[0] != cin || cin % groups != 0 || io.fs[1] * groups != io.ys[1] || io.ys[0] != io.xs[0] {
-        return Err(CodegenError::Invalid(format!("{groups} groups do not fit input {:?} and filter {:?}", io.xs, io.fs)));
+    if groups == 0
+        || io.fs[0] != cin
+        || cin % groups != 0
+        || io.fs[1] * groups != io.ys[1]
+        || io.ys[0] != io.xs[0]
+    {
+        return Err(CodegenError::Invalid(format!(
+            "{groups} groups do not fit input {:?} and filter {:?}",
+            io.xs, io.fs
+        )));
     }
     if io.ys.contains(&0) {
         return Ok(());
@@ -564,41 +769,107 @@ pub(super) fn deconv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs
     let cout = io.ys[1];
     let (cg, og) = (cin / groups, cout / groups);
     let pad = resolved_deconv_padding(a, &io.xs, &io.fs, &io.ys);
-    let stride = if a.stride.is_empty() { vec![1; sp] } else { a.stride.clone() };
-    let dilation = if a.dilation.is_empty() { vec![1; sp] } else { a.dilation.clone() };
+    let stride = if a.stride.is_empty() {
+        vec![1; sp]
+    } else {
+        a.stride.clone()
+    };
+    let dilation = if a.dilation.is_empty() {
+        vec![1; sp]
+    } else {
+        a.dilation.clone()
+    };
     if pad.len() != sp || stride.len() != sp || dilation.len() != sp {
-        return Err(CodegenError::Invalid("deconv padding/stride/dilation length".into()));
+        return Err(CodegenError::Invalid(
+            "deconv padding/stride/dilation length".into(),
+        ));
     }
     let mut dims = vec![
-        Inserted { front: 0, shift: 0, extent: io.xs[0], region: io.xs[0] },
-        Inserted { front: 0, shift: 0, extent: cin, region: cin },
+        Inserted {
+            front: 0,
+            shift: 0,
+            extent: io.xs[0],
+            region: io.xs[0],
+        },
+        Inserted {
+            front: 0,
+            shift: 0,
+            extent: cin,
+            region: cin,
+        },
     ];
     for d in 0..sp {
-        dims.push(inserted(io.xs[2 + d], io.ys[2 + d], io.fs[2 + d], stride[d], dilation[d], pad[d].0));
+        dims.push(inserted(
+            io.xs[2 + d],
+            io.ys[2 + d],
+            io.fs[2 + d],
+            stride[d],
+            dilation[d],
+            pad[d].0,
+        ));
     }
     let mut full_stride = vec![1, 1];
     full_stride.extend_from_slice(&stride);
     let src = value_view(lw, io.x)?;
-    let q = zero_insert(lw, &src, &dims, &full_stride, DType::F32, Lit::F32(0.0), None, &[])?;
-    let shift: i64 = (0..sp).map(|d| dims[2 + d].shift as i64 * q.strides[2 + d]).sum();
+    let q = zero_insert(
+        lw,
+        &src,
+        &dims,
+        &full_stride,
+        DType::F32,
+        Lit::F32(0.0),
+        None,
+        &[],
+    )?;
+    let shift: i64 = (0..sp)
+        .map(|d| dims[2 + d].shift as i64 * q.strides[2 + d])
+        .sum();
     // Filter element (g, j, ci, t') = f[g·cg + ci, j, k−1−t'].
     let fs_st = strides(&io.fs);
     let mut w_st = vec![cg as i64 * fs_st[0], fs_st[1], fs_st[0]];
     w_st.extend((0..sp).map(|d| -fs_st[2 + d]));
-    let w_off: i64 = (0..sp).map(|d| (io.fs[2 + d] as i64 - 1) * fs_st[2 + d]).sum();
+    let w_off: i64 = (0..sp)
+        .map(|d| (io.fs[2 + d] as i64 - 1) * fs_st[2 + d])
+        .sum();
     let ones = vec![1; sp];
-    direct(lw, "deconv", &q, shift, &io, groups, cg, og, &ones, &dilation, &io.fs[2..], w_off, &w_st)
+    direct(
+        lw,
+        "deconv",
+        &q,
+        shift,
+        &io,
+        groups,
+        cg,
+        og,
+        &ones,
+        &dilation,
+        &io.fs[2..],
+        w_off,
+        &w_st,
+    )
 }
 
 /// `debox`: the adjoint of `box` — zero-insert the (divisor-scaled) input, then a
 /// stride-1 window sum.
-pub(super) fn debox(lw: &mut Lowering<'_>, w: &WindowAttrs, normalize: bool, ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
+pub(super) fn debox(
+    lw: &mut Lowering<'_>,
+    w: &WindowAttrs,
+    normalize: bool,
+    ins: &[ValueId],
+    outs: &[ValueId],
+) -> Result<(), CodegenError> {
     let (x, y) = match (ins.first(), outs.first()) {
         (Some(&x), Some(&y)) => (x, y),
-        _ => return Err(CodegenError::Invalid("`debox` needs an input and an output".into())),
+        _ => {
+            return Err(CodegenError::Invalid(
+                "`debox` needs an input and an output".into(),
+            ));
+        }
     };
     if lw.dtype(x)? != DType::F32 {
-        return Err(CodegenError::Unsupported("`debox` on non-f32 tensors".into()));
+        return Err(CodegenError::Unsupported(
+            "`debox` on non-f32 tensors".into(),
+        ));
     }
     transposed_border(w.border, "debox")?;
     let (xs, ys) = (lw.shape(x)?, lw.shape(y)?);
@@ -628,11 +899,35 @@ pub(super) fn debox(lw: &mut Lowering<'_>, w: &WindowAttrs, normalize: bool, ins
             scale = Some(1.0 / fwd.volume() as f32);
         }
     }
-    let dims: Vec<Inserted> = (0..rank).map(|d| inserted(xs[d], ys[d], fwd.size[d], fwd.stride[d], fwd.dilation[d], pad[d].0)).collect();
+    let dims: Vec<Inserted> = (0..rank)
+        .map(|d| {
+            inserted(
+                xs[d],
+                ys[d],
+                fwd.size[d],
+                fwd.stride[d],
+                fwd.dilation[d],
+                pad[d].0,
+            )
+        })
+        .collect();
     let src = value_view(lw, x)?;
-    let q = zero_insert(lw, &src, &dims, &fwd.stride, DType::F32, Lit::F32(0.0), scale, &tables)?;
+    let q = zero_insert(
+        lw,
+        &src,
+        &dims,
+        &fwd.stride,
+        DType::F32,
+        Lit::F32(0.0),
+        scale,
+        &tables,
+    )?;
     let shift: i64 = (0..rank).map(|d| dims[d].shift as i64 * q.strides[d]).sum();
-    let view = View { buf: q.buf, offset: shift, strides: q.strides.clone() };
+    let view = View {
+        buf: q.buf,
+        offset: shift,
+        strides: q.strides.clone(),
+    };
     let ext: Vec<usize> = dims.iter().map(|d| d.extent).collect();
     let geo = Geometry::new(&ext, &ys, &w.size, &[], &w.dilation, &vec![(0, 0); rank])?;
     let out = lw.buf(y)?;
@@ -641,18 +936,31 @@ pub(super) fn debox(lw: &mut Lowering<'_>, w: &WindowAttrs, normalize: bool, ins
 
 /// `desample`: the adjoint of `sample` — both the values and the indices are
 /// zero-inserted; output `x` sums the values whose index designates the tap landing on `x`.
-pub(super) fn desample(lw: &mut Lowering<'_>, w: &WindowAttrs, ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
+pub(super) fn desample(
+    lw: &mut Lowering<'_>,
+    w: &WindowAttrs,
+    ins: &[ValueId],
+    outs: &[ValueId],
+) -> Result<(), CodegenError> {
     let (x, idx, y) = match (ins, outs) {
         ([x, i], [y]) => (*x, *i, *y),
-        _ => return Err(CodegenError::Invalid("`desample` takes (input, index) and gives one output".into())),
+        _ => {
+            return Err(CodegenError::Invalid(
+                "`desample` takes (input, index) and gives one output".into(),
+            ));
+        }
     };
     if lw.dtype(x)? != DType::F32 || lw.dtype(idx)? != DType::I32 {
-        return Err(CodegenError::Unsupported("`desample` needs f32 input and i32 index".into()));
+        return Err(CodegenError::Unsupported(
+            "`desample` needs f32 input and i32 index".into(),
+        ));
     }
     transposed_border(w.border, "desample")?;
     let (xs, ys) = (lw.shape(x)?, lw.shape(y)?);
     if lw.shape(idx)? != xs {
-        return Err(CodegenError::Invalid("`desample` index shape differs from the input shape".into()));
+        return Err(CodegenError::Invalid(
+            "`desample` index shape differs from the input shape".into(),
+        ));
     }
     if ys.contains(&0) {
         return Ok(());
@@ -660,11 +968,40 @@ pub(super) fn desample(lw: &mut Lowering<'_>, w: &WindowAttrs, ins: &[ValueId], 
     let pad = resolved_transposed_window_padding(w, &xs, &ys);
     let fwd = Geometry::new(&ys, &xs, &w.size, &w.stride, &w.dilation, &pad)?;
     let rank = xs.len();
-    let dims: Vec<Inserted> = (0..rank).map(|d| inserted(xs[d], ys[d], fwd.size[d], fwd.stride[d], fwd.dilation[d], pad[d].0)).collect();
+    let dims: Vec<Inserted> = (0..rank)
+        .map(|d| {
+            inserted(
+                xs[d],
+                ys[d],
+                fwd.size[d],
+                fwd.stride[d],
+                fwd.dilation[d],
+                pad[d].0,
+            )
+        })
+        .collect();
     let src = value_view(lw, x)?;
-    let q = zero_insert(lw, &src, &dims, &fwd.stride, DType::F32, Lit::F32(0.0), None, &[])?;
+    let q = zero_insert(
+        lw,
+        &src,
+        &dims,
+        &fwd.stride,
+        DType::F32,
+        Lit::F32(0.0),
+        None,
+        &[],
+    )?;
     let isrc = value_view(lw, idx)?;
-    let qi = zero_insert(lw, &isrc, &dims, &fwd.stride, DType::I32, Lit::I32(-1), None, &[])?;
+    let qi = zero_insert(
+        lw,
+        &isrc,
+        &dims,
+        &fwd.stride,
+        DType::I32,
+        Lit::I32(-1),
+        None,
+        &[],
+    )?;
     let shift: i64 = (0..rank).map(|d| dims[d].shift as i64 * q.strides[d]).sum();
     let vol = fwd.volume();
     let out = lw.buf(y)?;

@@ -12,15 +12,27 @@
 
 use super::Lowering;
 use crate::back::CodegenError;
-use crate::back::kernel::{Activation, Expr, ExprId, ExprNode, GemmCall, Kernel, Lit, ReduceKind, Reduction, Step};
+use crate::back::kernel::{
+    Activation, Expr, ExprId, ExprNode, GemmCall, Kernel, Lit, ReduceKind, Reduction, Step,
+};
 use crate::ir::{BinaryOp, DType, UnaryOp};
 
 const MR: usize = nnefc_runtime::gemm::MR;
 
 /// Rows `[row0, row0 + rows)` of one batch entry; `a_row` gives A's (offset, per-row stride
 /// pattern): for packed A the rows are walked as `panels × MR`.
-fn kernel(lw: &Lowering<'_>, g: &GemmCall, bi: usize, row_loops: &[(usize, i64, i64, i64)], a_off: i64, a_k: i64) -> Result<Kernel, CodegenError> {
-    let off = g.batches.get(bi).ok_or_else(|| CodegenError::Internal("gemm batch missing".into()))?;
+fn kernel(
+    lw: &Lowering<'_>,
+    g: &GemmCall,
+    bi: usize,
+    row_loops: &[(usize, i64, i64, i64)],
+    a_off: i64,
+    a_k: i64,
+) -> Result<Kernel, CodegenError> {
+    let off = g
+        .batches
+        .get(bi)
+        .ok_or_else(|| CodegenError::Internal("gemm batch missing".into()))?;
     // Loops: row loops…, n, k.
     let mut ext: Vec<usize> = row_loops.iter().map(|r| r.0).collect();
     ext.push(g.n);
@@ -37,7 +49,10 @@ fn kernel(lw: &Lowering<'_>, g: &GemmCall, bi: usize, row_loops: &[(usize, i64, 
     let y = k.load(ba, DType::F32);
     k.push(Expr::Binary(BinaryOp::Mul, x, y), DType::F32);
     let f = DType::F32;
-    let mut fin = vec![ExprNode { expr: Expr::Acc, ty: f }];
+    let mut fin = vec![ExprNode {
+        expr: Expr::Acc,
+        ty: f,
+    }];
     let mut cur = ExprId(0);
     let add = |fin: &mut Vec<ExprNode>, e: Expr| {
         fin.push(ExprNode { expr: e, ty: f });
@@ -70,7 +85,11 @@ fn kernel(lw: &Lowering<'_>, g: &GemmCall, bi: usize, row_loops: &[(usize, i64, 
             add(&mut fin, Expr::Binary(BinaryOp::Max, m, l));
         }
     }
-    k.reduction = Some(Reduction { kind: ReduceKind::Sum, first_loop: nl - 1, finalize: fin });
+    k.reduction = Some(Reduction {
+        kind: ReduceKind::Sum,
+        first_loop: nl - 1,
+        finalize: fin,
+    });
     let mut cst: Vec<i64> = row_loops.iter().map(|r| r.2).collect();
     cst.extend([g.c.cs, 0]);
     k.set_store(g.c.buf, off[2], cst);
@@ -89,7 +108,9 @@ pub(super) fn lower_all(lw: &mut Lowering<'_>) -> Result<(), CodegenError> {
             }
         };
         if g.epi.accumulate {
-            return Err(CodegenError::Unsupported("accumulating GEMM in a self-contained object".into()));
+            return Err(CodegenError::Unsupported(
+                "accumulating GEMM in a self-contained object".into(),
+            ));
         }
         if g.m == 0 || g.n == 0 {
             continue;
@@ -100,7 +121,10 @@ pub(super) fn lower_all(lw: &mut Lowering<'_>) -> Result<(), CodegenError> {
                 let full = g.m / MR;
                 let rest = g.m % MR;
                 if full > 0 {
-                    let rl = [(full, kk * MR as i64, MR as i64 * g.c.rs, MR as i64), (MR, 1, g.c.rs, 1)];
+                    let rl = [
+                        (full, kk * MR as i64, MR as i64 * g.c.rs, MR as i64),
+                        (MR, 1, g.c.rs, 1),
+                    ];
                     let k = kernel(lw, &g, bi, &rl, 0, MR as i64)?;
                     lw.push(k);
                 }

@@ -253,13 +253,18 @@ impl<'g> Lowering<'g> {
             Op::Gather { axis } => movement::gather(self, *axis, ins, outs),
             Op::Conv(a) => conv::conv(self, a, ins, outs),
             Op::Deconv(a) => conv::deconv(self, a, ins, outs),
-            Op::Box { window, normalize } => window::box_filter(self, window, *normalize, ins, outs),
+            Op::Box { window, normalize } => {
+                window::box_filter(self, window, *normalize, ins, outs)
+            }
             Op::Debox { window, normalize } => conv::debox(self, window, *normalize, ins, outs),
             Op::MaxPool(w) => window::max_pool(self, w, ins, outs),
             Op::ArgmaxPool(w) => window::argmax_pool(self, w, ins, outs),
             Op::Sample(w) => window::sample(self, w, ins, outs),
             Op::Desample(w) => conv::desample(self, w, ins, outs),
-            op => Err(CodegenError::Unsupported(format!("operation `{}` has no code generator yet", op.mnemonic()))),
+            op => Err(CodegenError::Unsupported(format!(
+                "operation `{}` has no code generator yet",
+                op.mnemonic()
+            ))),
         }
     }
 
@@ -291,7 +296,8 @@ impl<'g> Lowering<'g> {
         if self.self_contained {
             gemm_loops::lower_all(&mut self)?;
         }
-        self.prog.workspace_size = (self.plan.arena_size + self.scratch_max).div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
+        self.prog.workspace_size =
+            (self.plan.arena_size + self.scratch_max).div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
         Ok(self.prog)
     }
 }
@@ -308,7 +314,13 @@ pub(crate) fn select(
 }
 
 /// [`select`] with the GEMMs as loop nests when `self_contained` (no runtime calls).
-pub(crate) fn select_with(g: &Graph, plan: &MemoryPlan, prefix: &str, vectorize: bool, self_contained: bool) -> Result<Program, CodegenError> {
+pub(crate) fn select_with(
+    g: &Graph,
+    plan: &MemoryPlan,
+    prefix: &str,
+    vectorize: bool,
+    self_contained: bool,
+) -> Result<Program, CodegenError> {
     let mut lw = Lowering::new(g, plan, prefix, vectorize);
     lw.self_contained = self_contained;
     lw.run()

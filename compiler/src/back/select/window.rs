@@ -55,7 +55,10 @@ fn ones_or(list: &[usize], rank: usize, what: &str) -> Result<Vec<usize>, Codege
         return Ok(vec![1; rank]);
     }
     if list.len() != rank {
-        return Err(CodegenError::Invalid(format!("{what} has {} items, expected {rank}", list.len())));
+        return Err(CodegenError::Invalid(format!(
+            "{what} has {} items, expected {rank}",
+            list.len()
+        )));
     }
     Ok(list.to_vec())
 }
@@ -82,7 +85,9 @@ impl Geometry {
         let stride = ones_or(stride, rank, "stride")?;
         let dilation = ones_or(dilation, rank, "dilation")?;
         if stride.contains(&0) || dilation.contains(&0) {
-            return Err(CodegenError::Invalid("stride and dilation must be positive".into()));
+            return Err(CodegenError::Invalid(
+                "stride and dilation must be positive".into(),
+            ));
         }
         Ok(Geometry {
             input: input.to_vec(),
@@ -94,7 +99,11 @@ impl Geometry {
         })
     }
 
-    fn from_window(w: &WindowAttrs, input: &[usize], output: &[usize]) -> Result<Geometry, CodegenError> {
+    fn from_window(
+        w: &WindowAttrs,
+        input: &[usize],
+        output: &[usize],
+    ) -> Result<Geometry, CodegenError> {
         let pad = resolved_window_padding(w, input);
         Geometry::new(input, output, &w.size, &w.stride, &w.dilation, &pad)
     }
@@ -109,7 +118,11 @@ impl Geometry {
     /// Extent of `P` per dim: one past the farthest coordinate (in padded units) a tap reads.
     fn reach(&self) -> Vec<usize> {
         (0..self.input.len())
-            .map(|d| (self.output[d].saturating_sub(1)) * self.stride[d] + (self.size[d].saturating_sub(1)) * self.dilation[d] + 1)
+            .map(|d| {
+                (self.output[d].saturating_sub(1)) * self.stride[d]
+                    + (self.size[d].saturating_sub(1)) * self.dilation[d]
+                    + 1
+            })
             .collect()
     }
 
@@ -147,10 +160,17 @@ fn border_index(x: i64, n: usize, border: Border) -> Result<i64, CodegenError> {
                 2 * n - 1 - x
             }
         }
-        Border::Constant | Border::Ignore => return Err(CodegenError::Internal("border_index on a filling border".into())),
+        Border::Constant | Border::Ignore => {
+            return Err(CodegenError::Internal(
+                "border_index on a filling border".into(),
+            ));
+        }
     };
     if n == 0 || !(0..n).contains(&m) {
-        return Err(CodegenError::Invalid(format!("{} border cannot reach coordinate {x} of an extent of {n}", border.mnemonic())));
+        return Err(CodegenError::Invalid(format!(
+            "{} border cannot reach coordinate {x} of an extent of {n}",
+            border.mnemonic()
+        )));
     }
     Ok(m)
 }
@@ -169,7 +189,13 @@ pub(super) fn f32_table(lw: &mut Lowering<'_>, vals: &[f32]) -> BufId {
 /// The view every tap of `geo` reads without bounds tests: the input itself when no tap
 /// leaves it, else a scratch copy of extents `reach` holding the border values (`fill`
 /// for constant/ignore). Coordinates of the view are padded coordinates.
-pub(super) fn padded(lw: &mut Lowering<'_>, src: View, geo: &Geometry, border: Border, fill: f32) -> Result<View, CodegenError> {
+pub(super) fn padded(
+    lw: &mut Lowering<'_>,
+    src: View,
+    geo: &Geometry,
+    border: Border,
+    fill: f32,
+) -> Result<View, CodegenError> {
     let reach = geo.reach();
     let rank = geo.input.len();
     let inside = (0..rank).all(|d| geo.front[d] == 0 && reach[d] <= geo.input[d]);
@@ -186,9 +212,15 @@ pub(super) fn padded(lw: &mut Lowering<'_>, src: View, geo: &Geometry, border: B
             k.set_store(dst, 0, vec![1]);
             lw.push(k);
             // Interior: padded coordinate front+x for x < input, clipped to reach.
-            let region: Vec<usize> = (0..rank).map(|d| geo.input[d].min(reach[d].saturating_sub(geo.front[d]))).collect();
+            let region: Vec<usize> = (0..rank)
+                .map(|d| geo.input[d].min(reach[d].saturating_sub(geo.front[d])))
+                .collect();
             if region.contains(&0) {
-                return Ok(View { buf: dst, offset: 0, strides: dst_st });
+                return Ok(View {
+                    buf: dst,
+                    offset: 0,
+                    strides: dst_st,
+                });
             }
             let mut k = lw.kernel("pad_copy", &region);
             let a = k.access(src.buf, src.offset, src.strides.clone());
@@ -207,13 +239,20 @@ pub(super) fn padded(lw: &mut Lowering<'_>, src: View, geo: &Geometry, border: B
                     continue;
                 }
                 let map: Vec<i32> = (0..reach[d])
-                    .map(|j| border_index(j as i64 - geo.front[d] as i64, geo.input[d], border).map(|v| v as i32))
+                    .map(|j| {
+                        border_index(j as i64 - geo.front[d] as i64, geo.input[d], border)
+                            .map(|v| v as i32)
+                    })
                     .collect::<Result<_, _>>()?;
                 let t = i32_table(lw, &map);
                 let mut st = vec![0i64; rank];
                 st[d] = 1;
                 let ta = k.access(t, 0, st);
-                tables.push(Indirect { index: ta, scale: src.strides[d], bound: geo.input[d] });
+                tables.push(Indirect {
+                    index: ta,
+                    scale: src.strides[d],
+                    bound: geo.input[d],
+                });
             }
             let a = k.access(src.buf, src.offset, affine);
             k.accesses[a.0 as usize].indirect = tables;
@@ -222,7 +261,11 @@ pub(super) fn padded(lw: &mut Lowering<'_>, src: View, geo: &Geometry, border: B
             lw.push(k);
         }
     }
-    Ok(View { buf: dst, offset: 0, strides: dst_st })
+    Ok(View {
+        buf: dst,
+        offset: 0,
+        strides: dst_st,
+    })
 }
 
 /// Row-major multi-index of tap `t` of a window of `size`.
@@ -238,7 +281,11 @@ fn tap_index(mut t: usize, size: &[usize]) -> Vec<usize> {
 
 /// Element offset in `p` of tap `t` relative to the window origin.
 fn tap_offset(p: &View, geo: &Geometry, t: usize) -> i64 {
-    tap_index(t, &geo.size).iter().enumerate().map(|(d, &i)| (i * geo.dilation[d]) as i64 * p.strides[d]).sum()
+    tap_index(t, &geo.size)
+        .iter()
+        .enumerate()
+        .map(|(d, &i)| (i * geo.dilation[d]) as i64 * p.strides[d])
+        .sum()
 }
 
 /// How a window's taps combine.
@@ -262,10 +309,16 @@ fn window_combine(
 ) -> Result<(), CodegenError> {
     let rank = geo.input.len();
     let ost = strides(&geo.output);
-    let pst: Vec<i64> = (0..rank).map(|d| geo.stride[d] as i64 * p.strides[d]).collect();
+    let pst: Vec<i64> = (0..rank)
+        .map(|d| geo.stride[d] as i64 * p.strides[d])
+        .collect();
     let vol = geo.volume();
     let f = DType::F32;
-    let bop = if combine == Combine::Sum { BinaryOp::Add } else { BinaryOp::Max };
+    let bop = if combine == Combine::Sum {
+        BinaryOp::Add
+    } else {
+        BinaryOp::Max
+    };
     let post = |k: &mut crate::back::kernel::Kernel, mut v: ExprId, outer: usize| {
         if let Some(s) = scale {
             let c = k.push(Expr::Lit(Lit::F32(s)), f);
@@ -282,7 +335,11 @@ fn window_combine(
     };
     if vol == 0 {
         let mut k = lw.kernel(name, &geo.output);
-        let init = if combine == Combine::Sum { 0.0 } else { f32::NEG_INFINITY };
+        let init = if combine == Combine::Sum {
+            0.0
+        } else {
+            f32::NEG_INFINITY
+        };
         k.push(Expr::Lit(Lit::F32(init)), f);
         k.set_store(out, 0, ost);
         lw.push(k);
@@ -313,7 +370,11 @@ fn window_combine(
     st.extend((0..rank).map(|d| geo.dilation[d] as i64 * p.strides[d]));
     let a = k.access(p.buf, p.offset, st);
     k.load(a, f);
-    let kind = if combine == Combine::Sum { ReduceKind::Sum } else { ReduceKind::Max };
+    let kind = if combine == Combine::Sum {
+        ReduceKind::Sum
+    } else {
+        ReduceKind::Max
+    };
     let mut fin = crate::back::kernel::Kernel::new("fin", &ext);
     // The finalizer's loads refer to accesses of `k` (it runs in `k`'s loop nest).
     let mut v = fin.push(Expr::Acc, f);
@@ -329,7 +390,11 @@ fn window_combine(
         v = fin.push(Expr::Binary(BinaryOp::Mul, v, c), f);
     }
     let _ = v;
-    k.reduction = Some(Reduction { kind, first_loop: rank, finalize: fin.body });
+    k.reduction = Some(Reduction {
+        kind,
+        first_loop: rank,
+        finalize: fin.body,
+    });
     let mut sst = ost.clone();
     sst.extend(std::iter::repeat_n(0, rank));
     k.set_store(out, 0, sst);
@@ -338,20 +403,31 @@ fn window_combine(
 }
 
 /// A plain window sum of `p` (no normalization).
-pub(super) fn window_sum(lw: &mut Lowering<'_>, name: &str, p: &View, geo: &Geometry, out: BufId) -> Result<(), CodegenError> {
+pub(super) fn window_sum(
+    lw: &mut Lowering<'_>,
+    name: &str,
+    p: &View,
+    geo: &Geometry,
+    out: BufId,
+) -> Result<(), CodegenError> {
     window_combine(lw, name, p, geo, Combine::Sum, None, &[], out)
 }
 
 fn single(ins: &[ValueId], outs: &[ValueId], op: &str) -> Result<(ValueId, ValueId), CodegenError> {
     match (ins.first(), outs.first()) {
         (Some(&i), Some(&o)) => Ok((i, o)),
-        _ => Err(CodegenError::Invalid(format!("`{op}` needs an input and an output"))),
+        _ => Err(CodegenError::Invalid(format!(
+            "`{op}` needs an input and an output"
+        ))),
     }
 }
 
 fn f32_only(lw: &Lowering<'_>, v: ValueId, op: &str) -> Result<(), CodegenError> {
     if lw.dtype(v)? != DType::F32 {
-        return Err(CodegenError::Unsupported(format!("`{op}` on {} tensors", lw.dtype(v)?)));
+        return Err(CodegenError::Unsupported(format!(
+            "`{op}` on {} tensors",
+            lw.dtype(v)?
+        )));
     }
     Ok(())
 }
@@ -359,12 +435,22 @@ fn f32_only(lw: &Lowering<'_>, v: ValueId, op: &str) -> Result<(), CodegenError>
 /// The input view of value `v` (row-major).
 pub(super) fn value_view(lw: &mut Lowering<'_>, v: ValueId) -> Result<View, CodegenError> {
     let shape = lw.shape(v)?;
-    Ok(View { buf: lw.buf(v)?, offset: 0, strides: strides(&shape) })
+    Ok(View {
+        buf: lw.buf(v)?,
+        offset: 0,
+        strides: strides(&shape),
+    })
 }
 
 /// `box` (and `avg_pool`): window sums, normalized by the window volume or, with
 /// `ignore`, by the in-bounds count.
-pub(super) fn box_filter(lw: &mut Lowering<'_>, w: &WindowAttrs, normalize: bool, ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
+pub(super) fn box_filter(
+    lw: &mut Lowering<'_>,
+    w: &WindowAttrs,
+    normalize: bool,
+    ins: &[ValueId],
+    outs: &[ValueId],
+) -> Result<(), CodegenError> {
     let (x, y) = single(ins, outs, "box")?;
     f32_only(lw, x, "box")?;
     let geo = Geometry::from_window(w, &lw.shape(x)?, &lw.shape(y)?)?;
@@ -398,7 +484,12 @@ pub(super) fn box_filter(lw: &mut Lowering<'_>, w: &WindowAttrs, normalize: bool
 }
 
 /// `max_pool`: window maximum (outside taps read 0 with `constant`, are skipped with `ignore`).
-pub(super) fn max_pool(lw: &mut Lowering<'_>, w: &WindowAttrs, ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
+pub(super) fn max_pool(
+    lw: &mut Lowering<'_>,
+    w: &WindowAttrs,
+    ins: &[ValueId],
+    outs: &[ValueId],
+) -> Result<(), CodegenError> {
     let (x, y) = single(ins, outs, "max_pool")?;
     f32_only(lw, x, "max_pool")?;
     let geo = Geometry::from_window(w, &lw.shape(x)?, &lw.shape(y)?)?;
@@ -406,14 +497,23 @@ pub(super) fn max_pool(lw: &mut Lowering<'_>, w: &WindowAttrs, ins: &[ValueId], 
         return Ok(());
     }
     let src = value_view(lw, x)?;
-    let fill = if w.border == Border::Ignore { f32::NEG_INFINITY } else { 0.0 };
+    let fill = if w.border == Border::Ignore {
+        f32::NEG_INFINITY
+    } else {
+        0.0
+    };
     let p = padded(lw, src, &geo, w.border, fill)?;
     let out = lw.buf(y)?;
     window_combine(lw, "max_pool", &p, &geo, Combine::Max, None, &[], out)
 }
 
 /// `argmax_pool`: i32 row-major tap index of the first maximum of each window.
-pub(super) fn argmax_pool(lw: &mut Lowering<'_>, w: &WindowAttrs, ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
+pub(super) fn argmax_pool(
+    lw: &mut Lowering<'_>,
+    w: &WindowAttrs,
+    ins: &[ValueId],
+    outs: &[ValueId],
+) -> Result<(), CodegenError> {
     let (x, y) = single(ins, outs, "argmax_pool")?;
     f32_only(lw, x, "argmax_pool")?;
     let geo = Geometry::from_window(w, &lw.shape(x)?, &lw.shape(y)?)?;
@@ -421,19 +521,32 @@ pub(super) fn argmax_pool(lw: &mut Lowering<'_>, w: &WindowAttrs, ins: &[ValueId
         return Ok(());
     }
     let src = value_view(lw, x)?;
-    let fill = if w.border == Border::Ignore { f32::NEG_INFINITY } else { 0.0 };
+    let fill = if w.border == Border::Ignore {
+        f32::NEG_INFINITY
+    } else {
+        0.0
+    };
     let p = padded(lw, src, &geo, w.border, fill)?;
     let out = lw.buf(y)?;
     let rank = geo.input.len();
     let mut ext = geo.output.clone();
     ext.extend_from_slice(&geo.size);
     let mut k = lw.kernel("argmax_pool", &ext);
-    let mut st: Vec<i64> = (0..rank).map(|d| geo.stride[d] as i64 * p.strides[d]).collect();
+    let mut st: Vec<i64> = (0..rank)
+        .map(|d| geo.stride[d] as i64 * p.strides[d])
+        .collect();
     st.extend((0..rank).map(|d| geo.dilation[d] as i64 * p.strides[d]));
     let a = k.access(p.buf, p.offset, st);
     k.load(a, DType::F32);
-    let acc = crate::back::kernel::ExprNode { expr: Expr::Acc, ty: DType::I32 };
-    k.reduction = Some(Reduction { kind: ReduceKind::ArgMax, first_loop: rank, finalize: vec![acc] });
+    let acc = crate::back::kernel::ExprNode {
+        expr: Expr::Acc,
+        ty: DType::I32,
+    };
+    k.reduction = Some(Reduction {
+        kind: ReduceKind::ArgMax,
+        first_loop: rank,
+        finalize: vec![acc],
+    });
     let mut sst = strides(&geo.output);
     sst.extend(std::iter::repeat_n(0, rank));
     k.set_store(out, 0, sst);
@@ -442,13 +555,22 @@ pub(super) fn argmax_pool(lw: &mut Lowering<'_>, w: &WindowAttrs, ins: &[ValueId
 }
 
 /// `sample`: per window, the tap its index designates (through a tap-offset table).
-pub(super) fn sample(lw: &mut Lowering<'_>, w: &WindowAttrs, ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
+pub(super) fn sample(
+    lw: &mut Lowering<'_>,
+    w: &WindowAttrs,
+    ins: &[ValueId],
+    outs: &[ValueId],
+) -> Result<(), CodegenError> {
     let (x, y) = single(ins, outs, "sample")?;
-    let idx = *ins.get(1).ok_or_else(|| CodegenError::Invalid("`sample` needs an index operand".into()))?;
+    let idx = *ins
+        .get(1)
+        .ok_or_else(|| CodegenError::Invalid("`sample` needs an index operand".into()))?;
     f32_only(lw, x, "sample")?;
     let oshape = lw.shape(y)?;
     if lw.shape(idx)? != oshape || lw.dtype(idx)? != DType::I32 {
-        return Err(CodegenError::Invalid("`sample` index must be i32 of the output shape".into()));
+        return Err(CodegenError::Invalid(
+            "`sample` index must be i32 of the output shape".into(),
+        ));
     }
     let geo = Geometry::from_window(w, &lw.shape(x)?, &oshape)?;
     if geo.empty() {
@@ -460,7 +582,10 @@ pub(super) fn sample(lw: &mut Lowering<'_>, w: &WindowAttrs, ins: &[ValueId], ou
     let ib = lw.buf(idx)?;
     let vol = geo.volume();
     let offs: Vec<i32> = (0..vol)
-        .map(|t| i32::try_from(tap_offset(&p, &geo, t)).map_err(|_| CodegenError::Unsupported("window offsets beyond 2^31".into())))
+        .map(|t| {
+            i32::try_from(tap_offset(&p, &geo, t))
+                .map_err(|_| CodegenError::Unsupported("window offsets beyond 2^31".into()))
+        })
         .collect::<Result<_, _>>()?;
     let table = i32_table(lw, &offs);
     let rank = geo.input.len();
@@ -468,11 +593,21 @@ pub(super) fn sample(lw: &mut Lowering<'_>, w: &WindowAttrs, ins: &[ValueId], ou
     let mut k = lw.kernel("sample", &geo.output);
     let ia = k.access(ib, 0, ost.clone());
     let ta = k.access(table, 0, vec![0; rank]);
-    k.accesses[ta.0 as usize].indirect.push(Indirect { index: ia, scale: 1, bound: vol });
-    let pst: Vec<i64> = (0..rank).map(|d| geo.stride[d] as i64 * p.strides[d]).collect();
+    k.accesses[ta.0 as usize].indirect.push(Indirect {
+        index: ia,
+        scale: 1,
+        bound: vol,
+    });
+    let pst: Vec<i64> = (0..rank)
+        .map(|d| geo.stride[d] as i64 * p.strides[d])
+        .collect();
     let pa = k.access(p.buf, p.offset, pst);
     // The tap offset is already clamped to the window by the table lookup.
-    k.accesses[pa.0 as usize].indirect.push(Indirect { index: ta, scale: 1, bound: i32::MAX as usize });
+    k.accesses[pa.0 as usize].indirect.push(Indirect {
+        index: ta,
+        scale: 1,
+        bound: i32::MAX as usize,
+    });
     k.load(pa, DType::F32);
     k.set_store(out, 0, ost);
     lw.push(k);

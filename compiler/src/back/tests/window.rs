@@ -32,7 +32,10 @@ pub(super) struct Batch {
 
 impl Batch {
     pub fn new() -> Batch {
-        Batch { g: Graph::new("w"), ..Batch::default() }
+        Batch {
+            g: Graph::new("w"),
+            ..Batch::default()
+        }
     }
     /// Adds `op(args)`; returns false (adding nothing) when `ir::infer` rejects it.
     pub fn add(&mut self, what: String, op: Op, args: Vec<Arg>) -> bool {
@@ -43,7 +46,9 @@ impl Batch {
             })
             .collect();
         let refs: Vec<_> = tys.iter().collect();
-        let Ok(out) = infer(&op, &refs) else { return false };
+        let Ok(out) = infer(&op, &refs) else {
+            return false;
+        };
         if out.iter().any(|t| t.shape().is_none_or(|s| s.contains(&0))) {
             return false;
         }
@@ -75,18 +80,29 @@ impl Batch {
         if self.g.outputs.is_empty() {
             return;
         }
-        let want = crate::ir::interp::run(&self.g, &self.inputs).unwrap_or_else(|e| panic!("interp: {e}"));
+        let want =
+            crate::ir::interp::run(&self.g, &self.inputs).unwrap_or_else(|e| panic!("interp: {e}"));
         let m = load(&self.g, o);
         let got = m.run(&self.inputs).expect("status 0");
         for (i, (gt, wt)) in got.iter().zip(&want).enumerate() {
-            let what = self.what.get(i).cloned().unwrap_or_else(|| format!("output {i}"));
+            let what = self
+                .what
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| format!("output {i}"));
             assert_close(&what, gt, wt);
         }
     }
 }
 
 fn border(r: &mut Rng, all: bool) -> Border {
-    let b = [Border::Constant, Border::Ignore, Border::Replicate, Border::Reflect, Border::ReflectEven];
+    let b = [
+        Border::Constant,
+        Border::Ignore,
+        Border::Replicate,
+        Border::Reflect,
+        Border::ReflectEven,
+    ];
     if all { b[r.below(5)] } else { b[r.below(2)] }
 }
 
@@ -133,8 +149,20 @@ fn pools_random() {
         let x = r.tensor(DType::F32, &shape, -2.0, 2.0);
         let (op, name) = match r.below(4) {
             0 => (Op::MaxPool(w.clone()), "max_pool"),
-            1 => (Op::Box { window: w.clone(), normalize: true }, "avg"),
-            2 => (Op::Box { window: w.clone(), normalize: false }, "box"),
+            1 => (
+                Op::Box {
+                    window: w.clone(),
+                    normalize: true,
+                },
+                "avg",
+            ),
+            2 => (
+                Op::Box {
+                    window: w.clone(),
+                    normalize: false,
+                },
+                "box",
+            ),
             _ => (Op::ArgmaxPool(w.clone()), "argmax_pool"),
         };
         b.add(format!("{name} {shape:?} {w:?}"), op, vec![Arg::In(x)]);
@@ -148,11 +176,33 @@ fn big_windows_use_reductions() {
     let mut r = Rng::new(5);
     let mut b = Batch::new();
     for border in [Border::Constant, Border::Ignore] {
-        let w = WindowAttrs { size: vec![1, 1, 7, 7], border, padding: vec![(0, 0), (0, 0), (1, 2), (3, 0)], stride: vec![1, 1, 1, 2], dilation: Vec::new(), output_shape: Vec::new() };
+        let w = WindowAttrs {
+            size: vec![1, 1, 7, 7],
+            border,
+            padding: vec![(0, 0), (0, 0), (1, 2), (3, 0)],
+            stride: vec![1, 1, 1, 2],
+            dilation: Vec::new(),
+            output_shape: Vec::new(),
+        };
         let x = r.tensor(DType::F32, &[2, 3, 9, 11], -1.0, 1.0);
-        b.add(format!("avg {border:?}"), Op::Box { window: w.clone(), normalize: true }, vec![Arg::In(x.clone())]);
-        b.add(format!("max {border:?}"), Op::MaxPool(w.clone()), vec![Arg::In(x.clone())]);
-        b.add(format!("argmax {border:?}"), Op::ArgmaxPool(w), vec![Arg::In(x)]);
+        b.add(
+            format!("avg {border:?}"),
+            Op::Box {
+                window: w.clone(),
+                normalize: true,
+            },
+            vec![Arg::In(x.clone())],
+        );
+        b.add(
+            format!("max {border:?}"),
+            Op::MaxPool(w.clone()),
+            vec![Arg::In(x.clone())],
+        );
+        b.add(
+            format!("argmax {border:?}"),
+            Op::ArgmaxPool(w),
+            vec![Arg::In(x)],
+        );
     }
     b.check("bigwin");
 }
@@ -167,23 +217,41 @@ fn sample_desample_debox_random() {
         let rank = 3 + r.below(2);
         let shape = spatial(&mut r, rank);
         let w = window(&mut r, rank, false);
-        let Ok(out) = infer(&Op::ArgmaxPool(w.clone()), &[&crate::ir::TensorType::new(DType::F32, &shape)]) else { continue };
+        let Ok(out) = infer(
+            &Op::ArgmaxPool(w.clone()),
+            &[&crate::ir::TensorType::new(DType::F32, &shape)],
+        ) else {
+            continue;
+        };
         let Some(os) = out[0].shape() else { continue };
         if os.contains(&0) {
             continue;
         }
         let vol: usize = w.size.iter().product();
-        let idx = Tensor::i32(os.clone(), (0..os.iter().product::<usize>()).map(|_| r.below(vol) as i32).collect());
+        let idx = Tensor::i32(
+            os.clone(),
+            (0..os.iter().product::<usize>())
+                .map(|_| r.below(vol) as i32)
+                .collect(),
+        );
         let x = r.tensor(DType::F32, &shape, -2.0, 2.0);
         let y = r.tensor(DType::F32, &os, -2.0, 2.0);
         match r.below(3) {
-            0 => b.add(format!("sample {shape:?} {w:?}"), Op::Sample(w.clone()), vec![Arg::In(x), Arg::In(idx)]),
+            0 => b.add(
+                format!("sample {shape:?} {w:?}"),
+                Op::Sample(w.clone()),
+                vec![Arg::In(x), Arg::In(idx)],
+            ),
             1 => {
                 let mut w2 = w.clone();
                 if r.below(2) == 0 {
                     w2.output_shape = shape.clone();
                 }
-                b.add(format!("desample {os:?} {w2:?}"), Op::Desample(w2), vec![Arg::In(y), Arg::In(idx)])
+                b.add(
+                    format!("desample {os:?} {w2:?}"),
+                    Op::Desample(w2),
+                    vec![Arg::In(y), Arg::In(idx)],
+                )
             }
             _ => {
                 let mut w2 = w.clone();
@@ -191,7 +259,14 @@ fn sample_desample_debox_random() {
                     w2.output_shape = shape.clone();
                 }
                 let norm = r.below(2) == 0;
-                b.add(format!("debox({norm}) {os:?} {w2:?}"), Op::Debox { window: w2, normalize: norm }, vec![Arg::In(y)])
+                b.add(
+                    format!("debox({norm}) {os:?} {w2:?}"),
+                    Op::Debox {
+                        window: w2,
+                        normalize: norm,
+                    },
+                    vec![Arg::In(y)],
+                )
             }
         };
     }
@@ -203,9 +278,15 @@ pub(super) fn conv_attrs(r: &mut Rng, sp: usize, all_borders: bool) -> ConvAttrs
     let auto = r.below(3) == 0;
     ConvAttrs {
         border: border(r, all_borders),
-        padding: if auto { Vec::new() } else { (0..sp).map(|_| (r.below(3), r.below(3))).collect() },
+        padding: if auto {
+            Vec::new()
+        } else {
+            (0..sp).map(|_| (r.below(3), r.below(3))).collect()
+        },
         stride: (0..sp).map(|_| 1 + r.below(2)).collect(),
-        dilation: (0..sp).map(|_| if r.below(4) == 0 { 2 } else { 1 }).collect(),
+        dilation: (0..sp)
+            .map(|_| if r.below(4) == 0 { 2 } else { 1 })
+            .collect(),
         groups: 1,
         output_shape: Vec::new(),
     }
@@ -223,7 +304,11 @@ fn conv_random() {
         let groups = [1, 1, 2, 0][r.below(4)];
         a.groups = groups;
         let n = 1 + r.below(2);
-        let gc = if groups == 0 { 1 + r.below(4) } else { groups.max(1) };
+        let gc = if groups == 0 {
+            1 + r.below(4)
+        } else {
+            groups.max(1)
+        };
         let cg = if groups == 0 { 1 } else { 1 + r.below(3) };
         let c = gc * cg;
         let og = 1 + r.below(3);
@@ -236,8 +321,16 @@ fn conv_random() {
         }
         let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
         let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
-        let bias = if r.below(2) == 0 { r.tensor(DType::F32, &[1, cout], -1.0, 1.0) } else { r.tensor(DType::F32, &[], -1.0, 1.0) };
-        b.add(format!("conv x{xs:?} f{fs:?} {a:?}"), Op::Conv(a), vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)]);
+        let bias = if r.below(2) == 0 {
+            r.tensor(DType::F32, &[1, cout], -1.0, 1.0)
+        } else {
+            r.tensor(DType::F32, &[], -1.0, 1.0)
+        };
+        b.add(
+            format!("conv x{xs:?} f{fs:?} {a:?}"),
+            Op::Conv(a),
+            vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)],
+        );
     }
     assert!(b.len() >= 30, "only {} valid cases", b.len());
     b.check("convr");
@@ -265,7 +358,14 @@ fn deconv_random() {
         }
         if r.below(2) == 0 {
             // Ask for one more than the minimal extent where the stride allows it.
-            let fwd = infer(&Op::Deconv(a.clone()), &[&crate::ir::TensorType::new(DType::F32, &xs), &crate::ir::TensorType::new(DType::F32, &fs), &crate::ir::TensorType::new(DType::F32, &[])]);
+            let fwd = infer(
+                &Op::Deconv(a.clone()),
+                &[
+                    &crate::ir::TensorType::new(DType::F32, &xs),
+                    &crate::ir::TensorType::new(DType::F32, &fs),
+                    &crate::ir::TensorType::new(DType::F32, &[]),
+                ],
+            );
             if let Ok(t) = fwd
                 && let Some(mut s) = t[0].shape()
             {
@@ -280,7 +380,11 @@ fn deconv_random() {
         let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
         let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
         let bias = r.tensor(DType::F32, &[1, groups * og], -1.0, 1.0);
-        b.add(format!("deconv x{xs:?} f{fs:?} {a:?}"), Op::Deconv(a), vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)]);
+        b.add(
+            format!("deconv x{xs:?} f{fs:?} {a:?}"),
+            Op::Deconv(a),
+            vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)],
+        );
     }
     assert!(b.len() >= 15, "only {} valid cases", b.len());
     b.check("deconvr");
@@ -306,12 +410,24 @@ fn fused_epilogues() {
     let x = g.add_input("x", xt.ty());
     let rt = r.tensor(DType::F32, &[2, 8, 7, 9], -1.0, 1.0);
     let res = g.add_input("r", rt.ty());
-    let conv = |g: &mut Graph, r: &mut Rng, x, cout: usize, cin_g: usize, k: usize, groups: usize| {
-        let f = g.add_const(r.tensor(DType::F32, &[cout, cin_g, k, k], -1.0, 1.0), None, None);
-        let b = g.add_const(r.tensor(DType::F32, &[1, cout], -1.0, 1.0), None, None);
-        let a = ConvAttrs { border: Border::Constant, padding: Vec::new(), stride: Vec::new(), dilation: Vec::new(), groups, output_shape: Vec::new() };
-        node(g, Op::Conv(a), &[x, f, b])
-    };
+    let conv =
+        |g: &mut Graph, r: &mut Rng, x, cout: usize, cin_g: usize, k: usize, groups: usize| {
+            let f = g.add_const(
+                r.tensor(DType::F32, &[cout, cin_g, k, k], -1.0, 1.0),
+                None,
+                None,
+            );
+            let b = g.add_const(r.tensor(DType::F32, &[1, cout], -1.0, 1.0), None, None);
+            let a = ConvAttrs {
+                border: Border::Constant,
+                padding: Vec::new(),
+                stride: Vec::new(),
+                dilation: Vec::new(),
+                groups,
+                output_shape: Vec::new(),
+            };
+            node(g, Op::Conv(a), &[x, f, b])
+        };
     let c1 = conv(&mut g, &mut r, x, 8, 6, 3, 1);
     let y1 = node(&mut g, Op::Unary(UnaryOp::Relu), &[c1]);
     let c2 = conv(&mut g, &mut r, x, 8, 6, 1, 1);
@@ -333,7 +449,10 @@ fn fused_epilogues() {
     assert!(k.contains("activation=Relu accumulate=false"), "{k}");
     assert!(k.contains("activation=Clamp(-0.5, 0.5)"), "{k}");
     assert!(k.contains("activation=Relu accumulate=true"), "{k}");
-    assert!(!k.contains("_relu\n") && !k.contains("_clamp\n") && !k.contains("_add\n"), "{k}");
+    assert!(
+        !k.contains("_relu\n") && !k.contains("_clamp\n") && !k.contains("_add\n"),
+        "{k}"
+    );
     let got = m.run(&inputs).expect("status 0");
     for (i, (a, b)) in got.iter().zip(&want).enumerate() {
         assert_close(&format!("chain {i}"), a, b);
@@ -353,7 +472,14 @@ fn bench_resnet_block() {
     let conv = |g: &mut Graph, r: &mut Rng, x| {
         let f = g.add_const(r.tensor(DType::F32, &[64, 64, 3, 3], -0.1, 0.1), None, None);
         let b = g.add_const(r.tensor(DType::F32, &[1, 64], -0.1, 0.1), None, None);
-        let a = ConvAttrs { border: Border::Constant, padding: vec![(1, 1), (1, 1)], stride: Vec::new(), dilation: Vec::new(), groups: 1, output_shape: Vec::new() };
+        let a = ConvAttrs {
+            border: Border::Constant,
+            padding: vec![(1, 1), (1, 1)],
+            stride: Vec::new(),
+            dilation: Vec::new(),
+            groups: 1,
+            output_shape: Vec::new(),
+        };
         node(g, Op::Conv(a), &[x, f, b])
     };
     let c1 = conv(&mut g, &mut r, x);
@@ -361,7 +487,14 @@ fn bench_resnet_block() {
     let c2 = conv(&mut g, &mut r, y1);
     let s = node(&mut g, Op::Binary(BinaryOp::Add), &[c2, x]);
     let y = node(&mut g, Op::Unary(UnaryOp::Relu), &[s]);
-    let mp = WindowAttrs { size: vec![1, 1, 3, 3], border: Border::Ignore, padding: vec![(0, 0), (0, 0), (1, 1), (1, 1)], stride: vec![1, 1, 2, 2], dilation: Vec::new(), output_shape: Vec::new() };
+    let mp = WindowAttrs {
+        size: vec![1, 1, 3, 3],
+        border: Border::Ignore,
+        padding: vec![(0, 0), (0, 0), (1, 1), (1, 1)],
+        stride: vec![1, 1, 2, 2],
+        dilation: Vec::new(),
+        output_shape: Vec::new(),
+    };
     let p = node(&mut g, Op::MaxPool(mp), &[y]);
     g.outputs.extend([y, p]);
     let t0 = std::time::Instant::now();
@@ -376,7 +509,10 @@ fn bench_resnet_block() {
     }
     let run = t1.elapsed() / reps;
     let flops = 2.0 * 2.0 * 64.0 * 64.0 * 9.0 * 56.0 * 56.0;
-    println!("resnet block 56x56x64: compile+link {compile:?}, run {run:?}, {:.1} GFLOP/s", flops / run.as_secs_f64() / 1e9);
+    println!(
+        "resnet block 56x56x64: compile+link {compile:?}, run {run:?}, {:.1} GFLOP/s",
+        flops / run.as_secs_f64() / 1e9
+    );
     let want = crate::ir::interp::run(&g, &inputs).expect("interp");
     let got = m.run(&inputs).expect("status 0");
     assert_close("block", &got[0], &want[0]);
@@ -393,29 +529,77 @@ fn cross_batch(seed: u64) -> Batch {
         let mut a = conv_attrs(&mut r, 2, true);
         a.groups = [1, 2, 0][r.below(3)];
         let c = 2 * (1 + r.below(2));
-        let cout = if a.groups == 0 { c } else { 2 * (1 + r.below(4)) };
+        let cout = if a.groups == 0 {
+            c
+        } else {
+            2 * (1 + r.below(4))
+        };
         let cg = if a.groups == 0 { 1 } else { c / a.groups };
         let xs = vec![1 + r.below(2), c, 3 + r.below(7), 3 + r.below(7)];
         let fs = vec![cout, cg, 1 + r.below(3), 1 + r.below(3)];
         let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
         let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
         let bias = r.tensor(DType::F32, &[1, cout], -1.0, 1.0);
-        b.add(format!("conv {xs:?} {fs:?} {a:?}"), Op::Conv(a), vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)]);
+        b.add(
+            format!("conv {xs:?} {fs:?} {a:?}"),
+            Op::Conv(a),
+            vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)],
+        );
     }
     let x = r.tensor(DType::F32, &[1, 3, 9, 8], -1.0, 1.0);
-    let w = WindowAttrs { size: vec![1, 1, 3, 3], border: Border::Ignore, padding: Vec::new(), stride: vec![1, 1, 2, 2], dilation: Vec::new(), output_shape: Vec::new() };
-    b.add("max_pool".into(), Op::MaxPool(w.clone()), vec![Arg::In(x.clone())]);
-    b.add("avg_pool".into(), Op::Box { window: w, normalize: true }, vec![Arg::In(x)]);
+    let w = WindowAttrs {
+        size: vec![1, 1, 3, 3],
+        border: Border::Ignore,
+        padding: Vec::new(),
+        stride: vec![1, 1, 2, 2],
+        dilation: Vec::new(),
+        output_shape: Vec::new(),
+    };
+    b.add(
+        "max_pool".into(),
+        Op::MaxPool(w.clone()),
+        vec![Arg::In(x.clone())],
+    );
+    b.add(
+        "avg_pool".into(),
+        Op::Box {
+            window: w,
+            normalize: true,
+        },
+        vec![Arg::In(x)],
+    );
     let ma = r.tensor(DType::F32, &[13, 7], -1.0, 1.0);
     let mb = r.tensor(DType::F32, &[7, 5], -1.0, 1.0);
-    b.add("matmul const A".into(), Op::MatMul { transpose_a: false, transpose_b: false }, vec![Arg::Const(ma.clone()), Arg::In(mb.clone())]);
-    b.add("matmul".into(), Op::MatMul { transpose_a: false, transpose_b: false }, vec![Arg::In(ma), Arg::In(mb)]);
+    b.add(
+        "matmul const A".into(),
+        Op::MatMul {
+            transpose_a: false,
+            transpose_b: false,
+        },
+        vec![Arg::Const(ma.clone()), Arg::In(mb.clone())],
+    );
+    b.add(
+        "matmul".into(),
+        Op::MatMul {
+            transpose_a: false,
+            transpose_b: false,
+        },
+        vec![Arg::In(ma), Arg::In(mb)],
+    );
     let lx = r.tensor(DType::F32, &[3, 6], -1.0, 1.0);
     let lw = r.tensor(DType::F32, &[4, 6], -1.0, 1.0);
     let lb = r.tensor(DType::F32, &[1, 4], -1.0, 1.0);
-    b.add("linear".into(), Op::Linear, vec![Arg::In(lx), Arg::Const(lw), Arg::Const(lb)]);
+    b.add(
+        "linear".into(),
+        Op::Linear,
+        vec![Arg::In(lx), Arg::Const(lw), Arg::Const(lb)],
+    );
     let ex = r.tensor(DType::F32, &[2, 5], -3.0, 3.0);
-    b.add("relu".into(), Op::Unary(crate::ir::UnaryOp::Relu), vec![Arg::In(ex)]);
+    b.add(
+        "relu".into(),
+        Op::Unary(crate::ir::UnaryOp::Relu),
+        vec![Arg::In(ex)],
+    );
     b
 }
 
@@ -423,15 +607,28 @@ fn cross_batch(seed: u64) -> Batch {
 #[test]
 fn self_contained_matches_interp() {
     let b = cross_batch(31);
-    let o = crate::back::BackendOptions { self_contained: Some(true), ..opts("selfc") };
+    let o = crate::back::BackendOptions {
+        self_contained: Some(true),
+        ..opts("selfc")
+    };
     let art = crate::back::compile(&b.g, &o).expect("compile");
-    assert!(!art.kernels.contains("gemm b"), "GEMM steps left: {}", art.kernels);
-    assert!(!art.object.windows(11).any(|w| w == b"nnefc_sgemm"), "object references the runtime");
+    assert!(
+        !art.kernels.contains("gemm b"),
+        "GEMM steps left: {}",
+        art.kernels
+    );
+    assert!(
+        !art.object.windows(11).any(|w| w == b"nnefc_sgemm"),
+        "object references the runtime"
+    );
     b.check_with(&o);
 }
 
 fn tool(name: &str) -> bool {
-    std::process::Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success())
+    std::process::Command::new(name)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// aarch64-linux: compile, link a static C driver with the inputs embedded, run it under
@@ -443,26 +640,59 @@ fn aarch64_under_qemu() {
         return;
     }
     let b = cross_batch(41);
-    let o = crate::back::BackendOptions { target: Some("aarch64-unknown-linux-gnu".into()), ..opts("xa") };
+    let o = crate::back::BackendOptions {
+        target: Some("aarch64-unknown-linux-gnu".into()),
+        ..opts("xa")
+    };
     assert!(o.is_self_contained());
     let art = crate::back::compile(&b.g, &o).expect("compile");
     let want = crate::ir::interp::run(&b.g, &b.inputs).expect("interp");
-    let mut c = String::from("#include <stdio.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\nint xa_run(const void *const *, void *const *, void *);\n");
+    let mut c = String::from(
+        "#include <stdio.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\nint xa_run(const void *const *, void *const *, void *);\n",
+    );
     for (i, t) in b.inputs.iter().enumerate() {
         let bytes = t.to_le_bytes();
-        let words: Vec<String> = bytes.chunks(4).map(|w| format!("0x{:08x}u", u32::from_le_bytes([w[0], w[1], w[2], w[3]]))).collect();
-        c += &format!("static const uint32_t in{i}[] = {{{}}};\n", if words.is_empty() { "0".into() } else { words.join(",") });
+        let words: Vec<String> = bytes
+            .chunks(4)
+            .map(|w| format!("0x{:08x}u", u32::from_le_bytes([w[0], w[1], w[2], w[3]])))
+            .collect();
+        c += &format!(
+            "static const uint32_t in{i}[] = {{{}}};\n",
+            if words.is_empty() {
+                "0".into()
+            } else {
+                words.join(",")
+            }
+        );
     }
     for (i, t) in art.interface.outputs.iter().enumerate() {
         c += &format!("static uint32_t out{i}[{}];\n", t.volume().max(1));
     }
     c += "int main(void) {\n";
-    c += &format!("  const void *ins[] = {{{}}};\n", (0..b.inputs.len()).map(|i| format!("in{i}")).collect::<Vec<_>>().join(","));
-    c += &format!("  void *outs[] = {{{}}};\n", (0..art.interface.outputs.len()).map(|i| format!("out{i}")).collect::<Vec<_>>().join(","));
-    c += &format!("  void *ws = aligned_alloc(64, {});\n", art.workspace_size.max(64).div_ceil(64) * 64);
+    c += &format!(
+        "  const void *ins[] = {{{}}};\n",
+        (0..b.inputs.len())
+            .map(|i| format!("in{i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    c += &format!(
+        "  void *outs[] = {{{}}};\n",
+        (0..art.interface.outputs.len())
+            .map(|i| format!("out{i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    c += &format!(
+        "  void *ws = aligned_alloc(64, {});\n",
+        art.workspace_size.max(64).div_ceil(64) * 64
+    );
     c += "  int st = xa_run(ins, outs, ws);\n  if (st) { printf(\"status %d\\n\", st); return 1; }\n";
     for (i, t) in art.interface.outputs.iter().enumerate() {
-        c += &format!("  for (int j = 0; j < {}; j++) printf(\"%08x \", out{i}[j]);\n  printf(\"\\n\");\n", t.volume());
+        c += &format!(
+            "  for (int j = 0; j < {}; j++) printf(\"%08x \", out{i}[j]);\n  printf(\"\\n\");\n",
+            t.volume()
+        );
     }
     c += "  return 0;\n}\n";
     let dir = std::env::temp_dir().join(format!("nnefc-xa-{}", std::process::id()));
@@ -475,14 +705,27 @@ fn aarch64_under_qemu() {
         .status()
         .expect("gcc");
     assert!(st.success(), "cross link failed");
-    let out = std::process::Command::new("qemu-aarch64").arg(dir.join("prog")).output().expect("qemu");
-    assert!(out.status.success(), "program failed: {}", String::from_utf8_lossy(&out.stdout));
+    let out = std::process::Command::new("qemu-aarch64")
+        .arg(dir.join("prog"))
+        .output()
+        .expect("qemu");
+    assert!(
+        out.status.success(),
+        "program failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), want.len());
     for (i, (line, w)) in lines.iter().zip(&want).enumerate() {
-        let bits: Vec<u32> = line.split_whitespace().map(|h| u32::from_str_radix(h, 16).expect("hex")).collect();
-        let got = Tensor::f32(w.shape.clone(), bits.iter().map(|&u| f32::from_bits(u)).collect());
+        let bits: Vec<u32> = line
+            .split_whitespace()
+            .map(|h| u32::from_str_radix(h, 16).expect("hex"))
+            .collect();
+        let got = Tensor::f32(
+            w.shape.clone(),
+            bits.iter().map(|&u| f32::from_bits(u)).collect(),
+        );
         assert_close(&format!("aarch64 {}", b.what[i]), &got, w);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -498,11 +741,17 @@ fn cross_targets_build() {
         ("aarch64-apple-darwin", &[0xcf, 0xfa, 0xed, 0xfe][..]),
         ("x86_64-apple-darwin", &[0xcf, 0xfa, 0xed, 0xfe][..]),
     ] {
-        let o = crate::back::BackendOptions { target: Some(t.into()), ..opts("xt") };
+        let o = crate::back::BackendOptions {
+            target: Some(t.into()),
+            ..opts("xt")
+        };
         let art = crate::back::compile(&b.g, &o).unwrap_or_else(|e| panic!("{t}: {e}"));
         assert!(art.object.starts_with(magic), "{t}: wrong object format");
         if t.contains("apple") {
-            assert!(!art.object.windows(11).any(|w| w == b"nnefc_sgemm"), "{t}: references the runtime");
+            assert!(
+                !art.object.windows(11).any(|w| w == b"nnefc_sgemm"),
+                "{t}: references the runtime"
+            );
         }
     }
 }

@@ -25,8 +25,18 @@ pub struct SyntaxError {
 }
 
 impl SyntaxError {
-    pub fn new(message: impl Into<String>, label: impl Into<String>, start: usize, end: usize) -> Self {
-        SyntaxError { message: message.into(), label: label.into(), start, end }
+    pub fn new(
+        message: impl Into<String>,
+        label: impl Into<String>,
+        start: usize,
+        end: usize,
+    ) -> Self {
+        SyntaxError {
+            message: message.into(),
+            label: label.into(),
+            start,
+            end,
+        }
     }
 }
 
@@ -176,8 +186,16 @@ impl<'a> Lexer<'a> {
     pub fn new(text: &'a str) -> Self {
         // Skip a UTF-8 byte order mark that some editors write; offsets stay byte offsets
         // into the original text.
-        let pos = if text.starts_with('\u{feff}') { '\u{feff}'.len_utf8() } else { 0 };
-        Lexer { text, pos, nesting: Nesting::default() }
+        let pos = if text.starts_with('\u{feff}') {
+            '\u{feff}'.len_utf8()
+        } else {
+            0
+        };
+        Lexer {
+            text,
+            pos,
+            nesting: Nesting::default(),
+        }
     }
 
     fn peek_byte(&self, at: usize) -> Option<u8> {
@@ -280,7 +298,9 @@ impl<'a> Lexer<'a> {
         let text = &self.text[start..end];
         if real {
             match text.parse::<f64>() {
-                Ok(value) if value.is_finite() => Ok((start, Tok::Real(RealLit { text, value }), end)),
+                Ok(value) if value.is_finite() => {
+                    Ok((start, Tok::Real(RealLit { text, value }), end))
+                }
                 _ => Err(SyntaxError::new(
                     format!("real literal `{text}` is out of range"),
                     "does not fit in a 64-bit float",
@@ -453,5 +473,9 @@ impl<'a> Lexer<'a> {
 }
 
 fn describe_char(ch: char) -> String {
-    if ch.is_ascii_graphic() { format!("`{ch}`") } else { format!("{:?} (U+{:04X})", ch, ch as u32) }
+    if ch.is_ascii_graphic() {
+        format!("`{ch}`")
+    } else {
+        format!("{:?} (U+{:04X})", ch, ch as u32)
+    }
 }

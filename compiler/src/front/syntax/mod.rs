@@ -29,35 +29,51 @@ lalrpop_util::lalrpop_mod!(
 
 /// Parses a `graph.nnef`: `version`, `extension`s, `fragment`s, then exactly one `graph`.
 pub fn parse_document(file: FileId, text: &str) -> Result<ast::Document, Diagnostic> {
-    grammar::DocumentFileParser::new().parse(file, Lexer::new(text)).map_err(|e| to_diagnostic(file, text, e))
+    grammar::DocumentFileParser::new()
+        .parse(file, Lexer::new(text))
+        .map_err(|e| to_diagnostic(file, text, e))
 }
 
 /// Parses a fragment library such as `stdlib.nnef`: fragment definitions and
 /// declarations only, no `version`, `extension` or `graph`.
 pub fn parse_library(file: FileId, text: &str) -> Result<ast::Document, Diagnostic> {
-    grammar::LibraryFileParser::new().parse(file, Lexer::new(text)).map_err(|e| to_diagnostic(file, text, e))
+    grammar::LibraryFileParser::new()
+        .parse(file, Lexer::new(text))
+        .map_err(|e| to_diagnostic(file, text, e))
 }
 
-fn to_diagnostic(file: FileId, text: &str, err: ParseError<usize, Tok<'_>, SyntaxError>) -> Diagnostic {
+fn to_diagnostic(
+    file: FileId,
+    text: &str,
+    err: ParseError<usize, Tok<'_>, SyntaxError>,
+) -> Diagnostic {
     match err {
-        ParseError::User { error } => {
-            Diagnostic::error(error.message).at(Span::new(file, error.start, error.end), error.label)
-        }
-        ParseError::UnrecognizedToken { token: (start, tok, end), expected } => {
+        ParseError::User { error } => Diagnostic::error(error.message)
+            .at(Span::new(file, error.start, error.end), error.label),
+        ParseError::UnrecognizedToken {
+            token: (start, tok, end),
+            expected,
+        } => {
             let found = describe_token(&tok, text.get(start..end).unwrap_or(""));
-            let diag = Diagnostic::error(format!("unexpected {found}; {}", describe_expected(&expected)))
-                .at(Span::new(file, start, end), "");
+            let diag = Diagnostic::error(format!(
+                "unexpected {found}; {}",
+                describe_expected(&expected)
+            ))
+            .at(Span::new(file, start, end), "");
             if expected.iter().any(|e| e == "\";\"") && starts_line(text, start) {
                 diag.with_note("is a `;` missing at the end of the previous line?")
             } else {
                 diag
             }
         }
-        ParseError::UnrecognizedEof { location, expected } => {
-            Diagnostic::error(format!("unexpected end of file; {}", describe_expected(&expected)))
-                .at(Span::new(file, location, location), "")
-        }
-        ParseError::ExtraToken { token: (start, tok, end) } => {
+        ParseError::UnrecognizedEof { location, expected } => Diagnostic::error(format!(
+            "unexpected end of file; {}",
+            describe_expected(&expected)
+        ))
+        .at(Span::new(file, location, location), ""),
+        ParseError::ExtraToken {
+            token: (start, tok, end),
+        } => {
             let found = describe_token(&tok, text.get(start..end).unwrap_or(""));
             Diagnostic::error(format!("unexpected {found}; expected end of file"))
                 .at(Span::new(file, start, end), "")
@@ -125,8 +141,8 @@ const EXPRESSION_START: &[&str] = &[
 /// Terminals that can continue an expression (binary operators and `[`). When all
 /// are expected, the message says "operator" instead of listing them.
 const OPERATOR: &[&str] = &[
-    "\"in\"", "\"[\"", "\"<\"", "\">\"", "\"<=\"", "\">=\"", "\"==\"", "\"!=\"", "\"&&\"", "\"||\"", "\"+\"",
-    "\"-\"", "\"*\"", "\"/\"", "\"^\"",
+    "\"in\"", "\"[\"", "\"<\"", "\">\"", "\"<=\"", "\">=\"", "\"==\"", "\"!=\"", "\"&&\"",
+    "\"||\"", "\"+\"", "\"-\"", "\"*\"", "\"/\"", "\"^\"",
 ];
 
 /// Turns lalrpop's terminal names (`"\"(\""`, `IDENT`) into "expected one of: ..." text.
@@ -141,7 +157,10 @@ fn describe_expected(expected: &[String]) -> String {
     }
     let mut names: Vec<String> = groups.iter().map(|(name, _)| name.to_string()).collect();
     for e in expected {
-        if groups.iter().any(|(_, members)| members.contains(&e.as_str())) {
+        if groups
+            .iter()
+            .any(|(_, members)| members.contains(&e.as_str()))
+        {
             continue;
         }
         names.push(terminal_name(e));

@@ -57,8 +57,11 @@ pub fn fragment(f: &FragmentDef) -> String {
             None => format!("{}: {}", p.name.name, type_spec(&p.ty)),
         })
         .collect();
-    let results: Vec<String> =
-        f.results.iter().map(|r| format!("{}: {}", r.name.name, type_spec(&r.ty))).collect();
+    let results: Vec<String> = f
+        .results
+        .iter()
+        .map(|r| format!("{}: {}", r.name.name, type_spec(&r.ty)))
+        .collect();
     let _ = write!(out, "{} -> {}", paren_list(&params), paren_list(&results));
     match &f.body {
         None => out.push_str(";\n"),
@@ -83,7 +86,11 @@ pub fn graph(g: &GraphDef) -> String {
 
 /// `( a, b )` in the spacing of the NNEF examples, `()` when empty.
 fn paren_list(items: &[String]) -> String {
-    if items.is_empty() { "()".to_string() } else { format!("( {} )", items.join(", ")) }
+    if items.is_empty() {
+        "()".to_string()
+    } else {
+        format!("( {} )", items.join(", "))
+    }
 }
 
 fn block(body: &[Assignment]) -> String {
@@ -103,7 +110,10 @@ pub fn type_spec(t: &TypeSpec) -> String {
         TypeSpec::Tensor(Some(inner), _) => format!("tensor<{}>", type_spec(inner)),
         TypeSpec::Array(inner, _) => format!("{}[]", type_spec(inner)),
         TypeSpec::Tuple(items, _) => {
-            format!("({})", items.iter().map(type_spec).collect::<Vec<_>>().join(", "))
+            format!(
+                "({})",
+                items.iter().map(type_spec).collect::<Vec<_>>().join(", ")
+            )
         }
     }
 }
@@ -253,7 +263,11 @@ fn write_expr(out: &mut String, e: &Expr, min: Prec) {
             write_list(out, items);
             out.push(')');
         }
-        ExprKind::Invocation { name, generic, args } => {
+        ExprKind::Invocation {
+            name,
+            generic,
+            args,
+        } => {
             out.push_str(&name.name);
             if let Some(t) = generic {
                 let _ = write!(out, "<{}>", type_spec(t));
@@ -283,12 +297,20 @@ fn write_expr(out: &mut String, e: &Expr, min: Prec) {
             let p = binary_prec(*op);
             // Left-associative levels need a tighter right operand; `^` is right-associative
             // and its left operand is a unary expression.
-            let (lp, rp) = if *op == BinaryOp::Pow { (Prec::Unary, Prec::Pow) } else { (p, next_tighter(p)) };
+            let (lp, rp) = if *op == BinaryOp::Pow {
+                (Prec::Unary, Prec::Pow)
+            } else {
+                (p, next_tighter(p))
+            };
             write_expr(out, lhs, lp);
             let _ = write!(out, " {} ", binary_op(*op));
             write_expr(out, rhs, rp);
         }
-        ExprKind::IfElse { cond, then, otherwise } => {
+        ExprKind::IfElse {
+            cond,
+            then,
+            otherwise,
+        } => {
             write_expr(out, then, Prec::Or);
             out.push_str(" if ");
             // A nested `if` in the condition parses without parentheses, but they read better.
@@ -313,7 +335,11 @@ fn write_expr(out: &mut String, e: &Expr, min: Prec) {
             }
             out.push(']');
         }
-        ExprKind::Comprehension { iters, filter, body } => {
+        ExprKind::Comprehension {
+            iters,
+            filter,
+            body,
+        } => {
             out.push_str("[for ");
             for (i, (name, iterable)) in iters.iter().enumerate() {
                 if i > 0 {

@@ -89,7 +89,11 @@ fn strip_expr(e: &mut Expr) {
     match &mut e.kind {
         ExprKind::Literal(_) | ExprKind::Ident(_) => {}
         ExprKind::Array(items) | ExprKind::Tuple(items) => items.iter_mut().for_each(strip_expr),
-        ExprKind::Invocation { name, generic, args } => {
+        ExprKind::Invocation {
+            name,
+            generic,
+            args,
+        } => {
             strip_ident(name);
             if let Some(t) = generic {
                 strip_type(t);
@@ -108,7 +112,11 @@ fn strip_expr(e: &mut Expr) {
             strip_expr(lhs);
             strip_expr(rhs);
         }
-        ExprKind::IfElse { cond, then, otherwise } => {
+        ExprKind::IfElse {
+            cond,
+            then,
+            otherwise,
+        } => {
             strip_expr(cond);
             strip_expr(then);
             strip_expr(otherwise);
@@ -127,7 +135,11 @@ fn strip_expr(e: &mut Expr) {
                 }
             }
         }
-        ExprKind::Comprehension { iters, filter, body } => {
+        ExprKind::Comprehension {
+            iters,
+            filter,
+            body,
+        } => {
             for (n, e) in iters {
                 strip_ident(n);
                 strip_expr(e);
@@ -147,11 +159,21 @@ fn sexpr(e: &Expr) -> String {
     match &e.kind {
         ExprKind::Literal(l) => print::literal(l),
         ExprKind::Ident(n) => n.clone(),
-        ExprKind::Array(items) => format!("[{}]", items.iter().map(sexpr).collect::<Vec<_>>().join(" ")),
+        ExprKind::Array(items) => format!(
+            "[{}]",
+            items.iter().map(sexpr).collect::<Vec<_>>().join(" ")
+        ),
         ExprKind::Tuple(items) => {
-            format!("(tuple {})", items.iter().map(sexpr).collect::<Vec<_>>().join(" "))
+            format!(
+                "(tuple {})",
+                items.iter().map(sexpr).collect::<Vec<_>>().join(" ")
+            )
         }
-        ExprKind::Invocation { name, generic, args } => {
+        ExprKind::Invocation {
+            name,
+            generic,
+            args,
+        } => {
             let mut s = format!("(call {}", name.name);
             if let Some(t) = generic {
                 s.push_str(&format!("<{}>", print::type_spec(t)));
@@ -164,12 +186,18 @@ fn sexpr(e: &Expr) -> String {
             }
             s + ")"
         }
-        ExprKind::Builtin { func, arg } => format!("({} {})", print::builtin_name(*func), sexpr(arg)),
+        ExprKind::Builtin { func, arg } => {
+            format!("({} {})", print::builtin_name(*func), sexpr(arg))
+        }
         ExprKind::Unary { op, operand } => format!("({} {})", print::unary_op(*op), sexpr(operand)),
         ExprKind::Binary { op, lhs, rhs } => {
             format!("({} {} {})", print::binary_op(*op), sexpr(lhs), sexpr(rhs))
         }
-        ExprKind::IfElse { cond, then, otherwise } => {
+        ExprKind::IfElse {
+            cond,
+            then,
+            otherwise,
+        } => {
             format!("(if {} {} {})", sexpr(cond), sexpr(then), sexpr(otherwise))
         }
         ExprKind::Subscript { base, index } => match index.as_ref() {
@@ -181,9 +209,19 @@ fn sexpr(e: &Expr) -> String {
                 b.as_ref().map(sexpr).unwrap_or_else(|| "_".into())
             ),
         },
-        ExprKind::Comprehension { iters, filter, body } => {
-            let its: Vec<String> = iters.iter().map(|(n, e)| format!("{} {}", n.name, sexpr(e))).collect();
-            let f = filter.as_ref().map(|f| format!(" (filter {})", sexpr(f))).unwrap_or_default();
+        ExprKind::Comprehension {
+            iters,
+            filter,
+            body,
+        } => {
+            let its: Vec<String> = iters
+                .iter()
+                .map(|(n, e)| format!("{} {}", n.name, sexpr(e)))
+                .collect();
+            let f = filter
+                .as_ref()
+                .map(|f| format!(" (filter {})", sexpr(f)))
+                .unwrap_or_default();
             format!("(for [{}]{} {})", its.join(", "), f, sexpr(body))
         }
     }
@@ -197,7 +235,11 @@ fn sexpr(e: &Expr) -> String {
 fn run(text: &str, library: bool) -> String {
     let mut sources = SourceMap::new();
     let file = sources.add("test.nnef", text);
-    let parse = if library { parse_library } else { parse_document };
+    let parse = if library {
+        parse_library
+    } else {
+        parse_document
+    };
     match parse(file, text) {
         Ok(mut doc) => {
             let printed = print::document(&doc);
@@ -234,11 +276,17 @@ fn check_exprs(exprs: &[&str], expect: Expect) {
             Ok(doc) => {
                 // Also exercise the round trip on every expression.
                 run(&text, false);
-                let rhs = doc.graph.as_ref().and_then(|g| g.body.first()).map(|a| &a.rhs);
+                let rhs = doc
+                    .graph
+                    .as_ref()
+                    .and_then(|g| g.body.first())
+                    .map(|a| &a.rhs);
                 match rhs {
-                    Some(rhs) => {
-                        out.push_str(&format!("{e}\n    {}\n    {}\n", sexpr(rhs), print::expr(rhs)))
-                    }
+                    Some(rhs) => out.push_str(&format!(
+                        "{e}\n    {}\n    {}\n",
+                        sexpr(rhs),
+                        print::expr(rhs)
+                    )),
                     None => out.push_str(&format!("{e}\n    <no assignment>\n")),
                 }
             }
@@ -832,10 +880,14 @@ fn spans_point_at_source() {
     assert_eq!(slice(a.span), "b = relu(a + 1.0);");
     assert_eq!(slice(a.lhs.span), "b");
     assert_eq!(slice(a.rhs.span), "relu(a + 1.0)");
-    let ExprKind::Invocation { name, args, .. } = &a.rhs.kind else { panic!("not an invocation") };
+    let ExprKind::Invocation { name, args, .. } = &a.rhs.kind else {
+        panic!("not an invocation")
+    };
     assert_eq!(slice(name.span), "relu");
     assert_eq!(slice(args[0].span), "a + 1.0");
-    let ExprKind::Binary { rhs, .. } = &args[0].value.kind else { panic!("not binary") };
+    let ExprKind::Binary { rhs, .. } = &args[0].value.kind else {
+        panic!("not binary")
+    };
     assert_eq!(slice(rhs.span), "1.0");
 }
 
@@ -851,7 +903,10 @@ fn check_errors(cases: &[(&str, &str)], library: bool, expect: Expect) {
     for (name, text) in cases {
         out.push_str(&format!("== {name}\n"));
         let rendered = run(text, library);
-        assert!(rendered.starts_with("error"), "{name}: expected an error, got\n{rendered}");
+        assert!(
+            rendered.starts_with("error"),
+            "{name}: expected an error, got\n{rendered}"
+        );
         out.push_str(&rendered);
     }
     expect.assert_eq(&out);
@@ -1217,9 +1272,18 @@ fn document_errors() {
 fn library_errors() {
     check_errors(
         &[
-            ("version in a library", "version 1.0;\nfragment f(x: integer) -> (y: integer);\n"),
-            ("graph in a library", "fragment f(x: integer) -> (y: integer);\ngraph g() -> () { x = f(); }\n"),
-            ("extension in a library", "extension KHR_enable_operator_expressions;\n"),
+            (
+                "version in a library",
+                "version 1.0;\nfragment f(x: integer) -> (y: integer);\n",
+            ),
+            (
+                "graph in a library",
+                "fragment f(x: integer) -> (y: integer);\ngraph g() -> () { x = f(); }\n",
+            ),
+            (
+                "extension in a library",
+                "extension KHR_enable_operator_expressions;\n",
+            ),
         ],
         true,
         expect![[r#"
@@ -1255,14 +1319,21 @@ fn library_errors() {
 fn parses_model_corpus() {
     let dir = std::path::Path::new("/work/shared/models");
     let Ok(entries) = std::fs::read_dir(dir) else {
-        println!("notice: {} not found, skipping the model corpus", dir.display());
+        println!(
+            "notice: {} not found, skipping the model corpus",
+            dir.display()
+        );
         return;
     };
-    let mut paths: Vec<_> =
-        entries.flatten().map(|e| e.path().join("model.nnef/graph.nnef")).filter(|p| p.is_file()).collect();
+    let mut paths: Vec<_> = entries
+        .flatten()
+        .map(|e| e.path().join("model.nnef/graph.nnef"))
+        .filter(|p| p.is_file())
+        .collect();
     paths.sort();
     for path in &paths {
-        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text =
+            std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let out = run(&text, false);
         assert!(!out.starts_with("error"), "{}:\n{out}", path.display());
     }
@@ -1357,7 +1428,8 @@ fn arb_expr() -> impl Strategy<Value = Expr> {
         (0.0f64..1e6).prop_map(move |x| mk(ExprKind::Literal(Literal::Scalar(x)))),
         any::<bool>().prop_map(move |b| mk(ExprKind::Literal(Literal::Logical(b)))),
         "[a-z '\"]{0,4}"
-            .prop_filter("one quote style", |s| !(s.contains('\'') && s.contains('"')))
+            .prop_filter("one quote style", |s| !(s.contains('\'')
+                && s.contains('"')))
             .prop_map(move |s| mk(ExprKind::Literal(Literal::String(s)))),
         ident().prop_map(move |n| mk(ExprKind::Ident(n))),
     ];
@@ -1379,44 +1451,68 @@ fn arb_expr() -> impl Strategy<Value = Expr> {
         let unop = prop_oneof![Just(UnaryOp::Neg), Just(UnaryOp::Plus), Just(UnaryOp::Not)];
         let id = "[a-z][a-z0-9_]{0,3}".prop_filter("not a keyword", |s| !is_keyword(s));
         prop_oneof![
-            (binop, inner.clone(), inner.clone()).prop_map(move |(op, l, r)| mk(ExprKind::Binary {
-                op,
-                lhs: b(l),
-                rhs: b(r)
-            })),
-            (unop, inner.clone()).prop_map(move |(op, e)| mk(ExprKind::Unary { op, operand: b(e) })),
-            (inner.clone(), inner.clone(), inner.clone()).prop_map(move |(c, t, o)| mk(ExprKind::IfElse {
-                cond: b(c),
-                then: b(t),
-                otherwise: b(o)
-            })),
+            (binop, inner.clone(), inner.clone()).prop_map(move |(op, l, r)| mk(
+                ExprKind::Binary {
+                    op,
+                    lhs: b(l),
+                    rhs: b(r)
+                }
+            )),
+            (unop, inner.clone())
+                .prop_map(move |(op, e)| mk(ExprKind::Unary { op, operand: b(e) })),
+            (inner.clone(), inner.clone(), inner.clone()).prop_map(move |(c, t, o)| mk(
+                ExprKind::IfElse {
+                    cond: b(c),
+                    then: b(t),
+                    otherwise: b(o)
+                }
+            )),
             prop::collection::vec(inner.clone(), 0..3).prop_map(move |v| mk(ExprKind::Array(v))),
             prop::collection::vec(inner.clone(), 2..4).prop_map(move |v| mk(ExprKind::Tuple(v))),
             (inner.clone(), inner.clone()).prop_map(move |(x, i)| mk(ExprKind::Subscript {
                 base: b(x),
                 index: Box::new(Index::Single(i))
             })),
-            (inner.clone(), prop::option::of(inner.clone()), prop::option::of(inner.clone())).prop_map(
-                move |(x, i, j)| mk(ExprKind::Subscript { base: b(x), index: Box::new(Index::Range(i, j)) })
-            ),
-            (id.clone(), inner.clone(), prop::option::of(inner.clone()), inner.clone()).prop_map(
-                move |(n, it, f, body)| mk(ExprKind::Comprehension {
+            (
+                inner.clone(),
+                prop::option::of(inner.clone()),
+                prop::option::of(inner.clone())
+            )
+                .prop_map(move |(x, i, j)| mk(ExprKind::Subscript {
+                    base: b(x),
+                    index: Box::new(Index::Range(i, j))
+                })),
+            (
+                id.clone(),
+                inner.clone(),
+                prop::option::of(inner.clone()),
+                inner.clone()
+            )
+                .prop_map(move |(n, it, f, body)| mk(ExprKind::Comprehension {
                     iters: vec![(Ident { name: n, span }, it)],
                     filter: f.map(b),
                     body: b(body),
-                })
-            ),
-            (id.clone(), prop::collection::vec((prop::option::of(id), inner.clone()), 0..3)).prop_map(
-                move |(n, args)| mk(ExprKind::Invocation {
+                })),
+            (
+                id.clone(),
+                prop::collection::vec((prop::option::of(id), inner.clone()), 0..3)
+            )
+                .prop_map(move |(n, args)| mk(ExprKind::Invocation {
                     name: Ident { name: n, span },
                     generic: None,
                     args: args
                         .into_iter()
-                        .map(|(name, value)| Arg { name: name.map(|name| Ident { name, span }), value, span })
+                        .map(|(name, value)| Arg {
+                            name: name.map(|name| Ident { name, span }),
+                            value,
+                            span
+                        })
                         .collect(),
-                })
-            ),
-            inner.clone().prop_map(move |e| mk(ExprKind::Builtin { func: Builtin::LengthOf, arg: b(e) })),
+                })),
+            inner.clone().prop_map(move |e| mk(ExprKind::Builtin {
+                func: Builtin::LengthOf,
+                arg: b(e)
+            })),
         ]
     })
 }
@@ -1464,7 +1560,10 @@ proptest! {
 /// Guards against a parser generated from another worktree's grammar (see `build.rs`).
 #[test]
 fn generated_parser_matches_grammar() {
-    let generated_from = include_str!(concat!(env!("OUT_DIR"), "/front/syntax/nnef.lalrpop.source"));
+    let generated_from = include_str!(concat!(
+        env!("OUT_DIR"),
+        "/front/syntax/nnef.lalrpop.source"
+    ));
     assert!(
         generated_from == include_str!("nnef.lalrpop"),
         "the parser in OUT_DIR was generated from a different nnef.lalrpop (shared target dir?); \
@@ -1492,7 +1591,12 @@ fn deep_nesting_is_an_error_not_a_crash() {
         let text = format!("version 1.0;\ngraph g() -> () {{ {body} }}\n");
         match parse_document(FileId(0), &text) {
             Ok(_) => panic!("accepted a {n}-deep expression"),
-            Err(d) => assert!(d.message.contains("nested too deeply"), "{}: {}", &body[..20], d.message),
+            Err(d) => assert!(
+                d.message.contains("nested too deeply"),
+                "{}: {}",
+                &body[..20],
+                d.message
+            ),
         }
     }
     // Wide is fine: a long flat array and a long argument list are not deep.
@@ -1502,6 +1606,9 @@ fn deep_nesting_is_an_error_not_a_crash() {
     );
     assert!(parse_document(FileId(0), &wide).is_ok());
     // Just under the limit parses, prints and parses back.
-    let ok = format!("version 1.0;\ngraph g() -> () {{ x = {}1; }}\n", "-".repeat(200));
+    let ok = format!(
+        "version 1.0;\ngraph g() -> () {{ x = {}1; }}\n",
+        "-".repeat(200)
+    );
     run(&ok, false);
 }

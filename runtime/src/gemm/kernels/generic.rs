@@ -20,13 +20,25 @@ pub(crate) static KERNEL: Kernel = Kernel {
 /// See [`super::TileFn`]: `a` holds `kc·MR` floats, B rows `kk < kc` hold `NR` floats at
 /// `b + kk·rsb`, C addresses an `MR × NR` tile, the epilogue's bias pointers address
 /// `MR` / `NR` floats.
-unsafe fn tile(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *mut f32, rsc: isize, epi: &TileEpi) {
+unsafe fn tile(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    rsb: isize,
+    c: *mut f32,
+    rsc: isize,
+    epi: &TileEpi,
+) {
     // SAFETY: the A panel is kc·MR floats long (caller contract).
     let a = unsafe { core::slice::from_raw_parts(a, kc * MR) };
     let mut acc = [[0.0f32; NR]; MR];
     for (kk, av) in a.chunks_exact(MR).enumerate() {
         // SAFETY: B row kk < kc has NR floats (caller contract).
-        let bv: [f32; NR] = unsafe { b.offset(kk as isize * rsb).cast::<[f32; NR]>().read_unaligned() };
+        let bv: [f32; NR] = unsafe {
+            b.offset(kk as isize * rsb)
+                .cast::<[f32; NR]>()
+                .read_unaligned()
+        };
         for r in 0..MR {
             for j in 0..NR {
                 acc[r][j] += av[r] * bv[j];
@@ -42,7 +54,12 @@ unsafe fn tile(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *mut f32,
 /// # Safety
 /// C addresses an `MR × W` tile with row stride `rsc`; bias pointers address `MR` / `W` floats.
 #[inline(always)]
-pub(crate) unsafe fn store_tile<const W: usize>(acc: &[[f32; W]; MR], c: *mut f32, rsc: isize, epi: &TileEpi) {
+pub(crate) unsafe fn store_tile<const W: usize>(
+    acc: &[[f32; W]; MR],
+    c: *mut f32,
+    rsc: isize,
+    epi: &TileEpi,
+) {
     for (r, row) in acc.iter().enumerate() {
         for (j, &s) in row.iter().enumerate() {
             // SAFETY: (r, j) lies in the tile; bias_row[r] / bias_col[j] exist if non-null.

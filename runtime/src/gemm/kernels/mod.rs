@@ -95,7 +95,12 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every flavour, slowest first.
-    pub const ALL: [KernelId; 4] = [KernelId::Generic, KernelId::Avx2, KernelId::Avx512, KernelId::Neon];
+    pub const ALL: [KernelId; 4] = [
+        KernelId::Generic,
+        KernelId::Avx2,
+        KernelId::Avx512,
+        KernelId::Neon,
+    ];
 
     fn from_u8(v: u8) -> Option<KernelId> {
         KernelId::ALL.iter().copied().find(|id| *id as u8 == v)

@@ -25,14 +25,27 @@ pub(crate) static KERNEL: Kernel = Kernel {
 /// # Safety
 /// `a` holds `kc·MR` floats, B rows `kk < kc` hold 16 floats at `b + kk·rsb`, C addresses a
 /// 6×16 tile with row stride `rsc`, bias pointers (if non-null) address 6 / 16 floats.
-unsafe fn tile(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *mut f32, rsc: isize, epi: &TileEpi) {
+unsafe fn tile(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    rsb: isize,
+    c: *mut f32,
+    rsc: isize,
+    epi: &TileEpi,
+) {
     // SAFETY: every load/store stays inside the panels, tile and bias of the contract; the
     // 2-float load at `ap + 4` reads rows 4 and 5 of the current k step.
     unsafe {
         let mut acc = [[vdupq_n_f32(0.0); 4]; MR];
         let (mut ap, mut bp) = (a, b);
         for _ in 0..kc {
-            let bv = [vld1q_f32(bp), vld1q_f32(bp.add(4)), vld1q_f32(bp.add(8)), vld1q_f32(bp.add(12))];
+            let bv = [
+                vld1q_f32(bp),
+                vld1q_f32(bp.add(4)),
+                vld1q_f32(bp.add(8)),
+                vld1q_f32(bp.add(12)),
+            ];
             let a03 = vld1q_f32(ap);
             let a45 = vld1_f32(ap.add(4));
             for j in 0..4 {
@@ -51,7 +64,11 @@ unsafe fn tile(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *mut f32,
         for (r, acc_r) in acc.iter().enumerate() {
             for (j, &s) in acc_r.iter().enumerate() {
                 let cp = c.offset(r as isize * rsc).add(4 * j);
-                let mut v = if epi.accumulate { vaddq_f32(vld1q_f32(cp), s) } else { s };
+                let mut v = if epi.accumulate {
+                    vaddq_f32(vld1q_f32(cp), s)
+                } else {
+                    s
+                };
                 if !epi.bias_row.is_null() {
                     v = vaddq_f32(v, vdupq_n_f32(*epi.bias_row.add(r)));
                 }

@@ -66,7 +66,15 @@ pub(crate) static AVX512: Kernel = Kernel {
 /// The CPU has AVX2 and FMA; `a` holds `kc·MR` floats, B rows `kk < kc` hold 16 floats at `b + kk·rsb`, C addresses a
 /// 6×16 tile with row stride `rsc`, bias pointers (if non-null) address 6 / 16 floats.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile_avx2(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *mut f32, rsc: isize, epi: &TileEpi) {
+unsafe fn tile_avx2(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    rsb: isize,
+    c: *mut f32,
+    rsc: isize,
+    epi: &TileEpi,
+) {
     // SAFETY: every load/store below stays inside the panels, tile and bias described in
     // the contract; the target features are present.
     unsafe {
@@ -93,7 +101,11 @@ unsafe fn tile_avx2(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *mut
         for (r, acc_r) in acc.iter().enumerate() {
             for (h, &s) in acc_r.iter().enumerate() {
                 let cp = c.offset(r as isize * rsc).add(h * 8);
-                let mut v = if epi.accumulate { _mm256_add_ps(_mm256_loadu_ps(cp), s) } else { s };
+                let mut v = if epi.accumulate {
+                    _mm256_add_ps(_mm256_loadu_ps(cp), s)
+                } else {
+                    s
+                };
                 if !epi.bias_row.is_null() {
                     v = _mm256_add_ps(v, _mm256_set1_ps(*epi.bias_row.add(r)));
                 }
@@ -119,7 +131,15 @@ unsafe fn tile_avx2(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *mut
 /// The CPU has AVX-512F; `a` holds `kc·MR` floats, B rows `kk < kc` hold 32 floats at `b + kk·rsb`, C addresses a 6×32
 /// tile with row stride `rsc`, bias pointers (if non-null) address 6 / 32 floats.
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_avx512(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *mut f32, rsc: isize, epi: &TileEpi) {
+unsafe fn tile_avx512(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    rsb: isize,
+    c: *mut f32,
+    rsc: isize,
+    epi: &TileEpi,
+) {
     // SAFETY: every load/store below stays inside the panels, tile and bias described in
     // the contract; the target feature is present.
     unsafe {
@@ -152,7 +172,11 @@ unsafe fn tile_avx512(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *m
         for (r, acc_r) in acc.iter().enumerate() {
             for (h, &s) in acc_r.iter().enumerate() {
                 let cp = c.offset(r as isize * rsc).add(h * 16);
-                let mut v = if epi.accumulate { _mm512_add_ps(_mm512_loadu_ps(cp), s) } else { s };
+                let mut v = if epi.accumulate {
+                    _mm512_add_ps(_mm512_loadu_ps(cp), s)
+                } else {
+                    s
+                };
                 if !epi.bias_row.is_null() {
                     v = _mm512_add_ps(v, _mm512_set1_ps(*epi.bias_row.add(r)));
                 }
@@ -169,8 +193,6 @@ unsafe fn tile_avx512(kc: usize, a: *const f32, b: *const f32, rsb: isize, c: *m
         }
     }
 }
-
-
 
 /// Horizontal sum of a 256-bit vector.
 ///
@@ -218,7 +240,11 @@ unsafe fn axpy_avx2(g: &Gemv) {
         while o0 + 8 <= g.len {
             let mut acc = [_mm256_setzero_ps(); 2];
             for kk in 0..g.k {
-                acc[kk & 1] = _mm256_fmadd_ps(_mm256_set1_ps(xk(kk)), _mm256_loadu_ps(row(kk, o0)), acc[kk & 1]);
+                acc[kk & 1] = _mm256_fmadd_ps(
+                    _mm256_set1_ps(xk(kk)),
+                    _mm256_loadu_ps(row(kk, o0)),
+                    acc[kk & 1],
+                );
             }
             let mut out = [0.0f32; 8];
             _mm256_storeu_ps(out.as_mut_ptr(), _mm256_add_ps(acc[0], acc[1]));
@@ -286,7 +312,11 @@ unsafe fn dot_avx2(g: &Gemv) {
 #[target_feature(enable = "avx2,fma")]
 unsafe fn panel_avx2(g: &Gemv) {
     // Lane l of the three vectors holds k step (8v + l) / 6 of the group.
-    let idx = [_mm256_setr_epi32(0, 0, 0, 0, 0, 0, 1, 1), _mm256_setr_epi32(1, 1, 1, 1, 2, 2, 2, 2), _mm256_setr_epi32(2, 2, 3, 3, 3, 3, 3, 3)];
+    let idx = [
+        _mm256_setr_epi32(0, 0, 0, 0, 0, 0, 1, 1),
+        _mm256_setr_epi32(1, 1, 1, 1, 2, 2, 2, 2),
+        _mm256_setr_epi32(2, 2, 3, 3, 3, 3, 3, 3),
+    ];
     let k4 = g.k & !3;
     let panels = g.len.div_ceil(MR);
     // SAFETY (whole body): panel p is k·MR floats at p·k·MR; each 24-float group at kk·MR with
@@ -298,7 +328,11 @@ unsafe fn panel_avx2(g: &Gemv) {
             let mut acc = [[_mm256_setzero_ps(); 3]; 2];
             let mut kk = 0;
             while kk < k4 {
-                let xs = if g.incx == 1 { _mm_loadu_ps(g.x.add(kk)) } else { _mm_setr_ps(xk(kk), xk(kk + 1), xk(kk + 2), xk(kk + 3)) };
+                let xs = if g.incx == 1 {
+                    _mm_loadu_ps(g.x.add(kk))
+                } else {
+                    _mm_setr_ps(xk(kk), xk(kk + 1), xk(kk + 2), xk(kk + 3))
+                };
                 let xs = _mm256_castps128_ps256(xs);
                 let a = &mut acc[(kk >> 2) & 1];
                 let grp = pan.add(kk * MR);
