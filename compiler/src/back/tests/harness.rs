@@ -136,6 +136,33 @@ impl Loaded {
             .collect())
     }
 
+    /// Median wall time of one call of the entry point over `iters` calls, with inputs,
+    /// outputs and workspace allocated once (what a user's loop costs).
+    pub fn time(&self, inputs: &[Tensor], iters: usize) -> std::time::Duration {
+        let in_bytes: Vec<Vec<u8>> = inputs.iter().map(|t| t.to_le_bytes()).collect();
+        let mut out_bytes: Vec<Vec<u8>> = self
+            .art
+            .interface
+            .outputs
+            .iter()
+            .map(|t| vec![0u8; t.volume() * t.dtype.size()])
+            .collect();
+        let mut ws = vec![Block([0; 64]); self.art.workspace_size.div_ceil(64).max(1)];
+        let ip: Vec<*const u8> = in_bytes.iter().map(|b| b.as_ptr()).collect();
+        let op: Vec<*mut u8> = out_bytes.iter_mut().map(|b| b.as_mut_ptr()).collect();
+        let mut times = Vec::with_capacity(iters);
+        for _ in 0..iters.max(1) {
+            let t = std::time::Instant::now();
+            // SAFETY: buffers sized from the interface; workspace 64-byte aligned.
+            let status =
+                unsafe { (self.run)(ip.as_ptr(), op.as_ptr(), ws.as_mut_ptr() as *mut u8) };
+            times.push(t.elapsed());
+            assert_eq!(status, 0, "run failed");
+        }
+        times.sort();
+        times[times.len() / 2]
+    }
+
     /// A data symbol of the loaded object, viewed as a `T`.
     pub fn symbol<T>(&self, name: &str) -> &T {
         // SAFETY: the caller names a symbol the object defines with type T; the

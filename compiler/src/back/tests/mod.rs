@@ -5,5 +5,6 @@
 mod abi;
 mod harness;
 mod math;
+mod models_smoke;
 mod ops;
 mod window;
