@@ -1,1 +1,2 @@
+//! Placeholder CLI entry (replaced by the surfaces work).
 fn main() {}

@@ -1,21 +1,21 @@
 #!/usr/bin/env python3
-"""Prints, as JSON, the shape the Khronos reference parser (`pip install nnef`) infers for
-every tensor of each NNEF model given on the command line: {path: {tensor: shape}} or
-{path: {"error": message}}. Used by nnefc's differential shape test; it computes nothing
-of its own."""
-import json
+"""Prints the shape the Khronos reference parser (`pip install nnef`) infers for every
+tensor of each NNEF model given on the command line, one tab-separated line per tensor:
+`path<TAB>name<TAB>d0,d1,...`, or `path<TAB>!error<TAB>message` when the reference rejects
+the model. Used by nnefc's differential shape test (tests/all/khronos.rs); it computes
+nothing of its own."""
 import sys
 
 import nnef
 
-
-def shapes(path):
+for path in sys.argv[1:]:
     try:
         graph = nnef.load_graph(path, load_variables=False)
         nnef.infer_shapes(graph)
-    except Exception as e:  # the reference rejects the document: report, do not fail
-        return {"error": str(e).splitlines()[0] if str(e) else type(e).__name__}
-    return {name: list(t.shape) for name, t in graph.tensors.items() if t.shape is not None}
-
-
-print(json.dumps({p: shapes(p) for p in sys.argv[1:]}))
+    except Exception as e:  # the reference rejects the document: report it, go on
+        msg = (str(e).splitlines() or [type(e).__name__])[0]
+        print(f"{path}\t!error\t{msg}")
+        continue
+    for name, t in sorted(graph.tensors.items()):
+        if t.shape is not None:
+            print(f"{path}\t{name}\t{','.join(str(d) for d in t.shape)}")
