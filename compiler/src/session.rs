@@ -176,3 +176,36 @@ pub fn dump(path: &Path, stage: Stage, opts: &Options) -> Result<String, Error> 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Graphs with enormous tensors compile or fail with an error, never panic on
+    /// overflow; a tensor whose byte size does not fit in the address space is an error.
+    #[test]
+    fn absurd_extents_are_errors() {
+        let dir = std::env::temp_dir().join(format!("nnefc-session-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        for (i, body) in [
+            "x = external(shape = [100000, 100000, 100000]);\n    y = exp(x);",
+            "x = external(shape = [2]);\n    y = tile(x, repeats = [4000000000000000000]);",
+            "x = external(shape = [4611686018427387904, 4]);\n    y = relu(x);",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let path = dir.join(format!("g{i}.nnef"));
+            std::fs::write(
+                &path,
+                format!("version 1.0;\ngraph g(x) -> (y)\n{{\n    {body}\n}}\n"),
+            )
+            .expect("write");
+            let result = compile(&path, &Options::default());
+            if i == 2 {
+                assert!(result.is_err(), "case {i} compiled");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

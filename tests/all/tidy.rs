@@ -38,6 +38,7 @@ fn all_files() -> Vec<PathBuf> {
         "tests",
         "benches",
         "examples",
+        "fuzz/fuzz_targets",
         "build.rs",
     ] {
         let p = repo().join(d);

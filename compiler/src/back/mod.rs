@@ -240,6 +240,7 @@ fn check_prefix(p: &str) -> Result<(), CodegenError> {
 
 /// Compiles a verified graph (plans memory first).
 pub fn compile(graph: &Graph, opts: &BackendOptions) -> Result<Artifacts, CodegenError> {
+    check_sizes(graph)?;
     let plan = crate::passes::memory_plan::plan(graph)?;
     compile_with_plan(graph, &plan, opts)
 }
@@ -261,11 +262,32 @@ pub fn kernels(
 }
 
 /// Compiles a verified graph with a given memory plan.
+/// Every tensor must be addressable: its byte size fits in an `isize` (so element and
+/// byte offsets computed anywhere in the back end cannot overflow).
+fn check_sizes(graph: &Graph) -> Result<(), CodegenError> {
+    for (i, v) in graph.values.iter().enumerate() {
+        let bytes = v.ty.shape().and_then(|s| {
+            s.iter()
+                .try_fold(v.ty.dtype.size(), |acc, &d| acc.checked_mul(d))
+                .filter(|&b| b <= isize::MAX as usize / 2)
+        });
+        if v.ty.is_fully_known() && bytes.is_none() {
+            let name = v.name.clone().unwrap_or_else(|| format!("%v{i}"));
+            return Err(CodegenError::Invalid(format!(
+                "tensor `{name}` of type {} is too large to address",
+                v.ty
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub fn compile_with_plan(
     graph: &Graph,
     plan: &MemoryPlan,
     opts: &BackendOptions,
 ) -> Result<Artifacts, CodegenError> {
+    check_sizes(graph)?;
     let program = kernels(graph, plan, opts)?;
     let iface = interface(graph, &opts.prefix, program.workspace_size)?;
     let object = object::build(&program, &iface, opts)?;

@@ -424,10 +424,15 @@ impl<'a> Evaluator<'a> {
                 Array(x.iter().chain(y).cloned().collect())
             }
             (BinaryOp::Mul, Str(s), Integer(n)) | (BinaryOp::Mul, Integer(n), Str(s)) => {
-                Str(s.repeat(repeat_count(*n, if matches!(a, Str(_)) { rs } else { ls })?))
+                let span = if matches!(a, Str(_)) { rs } else { ls };
+                let k = repeat_count(*n, span)?;
+                check_len(s.len().saturating_mul(k), span)?;
+                Str(s.repeat(k))
             }
             (BinaryOp::Mul, Array(x), Integer(n)) | (BinaryOp::Mul, Integer(n), Array(x)) => {
-                let k = repeat_count(*n, if matches!(a, Array(_)) { rs } else { ls })?;
+                let span = if matches!(a, Array(_)) { rs } else { ls };
+                let k = repeat_count(*n, span)?;
+                check_len(x.len().saturating_mul(k), span)?;
                 let mut out = Vec::with_capacity(x.len() * k);
                 for _ in 0..k {
                     out.extend(x.iter().cloned());
@@ -673,6 +678,21 @@ fn normalize_index(i: i64, len: usize) -> Option<usize> {
     } else {
         None
     }
+}
+
+/// The most items a compile-time array or string may have. Attribute values are shapes,
+/// axes and small tables; a bound keeps a document like `[0] * 1000000000` from exhausting
+/// memory at compile time.
+pub const MAX_VALUE_LEN: usize = 1 << 24;
+
+fn check_len(len: usize, span: Span) -> EResult<()> {
+    if len > MAX_VALUE_LEN {
+        return Err(Diagnostic::error(format!(
+            "compile-time value too large: {len} items (the limit is {MAX_VALUE_LEN})"
+        ))
+        .at(span, "this repetition"));
+    }
+    Ok(())
 }
 
 fn repeat_count(n: i64, span: Span) -> EResult<usize> {

@@ -737,7 +737,19 @@ impl Evaluator<'_> {
         let Value::Array(items) = v else {
             return Err(a.bad("value", vspan, "an array"));
         };
-        let volume: usize = shape.iter().product();
+        // A literal tensor is materialized at compile time: bound it (1 GiB of f32) so a
+        // declared shape cannot make the compiler allocate without limit.
+        const MAX_CONSTANT_VOLUME: usize = 1 << 28;
+        let volume = shape
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+            .filter(|&v| v <= MAX_CONSTANT_VOLUME)
+            .ok_or_else(|| {
+                Diagnostic::error("`constant` is too large to materialize").at(
+                    span,
+                    format!("shape {shape:?} has more than {MAX_CONSTANT_VOLUME} elements"),
+                )
+            })?;
         if items.len() != volume && items.len() != 1 {
             return Err(
                 Diagnostic::error("`constant` has the wrong number of values").at(

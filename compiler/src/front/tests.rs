@@ -281,3 +281,78 @@ fn graph_quant_unknown_tensor() {
         quantize::VarData::Missing
     }));
 }
+
+/// Documents built to make a naive compiler allocate without bound or run for ever: each
+/// must come back as a diagnostic, quickly.
+#[test]
+fn resource_bombs_are_diagnostics() {
+    let cases = [
+        (
+            "array repetition",
+            "n = length_of([0] * 1000000000);\n    y = add(x, scalar(n));",
+        ),
+        (
+            "string repetition",
+            "s = 'ab' * 2000000000;\n    y = copy(x);",
+        ),
+        (
+            "huge range",
+            "n = length_of(range_of([0] * 100000000));\n    y = copy(x);",
+        ),
+        (
+            "huge comprehension",
+            "a = [for i in range_of([0] * 100000000) yield i];\n    y = copy(x);",
+        ),
+        (
+            "huge constant",
+            "c = constant(shape = [100000, 100000, 100000], value = [1.0]);\n    y = add(x, c);",
+        ),
+    ];
+    for (what, body) in cases {
+        let text = format!(
+            "version 1.0;\nextension KHR_enable_fragment_definitions, KHR_enable_operator_expressions;\n\
+             graph g(x) -> (y)\n{{\n    x = external(shape = [2]);\n    {body}\n}}\n"
+        );
+        let start = std::time::Instant::now();
+        let result = lower_source("bomb.nnef", &text, &|_| None, &FrontOptions::default());
+        assert!(result.is_err(), "{what}: accepted");
+        assert!(
+            start.elapsed().as_secs() < 5,
+            "{what}: took {:?}",
+            start.elapsed()
+        );
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+    /// Mutated valid documents (bytes deleted, duplicated or replaced) never make the
+    /// front end panic: they lower or give diagnostics that render.
+    #[test]
+    fn mutated_documents_never_panic(doc in 0usize..64, edits in proptest::collection::vec((0usize..10_000, 0u8..3, 0u8..128), 1..6)) {
+        let mut docs: Vec<PathBuf> = Vec::new();
+        for dir in ["lower", "models"] {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/front/tests").join(dir);
+            if let Ok(rd) = std::fs::read_dir(root) {
+                docs.extend(rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "nnef")));
+            }
+        }
+        docs.sort();
+        proptest::prop_assume!(!docs.is_empty());
+        let mut bytes = std::fs::read(&docs[doc % docs.len()]).unwrap_or_default();
+        for (pos, kind, byte) in edits {
+            if bytes.is_empty() { break; }
+            let at = pos % bytes.len();
+            match kind {
+                0 => { bytes.remove(at); }
+                1 => { let b = bytes[at]; bytes.insert(at, b); }
+                _ => bytes[at] = byte,
+            }
+        }
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let opts = FrontOptions { allow_missing_variables: true, ..FrontOptions::default() };
+        if let Err(e) = lower_source("mutated.nnef", &text, &|_| None, &opts) {
+            proptest::prop_assert!(!e.render().is_empty());
+        }
+    }
+}

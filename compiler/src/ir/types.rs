@@ -149,13 +149,15 @@ impl TensorType {
     pub fn is_fully_known(&self) -> bool {
         self.dims.iter().all(|d| matches!(d, Dim::Known(_)))
     }
-    /// Number of elements, if all extents are known.
+    /// Number of elements, if all extents are known and the product fits in `usize`.
     pub fn volume(&self) -> Option<usize> {
-        self.shape().map(|s| s.iter().product())
+        self.shape()?
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
     }
-    /// Size in bytes, if all extents are known.
+    /// Size in bytes, if all extents are known and the size fits in `usize`.
     pub fn byte_size(&self) -> Option<usize> {
-        self.volume().map(|v| v * self.dtype.size())
+        self.volume()?.checked_mul(self.dtype.size())
     }
 }
 
