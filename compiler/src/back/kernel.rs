@@ -178,6 +178,28 @@ pub struct GemmCall {
     pub bias: Option<BufId>,
     /// Byte offset of the GEMM scratch in the workspace.
     pub scratch: usize,
+    /// Per-row bias, fused activation, accumulation (convolutions; default: none).
+    pub epi: GemmEpi,
+}
+
+/// The rest of the runtime's `GemmEpilogue` beyond the per-column bias of [`GemmCall`]:
+/// `C = act((accumulate ? C_old : 0) + A·B + bias)`.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct GemmEpi {
+    /// One f32 per row of C: buffer and, per batch entry, the element offset of row 0.
+    pub row_bias: Option<(BufId, Vec<i64>)>,
+    pub activation: Activation,
+    /// Add the product to the existing C.
+    pub accumulate: bool,
+}
+
+/// Activation folded into a GEMM's epilogue.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub enum Activation {
+    #[default]
+    None,
+    Relu,
+    Clamp(f32, f32),
 }
 
 /// One step of the entry point, in execution order.
@@ -384,10 +406,20 @@ impl fmt::Display for Program {
                     g.n,
                     g.k,
                     g.batches.len(),
-                    g.bias
-                        .map(|b| format!(" bias b{}", b.0))
-                        .unwrap_or_default()
-                )?,
+                    g.bias.map(|b| format!(" bias b{}", b.0)).unwrap_or_default()
+                )
+                .and_then(|_| {
+                    if g.epi == GemmEpi::default() {
+                        return Ok(());
+                    }
+                    writeln!(
+                        f,
+                        "  epilogue row_bias={:?} activation={:?} accumulate={}",
+                        g.epi.row_bias.as_ref().map(|(b, _)| b.0),
+                        g.epi.activation,
+                        g.epi.accumulate
+                    )
+                })?,
             }
         }
         Ok(())

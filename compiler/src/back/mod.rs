@@ -33,6 +33,26 @@
 //!    form to `emit::math`, with a measured error bound, plus `expr::vectorizable`).
 //! 4. Add a differential case in `back::tests` (compiled object vs `ir::interp`).
 //!
+//! # Windowed ops and fusion
+//! `select::window` (pools, box, sample) and `select::conv` (conv, deconv, debox,
+//! desample) make borders disappear first (a padded scratch copy), then emit affine loop
+//! nests. A dense conv with a constant filter is im2col + the runtime's
+//! `nnefc_sgemm_packed_a` (filter packed at compile time, bias per row). Epilogue fusion
+//! happens in `select::conv`, not in a pass: when the conv's only user is the next node
+//! and is `relu`, `clamp` with constant scalar bounds, or `add` of a same-shaped tensor
+//! (optionally followed by relu/clamp), the GEMM epilogue applies it (the residual is
+//! copied into the output first, then the GEMM accumulates) and those nodes are skipped
+//! (`Lowering::skip`). Depthwise convs are direct f32x4 nests with the activation inline.
+//!
+//! # Cross targets
+//! `BackendOptions::target` takes any triple Cranelift knows (x86_64/aarch64, Linux ELF or
+//! macOS Mach-O; code is always PIC). An object for another architecture/OS than the host
+//! cannot lean on `nnefc-runtime` (it is not built for those targets here), so by default
+//! it is *self-contained*: GEMM steps are rewritten into loop nests
+//! (`select::gemm_loops`) and convolutions take the direct path. The host default keeps
+//! the runtime GEMM, which is several times faster. Force either with
+//! `BackendOptions::self_contained`.
+//!
 //! Not done here: fusion across nodes, layouts other than row-major, aliasing reshapes.
 
 pub mod abi;
@@ -70,17 +90,35 @@ pub struct BackendOptions {
     pub cpu_features: Vec<String>,
     /// Emit f32x4 code where legal (off: scalar loops only; for testing the scalar path).
     pub vectorize: bool,
+    /// Make the object call nothing outside itself (no `nnefc-runtime` GEMM): GEMMs
+    /// become Cranelift loop nests and convolutions use direct loop nests. `None` = true
+    /// exactly when `target` names another architecture or OS than the host (the runtime
+    /// crate cannot be built for those here). See "Cross targets" above.
+    pub self_contained: Option<bool>,
+}
+
+impl BackendOptions {
+    /// Whether this compile produces a self-contained object (see [`Self::self_contained`]).
+    pub fn is_self_contained(&self) -> bool {
+        if let Some(b) = self.self_contained {
+            return b;
+        }
+        match &self.target {
+            None => false,
+            Some(t) => match <target_lexicon::Triple as std::str::FromStr>::from_str(t) {
+                Ok(tr) => {
+                    let h = target_lexicon::Triple::host();
+                    tr.architecture != h.architecture || tr.operating_system != h.operating_system
+                }
+                Err(_) => true,
+            },
+        }
+    }
 }
 
 impl Default for BackendOptions {
     fn default() -> Self {
-        BackendOptions {
-            target: None,
-            prefix: "model".into(),
-            opt_level: OptLevel::Speed,
-            cpu_features: Vec::new(),
-            vectorize: true,
-        }
+        BackendOptions { target: None, prefix: "model".into(), opt_level: OptLevel::Speed, cpu_features: Vec::new(), vectorize: true, self_contained: None }
     }
 }
 
@@ -206,7 +244,7 @@ pub fn kernels(
     opts: &BackendOptions,
 ) -> Result<kernel::Program, CodegenError> {
     check_prefix(&opts.prefix)?;
-    select::select(graph, plan, &opts.prefix, opts.vectorize)
+    select::select_with(graph, plan, &opts.prefix, opts.vectorize, opts.is_self_contained())
 }
 
 /// Compiles a verified graph with a given memory plan.

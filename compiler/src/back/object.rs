@@ -279,10 +279,7 @@ fn define_entry(
         ));
         for s in &program.steps {
             if let Step::Gemm(g) = s {
-                for bid in [Some(g.a.buf), Some(g.b.buf), Some(g.c.buf), g.bias]
-                    .into_iter()
-                    .flatten()
-                {
+                for bid in [Some(g.a.buf), Some(g.b.buf), Some(g.c.buf), g.bias, g.epi.row_bias.as_ref().map(|r| r.0)].into_iter().flatten() {
                     if let Some(BufKind::Const(c)) = program.buffer(bid).map(|b| b.kind)
                         && !const_gvs.iter().any(|(x, _)| *x == c)
                     {
@@ -404,16 +401,31 @@ fn define_entry(
                     let a = buf_ptr(&mut b, g.a.buf)?;
                     let bb = buf_ptr(&mut b, g.b.buf)?;
                     let c = buf_ptr(&mut b, g.c.buf)?;
-                    let epi = match g.bias {
-                        Some(bias) => {
-                            let bp = buf_ptr(&mut b, bias)?;
-                            epilogue(&mut b, bp, ptr)
-                        }
-                        None => b.ins().iconst(ptr, 0),
+                    let col_bias = match g.bias {
+                        Some(bias) => Some(buf_ptr(&mut b, bias)?),
+                        None => None,
+                    };
+                    let row_bias = match &g.epi.row_bias {
+                        Some((bias, _)) => Some(buf_ptr(&mut b, *bias)?),
+                        None => None,
                     };
                     let scratch = b.ins().iadd_imm_s(ws, g.scratch as i64);
                     let esz = 4i64;
-                    for off in &g.batches {
+                    for (bi, off) in g.batches.iter().enumerate() {
+                        let epi = match (col_bias, row_bias, &g.epi.row_bias) {
+                            (_, Some(rb), Some((_, offs))) => {
+                                let o = offs.get(bi).copied().unwrap_or(0) * 4;
+                                let p = b.ins().iadd_imm_s(rb, o);
+                                Some((p, 1))
+                            }
+                            (Some(cb), _, _) => Some((cb, 2)),
+                            _ => None,
+                        };
+                        let epi = if epi.is_none() && g.epi == Default::default() {
+                            b.ins().iconst(ptr, 0)
+                        } else {
+                            epilogue(&mut b, epi, &g.epi, ptr)
+                        };
                         let ap = b.ins().iadd_imm_s(a, off[0] * esz);
                         let bp = b.ins().iadd_imm_s(bb, off[1] * esz);
                         let cp = b.ins().iadd_imm_s(c, off[2] * esz);
@@ -458,23 +470,37 @@ fn define_entry(
     Ok(())
 }
 
-/// A `GemmEpilogue` on the stack: per-column bias, no activation, overwrite C.
+/// A `GemmEpilogue` on the stack: bias `(pointer, kind)` (1 per row, 2 per column), the
+/// activation and accumulation of `epi`.
 /// Layout (runtime `#[repr(C)]`, checked by a test): bias ptr @0, bias_kind u32 @8,
 /// activation u32 @12, lo f32 @16, hi f32 @20, accumulate u32 @24; 32 bytes.
-fn epilogue(b: &mut FunctionBuilder<'_>, bias: Value, ptr: cranelift_codegen::ir::Type) -> Value {
+fn epilogue(b: &mut FunctionBuilder<'_>, bias: Option<(Value, i64)>, epi: &super::kernel::GemmEpi, ptr: cranelift_codegen::ir::Type) -> Value {
+    use super::kernel::Activation;
     use cranelift_codegen::ir::{StackSlotData, StackSlotKind};
     let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 32, 3));
     let addr = b.ins().stack_addr(ptr, slot, 0);
     let f = MemFlagsData::trusted();
-    b.ins().store(f, bias, addr, 0);
-    let two = b.ins().iconst(I32, 2);
+    let (bp, kind) = match bias {
+        Some((p, k)) => (p, k),
+        None => (b.ins().iconst(ptr, 0), 0),
+    };
+    let (act, lo, hi) = match epi.activation {
+        Activation::None => (0, 0.0, 0.0),
+        Activation::Relu => (1, 0.0, 0.0),
+        Activation::Clamp(lo, hi) => (2, lo, hi),
+    };
+    b.ins().store(f, bp, addr, 0);
+    let kind = b.ins().iconst(I32, kind);
+    let act = b.ins().iconst(I32, act);
+    let lo = b.ins().f32const(lo);
+    let hi = b.ins().f32const(hi);
+    let acc = b.ins().iconst(I32, i64::from(epi.accumulate));
     let zero = b.ins().iconst(I32, 0);
-    let fz = b.ins().f32const(0.0);
-    b.ins().store(f, two, addr, 8);
-    b.ins().store(f, zero, addr, 12);
-    b.ins().store(f, fz, addr, 16);
-    b.ins().store(f, fz, addr, 20);
-    b.ins().store(f, zero, addr, 24);
+    b.ins().store(f, kind, addr, 8);
+    b.ins().store(f, act, addr, 12);
+    b.ins().store(f, lo, addr, 16);
+    b.ins().store(f, hi, addr, 20);
+    b.ins().store(f, acc, addr, 24);
     b.ins().store(f, zero, addr, 28);
     addr
 }

@@ -147,6 +147,7 @@ pub(super) fn matmul(
         batches,
         bias: None,
         scratch,
+        epi: Default::default(),
     }));
     Ok(())
 }
@@ -214,6 +215,7 @@ pub(super) fn linear(lw: &mut Lowering<'_>, ins: &[ValueId], outs: &[ValueId]) -
         batches: vec![[0, 0, 0]],
         bias: Some(bias_buf),
         scratch,
+        epi: Default::default(),
     }));
     Ok(())
 }

@@ -10,10 +10,13 @@
 //! softmax), `movement` (reshape, transpose, split, concat, stack, unstack, slice, tile,
 //! pad, gather), `linalg` (matmul, linear). This file does not emit code.
 
+mod conv;
 mod elementwise;
+mod gemm_loops;
 mod linalg;
 mod movement;
 mod reduce;
+mod window;
 
 use super::CodegenError;
 use super::kernel::{BufId, BufKind, Kernel, Program, Step};
@@ -59,6 +62,12 @@ pub(crate) struct Lowering<'g> {
     pub vectorize: bool,
     prefix: String,
     node_index: usize,
+    /// Lower convolutions as plain reduction loop nests (no GEMM, no fusion).
+    pub direct_only: bool,
+    /// No runtime calls: GEMMs become Cranelift loop nests (see `back` module docs).
+    pub self_contained: bool,
+    /// Nodes already computed by an earlier node (epilogue fusion in `conv`); `run` skips them.
+    pub skip: Vec<bool>,
 }
 
 impl<'g> Lowering<'g> {
@@ -82,6 +91,9 @@ impl<'g> Lowering<'g> {
             vectorize,
             prefix: prefix.to_string(),
             node_index: 0,
+            skip: vec![false; g.nodes.len()],
+            direct_only: false,
+            self_contained: false,
         }
     }
 
@@ -173,6 +185,11 @@ impl<'g> Lowering<'g> {
         off
     }
 
+    /// Index of the node being lowered.
+    pub fn node_idx(&self) -> usize {
+        self.node_index
+    }
+
     /// A fresh kernel named after the current node.
     pub fn kernel(&self, what: &str, extents: &[usize]) -> Kernel {
         let n = self.prog.steps.len();
@@ -234,10 +251,15 @@ impl<'g> Lowering<'g> {
                 value,
             } => movement::pad(self, padding, *border, *value, ins, outs),
             Op::Gather { axis } => movement::gather(self, *axis, ins, outs),
-            op => Err(CodegenError::Unsupported(format!(
-                "operation `{}` has no code generator yet",
-                op.mnemonic()
-            ))),
+            Op::Conv(a) => conv::conv(self, a, ins, outs),
+            Op::Deconv(a) => conv::deconv(self, a, ins, outs),
+            Op::Box { window, normalize } => window::box_filter(self, window, *normalize, ins, outs),
+            Op::Debox { window, normalize } => conv::debox(self, window, *normalize, ins, outs),
+            Op::MaxPool(w) => window::max_pool(self, w, ins, outs),
+            Op::ArgmaxPool(w) => window::argmax_pool(self, w, ins, outs),
+            Op::Sample(w) => window::sample(self, w, ins, outs),
+            Op::Desample(w) => conv::desample(self, w, ins, outs),
+            op => Err(CodegenError::Unsupported(format!("operation `{}` has no code generator yet", op.mnemonic()))),
         }
     }
 
@@ -247,6 +269,9 @@ impl<'g> Lowering<'g> {
         for (i, n) in self.g.nodes.iter().enumerate() {
             self.node_index = i;
             self.scratch_used = 0;
+            if self.skip.get(i).copied().unwrap_or(false) {
+                continue;
+            }
             self.node(n)?;
         }
         self.node_index = self.g.nodes.len();
@@ -263,13 +288,16 @@ impl<'g> Lowering<'g> {
             let dst = self.prog.add_buffer(BufKind::Output(j), dtype, len);
             self.copy(src, dst, dtype, len);
         }
-        self.prog.workspace_size =
-            (self.plan.arena_size + self.scratch_max).div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
+        if self.self_contained {
+            gemm_loops::lower_all(&mut self)?;
+        }
+        self.prog.workspace_size = (self.plan.arena_size + self.scratch_max).div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
         Ok(self.prog)
     }
 }
 
-/// Lowers a whole graph.
+/// Lowers a whole graph (runtime GEMM calls kept).
+#[allow(dead_code)]
 pub(crate) fn select(
     g: &Graph,
     plan: &MemoryPlan,
@@ -277,4 +305,11 @@ pub(crate) fn select(
     vectorize: bool,
 ) -> Result<Program, CodegenError> {
     Lowering::new(g, plan, prefix, vectorize).run()
+}
+
+/// [`select`] with the GEMMs as loop nests when `self_contained` (no runtime calls).
+pub(crate) fn select_with(g: &Graph, plan: &MemoryPlan, prefix: &str, vectorize: bool, self_contained: bool) -> Result<Program, CodegenError> {
+    let mut lw = Lowering::new(g, plan, prefix, vectorize);
+    lw.self_contained = self_contained;
+    lw.run()
 }

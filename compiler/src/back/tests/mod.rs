@@ -6,4 +6,4 @@ mod abi;
 mod harness;
 mod math;
 mod ops;
-mod perf;
+mod window;

@@ -1,0 +1,706 @@
+//! Convolutions and the transposed window ops: `conv`, `deconv`, `debox`, `desample`.
+//!
+//! `conv` (direct form): the input is made border-free by `window::padded`, then one
+//! reduction kernel per convolution computes
+//! `out[n, g·og + j, y] = bias + Σ_{ci, t} P[n, g·cg + ci, y·s + t·d] · f[g·og + j, ci, t]`.
+//!
+//! Transposed ops are rewritten as gathers (the kernel IR has no scatter): with the forward
+//! relation `x = y·s + t·d − p` (x: transposed op's output, y: its input), the input is
+//! zero-inserted into a scratch `Q` (`Q[P0f + y·s] = in[y]`, zeros elsewhere, with
+//! `P0 = (k−1)·d − p`, `P0f = max(P0, 0)`), and then
+//! `out[x] = Σ_{t'} Q[x + (P0f − P0) + t'·d] · w[k−1−t']`, a stride-1 forward window with
+//! flipped taps. Positions of `Q` past the last one read are not materialized. Only
+//! constant/ignore borders are supported for transposed ops (the adjoint of a mirroring
+//! border scatters onto mirrored positions; that is `Unsupported` here).
+//! `debox` pre-scales each input value by its window's divisor; `desample` also
+//! zero-inserts the index tensor (filled with −1) and keeps a tap only where the index
+//! equals that tap.
+
+use super::window::{Geometry, View, f32_table, padded, value_view};
+use super::{Lowering, strides};
+use crate::back::CodegenError;
+use crate::back::kernel::{Activation, BufId, BufKind, Expr, ExprNode, GemmCall, GemmEpi, Lit, Matrix, ReduceKind, Reduction, Step};
+use crate::ir::infer::{deconv_groups, resolved_conv_padding, resolved_deconv_padding, resolved_transposed_window_padding};
+use crate::ir::{BinaryOp, Border, ConvAttrs, DType, Op, UnaryOp, ValueId, WindowAttrs};
+
+/// Operands and extents of a conv/deconv node.
+pub(super) struct ConvIo {
+    pub x: ValueId,
+    pub f: ValueId,
+    pub b: ValueId,
+    pub y: ValueId,
+    pub xs: Vec<usize>,
+    pub fs: Vec<usize>,
+    pub ys: Vec<usize>,
+}
+
+pub(super) fn conv_io(lw: &Lowering<'_>, ins: &[ValueId], outs: &[ValueId], op: &str) -> Result<ConvIo, CodegenError> {
+    let (x, f, b, y) = match (ins, outs) {
+        ([x, f, b], [y]) => (*x, *f, *b, *y),
+        _ => return Err(CodegenError::Invalid(format!("`{op}` takes (input, filter, bias) and gives one output"))),
+    };
+    for v in [x, f, b] {
+        if lw.dtype(v)? != DType::F32 {
+            return Err(CodegenError::Unsupported(format!("`{op}` on {} tensors", lw.dtype(v)?)));
+        }
+    }
+    let (xs, fs, ys) = (lw.shape(x)?, lw.shape(f)?, lw.shape(y)?);
+    if xs.len() < 2 || fs.len() != xs.len() || ys.len() != xs.len() {
+        return Err(CodegenError::Invalid(format!("`{op}`: input {xs:?}, filter {fs:?}, output {ys:?} ranks differ or are < 2")));
+    }
+    Ok(ConvIo { x, f, b, y, xs, fs, ys })
+}
+
+/// Bias access strides over (group, channel-in-group) for `cout` channels: a single
+/// value reads stride 0, `[1, cout]` reads its channel.
+pub(super) fn bias_strides(lw: &Lowering<'_>, b: ValueId, cout: usize) -> Result<(i64, i64), CodegenError> {
+    let len: usize = lw.shape(b)?.iter().product();
+    if len == 1 {
+        Ok((0, 0))
+    } else if len == cout {
+        Ok((1, 1))
+    } else {
+        Err(CodegenError::Invalid(format!("bias of {len} values for {cout} output channels")))
+    }
+}
+
+/// A direct convolution over a border-free view: loops `[N, G, og, O…, cg, K…]`.
+/// `w_off`/`w_st` give the filter element `(g, j, ci, t)` as
+/// `w_off + g·w_st[0] + j·w_st[1] + ci·w_st[2] + Σ t_d·w_st[3 + d]`.
+#[allow(clippy::too_many_arguments)]
+fn direct(
+    lw: &mut Lowering<'_>,
+    name: &str,
+    p: &View,
+    p_off: i64,
+    io: &ConvIo,
+    groups: usize,
+    cg: usize,
+    og: usize,
+    stride: &[usize],
+    dilation: &[usize],
+    ksize: &[usize],
+    w_off: i64,
+    w_st: &[i64],
+) -> Result<(), CodegenError> {
+    let sp = io.xs.len() - 2;
+    let n = io.xs[0];
+    let out_sp = &io.ys[2..];
+    let mut ext = vec![n, groups, og];
+    ext.extend_from_slice(out_sp);
+    ext.push(cg);
+    ext.extend_from_slice(ksize);
+    let total = ext.len();
+    let first_red = 3 + sp;
+    let mut k = lw.kernel(name, &ext);
+    // Input view.
+    let mut ps = vec![p.strides[0], cg as i64 * p.strides[1], 0];
+    ps.extend((0..sp).map(|d| stride[d] as i64 * p.strides[2 + d]));
+    ps.push(p.strides[1]);
+    ps.extend((0..sp).map(|d| dilation[d] as i64 * p.strides[2 + d]));
+    let pa = k.access(p.buf, p.offset + p_off, ps);
+    // Filter.
+    let fb = lw.buf(io.f)?;
+    let mut fst = vec![0, w_st[0], w_st[1]];
+    fst.extend(std::iter::repeat_n(0, sp));
+    fst.push(w_st[2]);
+    fst.extend_from_slice(&w_st[3..]);
+    let fa = k.access(fb, w_off, fst);
+    let x = k.load(pa, DType::F32);
+    let w = k.load(fa, DType::F32);
+    k.push(Expr::Binary(BinaryOp::Mul, x, w), DType::F32);
+    // Bias in the finalizer.
+    let cout = io.ys[1];
+    let (bg, bj) = bias_strides(lw, io.b, cout)?;
+    let bb = lw.buf(io.b)?;
+    let mut bst = vec![0i64; total];
+    bst[1] = bg * og as i64;
+    bst[2] = bj;
+    let ba = k.access(bb, 0, bst);
+    let fin = vec![
+        ExprNode { expr: Expr::Acc, ty: DType::F32 },
+        ExprNode { expr: Expr::Load(ba), ty: DType::F32 },
+        ExprNode { expr: Expr::Binary(BinaryOp::Add, crate::back::kernel::ExprId(0), crate::back::kernel::ExprId(1)), ty: DType::F32 },
+    ];
+    k.reduction = Some(Reduction { kind: ReduceKind::Sum, first_loop: first_red, finalize: fin });
+    let ost = strides(&io.ys);
+    let mut sst = vec![ost[0], og as i64 * ost[1], ost[1]];
+    sst.extend_from_slice(&ost[2..]);
+    sst.extend(std::iter::repeat_n(0, 1 + sp));
+    let yb = lw.buf(io.y)?;
+    k.set_store(yb, 0, sst);
+    lw.push(k);
+    Ok(())
+}
+
+/// `conv`: grouped N-d cross-correlation plus bias (direct loop nest).
+pub(super) fn conv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
+    let io = conv_io(lw, ins, outs, "conv")?;
+    let sp = io.xs.len() - 2;
+    let c = io.xs[1];
+    let cout = io.fs[0];
+    let groups = if a.groups == 0 { c } else { a.groups };
+    if groups == 0 || c % groups != 0 || cout % groups != 0 || io.fs[1] * groups != c || io.ys[1] != cout {
+        return Err(CodegenError::Invalid(format!("{groups} groups do not fit input {:?} and filter {:?}", io.xs, io.fs)));
+    }
+    if io.ys.contains(&0) {
+        return Ok(());
+    }
+    let pad = resolved_conv_padding(a, &io.xs, &io.fs);
+    let mut full_pad = vec![(0, 0), (0, 0)];
+    full_pad.extend_from_slice(&pad);
+    let mut size = vec![1, 1];
+    size.extend_from_slice(&io.fs[2..]);
+    let mut geo_out = vec![io.xs[0], c];
+    geo_out.extend_from_slice(&io.ys[2..]);
+    let stride = if a.stride.is_empty() { vec![1; sp] } else { a.stride.clone() };
+    let dilation = if a.dilation.is_empty() { vec![1; sp] } else { a.dilation.clone() };
+    let mut fst = vec![1, 1];
+    fst.extend_from_slice(&stride);
+    let mut fdl = vec![1, 1];
+    fdl.extend_from_slice(&dilation);
+    let geo = Geometry::new(&io.xs, &geo_out, &size, &fst, &fdl, &full_pad)?;
+    let src = value_view(lw, io.x)?;
+    let p = padded(lw, src, &geo, a.border, 0.0)?;
+    let (cg, og) = (c / groups, cout / groups);
+    let kvol: usize = io.fs[2..].iter().product();
+    let filter_const = lw.g.const_of(io.f).and_then(|t| t.as_f32().map(|d| d.to_vec()));
+    if lw.direct_only {
+        let fs_st = strides(&io.fs);
+        let mut w_st = vec![og as i64 * fs_st[0], fs_st[0], fs_st[1]];
+        w_st.extend_from_slice(&fs_st[2..]);
+        return direct(lw, "conv", &p, 0, &io, groups, cg, og, &stride, &dilation, &io.fs[2..], 0, &w_st);
+    }
+    let fusion = fusion(lw, &io)?;
+    if cg == 1 && og == 1 && groups > 1 && kvol <= super::window::UNROLL_TAPS {
+        return depthwise(lw, &p, &io, &stride, &dilation, fusion);
+    }
+    match filter_const {
+        Some(f) if !lw.self_contained => gemm(lw, &p, &io, &geo, groups, cg, og, &stride, &dilation, &f, fusion),
+        _ => {
+            let fs_st = strides(&io.fs);
+            let mut w_st = vec![og as i64 * fs_st[0], fs_st[0], fs_st[1]];
+            w_st.extend_from_slice(&fs_st[2..]);
+            let Some(fu) = fusion else {
+                return direct(lw, "conv", &p, 0, &io, groups, cg, og, &stride, &dilation, &io.fs[2..], 0, &w_st);
+            };
+            // Not fused after all: the following nodes run as usual.
+            for n in fu.nodes {
+                if let Some(s) = lw.skip.get_mut(n) {
+                    *s = false;
+                }
+            }
+            direct(lw, "conv", &p, 0, &io, groups, cg, og, &stride, &dilation, &io.fs[2..], 0, &w_st)
+        }
+    }
+}
+
+/// Nodes after a conv folded into its GEMM epilogue: the value the fused chain produces,
+/// the activation, an optional residual added before it, and the nodes skipped.
+pub(super) struct Fusion {
+    pub out: ValueId,
+    pub activation: Activation,
+    pub residual: Option<ValueId>,
+    pub nodes: Vec<usize>,
+}
+
+/// Byte range of a workspace buffer (`None` for inputs/outputs/constants).
+fn ws_range(lw: &mut Lowering<'_>, v: ValueId) -> Result<Option<(usize, usize)>, CodegenError> {
+    let b = lw.buf(v)?;
+    Ok(lw.prog.buffer(b).and_then(|x| match x.kind {
+        BufKind::Workspace(off) => Some((off, off + x.len * x.dtype.size())),
+        _ => None,
+    }))
+}
+
+fn disjoint(lw: &mut Lowering<'_>, a: ValueId, b: ValueId) -> Result<bool, CodegenError> {
+    Ok(match (ws_range(lw, a)?, ws_range(lw, b)?) {
+        (Some(x), Some(y)) => x.1 <= y.0 || y.1 <= x.0,
+        _ => a != b,
+    })
+}
+
+/// A scalar constant operand.
+fn scalar_const(lw: &Lowering<'_>, v: ValueId) -> Option<f32> {
+    let t = lw.g.const_of(v)?;
+    let d = t.as_f32()?;
+    if d.len() == 1 { Some(d[0]) } else { None }
+}
+
+/// Finds `conv → [add residual] → [relu | clamp(const, const)]` where each intermediate
+/// has exactly one user, is not a graph output, the nodes follow each other, and the
+/// final buffer cannot alias the conv input (the GEMM writes it while reading that input).
+/// Marks the fused nodes skipped.
+fn fusion(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<Fusion>, CodegenError> {
+    let users = lw.g.users();
+    let single = |v: ValueId| users.get(v.index()).is_some_and(|u| u.len() == 1) && !lw.g.outputs.contains(&v);
+    let mut cur = io.y;
+    let mut at = lw.node_idx() + 1;
+    let mut nodes = Vec::new();
+    let mut residual = None;
+    let mut activation = Activation::None;
+    // Residual add.
+    if single(cur)
+        && let Some(n) = lw.g.nodes.get(at)
+        && matches!(n.op, Op::Binary(BinaryOp::Add))
+        && n.inputs.len() == 2
+        && n.inputs.contains(&cur)
+    {
+        let other = if n.inputs[0] == cur { n.inputs[1] } else { n.inputs[0] };
+        if other != cur && lw.shape(other)? == io.ys && lw.dtype(other)? == DType::F32 && lw.shape(n.outputs[0])? == io.ys {
+            residual = Some(other);
+            cur = n.outputs[0];
+            nodes.push(at);
+            at += 1;
+        }
+    }
+    if single(cur)
+        && let Some(n) = lw.g.nodes.get(at)
+        && n.inputs.first() == Some(&cur)
+    {
+        let act = match &n.op {
+            Op::Unary(UnaryOp::Relu) => Some(Activation::Relu),
+            Op::Clamp if n.inputs.len() == 3 && lw.shape(n.outputs[0])? == io.ys => {
+                match (scalar_const(lw, n.inputs[1]), scalar_const(lw, n.inputs[2])) {
+                    (Some(lo), Some(hi)) if lo <= hi => Some(Activation::Clamp(lo, hi)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(a) = act {
+            activation = a;
+            cur = n.outputs[0];
+            nodes.push(at);
+        }
+    }
+    if nodes.is_empty() || !disjoint(lw, cur, io.x)? {
+        return Ok(None);
+    }
+    if let Some(r) = residual
+        && !(disjoint(lw, cur, r)? || lw.buf(cur)? == lw.buf(r)?)
+    {
+        return Ok(None);
+    }
+    for &n in &nodes {
+        if let Some(s) = lw.skip.get_mut(n) {
+            *s = true;
+        }
+    }
+    Ok(Some(Fusion { out: cur, activation, residual, nodes }))
+}
+
+/// Bias as a per-channel buffer of `cout` floats (a single value is broadcast into scratch).
+fn bias_rows(lw: &mut Lowering<'_>, b: ValueId, cout: usize) -> Result<BufId, CodegenError> {
+    let len: usize = lw.shape(b)?.iter().product();
+    let bb = lw.buf(b)?;
+    if len == cout {
+        return Ok(bb);
+    }
+    if len != 1 {
+        return Err(CodegenError::Invalid(format!("bias of {len} values for {cout} output channels")));
+    }
+    let dst = lw.scratch(DType::F32, cout);
+    let mut k = lw.kernel("bias_bcast", &[cout]);
+    let a = k.access(bb, 0, vec![0]);
+    k.load(a, DType::F32);
+    k.set_store(dst, 0, vec![1]);
+    lw.push(k);
+    Ok(dst)
+}
+
+/// Dense conv as GEMM per (batch item, group): `C[og × pos] = A[og × K] · col[K × pos]`
+/// with A the filter pre-packed at compile time, `col` the im2col of the border-free view
+/// (or the input itself for an unpadded 1×1 stride-1 conv), bias per row and the fused
+/// epilogue.
+#[allow(clippy::too_many_arguments)]
+fn gemm(
+    lw: &mut Lowering<'_>,
+    p: &View,
+    io: &ConvIo,
+    geo: &Geometry,
+    groups: usize,
+    cg: usize,
+    og: usize,
+    stride: &[usize],
+    dilation: &[usize],
+    filter: &[f32],
+    fusion: Option<Fusion>,
+) -> Result<(), CodegenError> {
+    let sp = io.xs.len() - 2;
+    let n = io.xs[0];
+    let cout = io.ys[1];
+    let kvol: usize = io.fs[2..].iter().product();
+    let kk = cg * kvol;
+    let pos: usize = io.ys[2..].iter().product();
+    // Packed filter, group after group.
+    let plen = nnefc_runtime::packed_a_len(og, kk);
+    let mut packed = Vec::with_capacity(plen * groups);
+    for g in 0..groups {
+        let part = filter.get(g * og * kk..(g + 1) * og * kk).ok_or_else(|| CodegenError::Invalid("filter too short".into()))?;
+        let pk = nnefc_runtime::try_pack_a(og, kk, part, kk, 1).map_err(|e| CodegenError::Internal(format!("packing the filter: {e:?}")))?;
+        packed.extend(pk);
+    }
+    let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let abuf = lw.const_buf(bytes, DType::F32, packed.len());
+    // B: the input itself or an im2col matrix per (n, g).
+    let direct_b = io.fs[2..].iter().all(|&k| k == 1) && stride.iter().all(|&s| s == 1) && geo.front.iter().all(|&f| f == 0) && io.ys[2..] == io.xs[2..];
+    let (bbuf, boffs): (BufId, Vec<i64>) = if direct_b {
+        let xb = lw.buf(io.x)?;
+        let pl: usize = io.xs[2..].iter().product();
+        (xb, (0..n * groups).map(|i| ((i / groups) * io.xs[1] * pl + (i % groups) * cg * pl) as i64).collect())
+    } else {
+        let col = lw.scratch(DType::F32, n * groups * kk * pos);
+        let mut ext = vec![n, groups, cg];
+        ext.extend_from_slice(&io.fs[2..]);
+        ext.extend_from_slice(&io.ys[2..]);
+        let mut k = lw.kernel("im2col", &ext);
+        let mut ps = vec![p.strides[0], cg as i64 * p.strides[1], p.strides[1]];
+        ps.extend((0..sp).map(|d| dilation[d] as i64 * p.strides[2 + d]));
+        ps.extend((0..sp).map(|d| stride[d] as i64 * p.strides[2 + d]));
+        let a = k.access(p.buf, p.offset, ps);
+        k.load(a, DType::F32);
+        k.set_store(col, 0, strides(&ext));
+        lw.push(k);
+        (col, (0..n * groups).map(|i| (i * kk * pos) as i64).collect())
+    };
+    let (out, activation, residual) = match &fusion {
+        Some(f) => (f.out, f.activation, f.residual),
+        None => (io.y, Activation::None, None),
+    };
+    let cbuf = lw.buf(out)?;
+    if let Some(r) = residual {
+        let rb = lw.buf(r)?;
+        if rb != cbuf {
+            lw.copy(rb, cbuf, DType::F32, n * cout * pos);
+        }
+    }
+    let rows = bias_rows(lw, io.b, cout)?;
+    let scratch = lw.scratch_bytes(nnefc_runtime::sgemm_scratch_bytes(og, pos, kk));
+    let mut batches = Vec::with_capacity(n * groups);
+    let mut bias_offs = Vec::with_capacity(n * groups);
+    for ni in 0..n {
+        for g in 0..groups {
+            batches.push([(g * plen) as i64, boffs[ni * groups + g], (ni * cout * pos + g * og * pos) as i64]);
+            bias_offs.push((g * og) as i64);
+        }
+    }
+    lw.prog.steps.push(Step::Gemm(GemmCall {
+        m: og,
+        n: pos,
+        k: kk,
+        a: Matrix { buf: abuf, rs: kk as i64, cs: 1 },
+        a_packed: true,
+        b: Matrix { buf: bbuf, rs: pos as i64, cs: 1 },
+        c: Matrix { buf: cbuf, rs: pos as i64, cs: 1 },
+        batches,
+        bias: None,
+        scratch,
+        epi: GemmEpi { row_bias: Some((rows, bias_offs)), activation, accumulate: residual.is_some() },
+    }));
+    Ok(())
+}
+
+/// Depthwise conv (one input and one output channel per group): taps unrolled into the
+/// body, the output width innermost (f32x4 when the stride along it is 1), the fused
+/// activation applied in the body.
+fn depthwise(lw: &mut Lowering<'_>, p: &View, io: &ConvIo, stride: &[usize], dilation: &[usize], fusion: Option<Fusion>) -> Result<(), CodegenError> {
+    let sp = io.xs.len() - 2;
+    let c = io.xs[1];
+    let mut ext = vec![io.xs[0], c];
+    ext.extend_from_slice(&io.ys[2..]);
+    let rank = ext.len();
+    let ksize = &io.fs[2..];
+    let kvol: usize = ksize.iter().product();
+    let fb = lw.buf(io.f)?;
+    let fst = strides(&io.fs);
+    let (bg, _) = bias_strides(lw, io.b, c)?;
+    let bb = lw.buf(io.b)?;
+    let (out, activation, residual) = match &fusion {
+        Some(f) => (f.out, f.activation, f.residual),
+        None => (io.y, Activation::None, None),
+    };
+    let mut k = lw.kernel("dwconv", &ext);
+    let mut ps = vec![p.strides[0], p.strides[1]];
+    ps.extend((0..sp).map(|d| stride[d] as i64 * p.strides[2 + d]));
+    let f = DType::F32;
+    let mut bst = vec![0i64; rank];
+    bst[1] = bg;
+    let ba = k.access(bb, 0, bst);
+    let mut acc = k.load(ba, f);
+    let mut wst = vec![0i64; rank];
+    wst[1] = fst[0];
+    for t in 0..kvol {
+        let mut rem = t;
+        let mut off = 0i64;
+        let mut woff = 0i64;
+        for d in (0..sp).rev() {
+            let e = ksize[d].max(1);
+            let td = rem % e;
+            rem /= e;
+            off += (td * dilation[d]) as i64 * p.strides[2 + d];
+            woff += td as i64 * fst[2 + d];
+        }
+        let xa = k.access(p.buf, p.offset + off, ps.clone());
+        let wa = k.access(fb, woff, wst.clone());
+        let x = k.load(xa, f);
+        let w = k.load(wa, f);
+        let m = k.push(Expr::Binary(BinaryOp::Mul, x, w), f);
+        acc = k.push(Expr::Binary(BinaryOp::Add, acc, m), f);
+    }
+    if let Some(r) = residual {
+        let rb = lw.buf(r)?;
+        let ra = k.access(rb, 0, strides(&ext));
+        let rv = k.load(ra, f);
+        acc = k.push(Expr::Binary(BinaryOp::Add, acc, rv), f);
+    }
+    match activation {
+        Activation::None => {}
+        Activation::Relu => {
+            acc = k.push(Expr::Unary(UnaryOp::Relu, acc), f);
+        }
+        Activation::Clamp(lo, hi) => {
+            let h = k.push(Expr::Lit(Lit::F32(hi)), f);
+            let l = k.push(Expr::Lit(Lit::F32(lo)), f);
+            let m = k.push(Expr::Binary(BinaryOp::Min, acc, h), f);
+            acc = k.push(Expr::Binary(BinaryOp::Max, m, l), f);
+        }
+    }
+    let _ = acc;
+    let ob = lw.buf(out)?;
+    k.set_store(ob, 0, strides(&ext));
+    lw.push(k);
+    Ok(())
+}
+
+/// Per-dim layout of a zero-inserted buffer (see the module doc).
+struct Inserted {
+    /// Where input 0 lands.
+    front: usize,
+    /// Read offset of output 0.
+    shift: usize,
+    /// Extent.
+    extent: usize,
+    /// Input positions copied.
+    region: usize,
+}
+
+fn inserted(input: usize, output: usize, k: usize, s: usize, d: usize, p: usize) -> Inserted {
+    let p0 = (k.saturating_sub(1) * d) as i64 - p as i64;
+    let front = p0.max(0) as usize;
+    let shift = (front as i64 - p0) as usize;
+    let extent = output.saturating_sub(1) + shift + k.saturating_sub(1) * d + 1;
+    let region = if extent <= front { 0 } else { input.min((extent - front).div_ceil(s.max(1))) };
+    Inserted { front, shift, extent, region }
+}
+
+/// Zero-inserts `src` (extents `shape`) into scratch: `Q[front + y·s] = src[y]·Π scale_d[y_d]`,
+/// `fill` elsewhere. Returns the view and the read shift per dim.
+fn zero_insert(
+    lw: &mut Lowering<'_>,
+    src: &View,
+    dims: &[Inserted],
+    stride: &[usize],
+    dtype: DType,
+    fill: Lit,
+    scale: Option<f32>,
+    scale_tables: &[(usize, crate::back::kernel::BufId)],
+) -> Result<View, CodegenError> {
+    let rank = dims.len();
+    let ext: Vec<usize> = dims.iter().map(|d| d.extent).collect();
+    let len: usize = ext.iter().product();
+    let q = lw.scratch(dtype, len);
+    let qst = strides(&ext);
+    let mut k = lw.kernel("zero_fill", &[len]);
+    k.push(Expr::Lit(fill), dtype);
+    k.set_store(q, 0, vec![1]);
+    lw.push(k);
+    let region: Vec<usize> = dims.iter().map(|d| d.region).collect();
+    if !region.contains(&0) {
+        let mut k = lw.kernel("zero_insert", &region);
+        let a = k.access(src.buf, src.offset, src.strides.clone());
+        let mut v = k.load(a, dtype);
+        if let Some(s) = scale {
+            let c = k.push(Expr::Lit(Lit::F32(s)), DType::F32);
+            v = k.push(Expr::Binary(BinaryOp::Mul, v, c), DType::F32);
+        }
+        for &(d, t) in scale_tables {
+            let mut st = vec![0i64; rank];
+            st[d] = 1;
+            let ta = k.access(t, 0, st);
+            let c = k.load(ta, DType::F32);
+            v = k.push(Expr::Binary(BinaryOp::Mul, v, c), DType::F32);
+        }
+        let _ = v;
+        let off: i64 = (0..rank).map(|d| dims[d].front as i64 * qst[d]).sum();
+        let st: Vec<i64> = (0..rank).map(|d| stride[d] as i64 * qst[d]).collect();
+        k.set_store(q, off, st);
+        lw.push(k);
+    }
+    Ok(View { buf: q, offset: 0, strides: qst })
+}
+
+fn transposed_border(b: Border, op: &str) -> Result<(), CodegenError> {
+    match b {
+        Border::Constant | Border::Ignore => Ok(()),
+        other => Err(CodegenError::Unsupported(format!("`{op}` with border `{}`", other.mnemonic()))),
+    }
+}
+
+/// `deconv`: the adjoint of `conv`, as a stride-1 convolution of the zero-inserted input
+/// with the flipped, channel-transposed filter.
+pub(super) fn deconv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
+    let io = conv_io(lw, ins, outs, "deconv")?;
+    transposed_border(a.border, "deconv")?;
+    let sp = io.xs.len() - 2;
+    let cin = io.xs[1];
+    let groups = deconv_groups(a, cin);
+    if groups == 0 || io.fs[0] != cin || cin % groups != 0 || io.fs[1] * groups != io.ys[1] || io.ys[0] != io.xs[0] {
+        return Err(CodegenError::Invalid(format!("{groups} groups do not fit input {:?} and filter {:?}", io.xs, io.fs)));
+    }
+    if io.ys.contains(&0) {
+        return Ok(());
+    }
+    let cout = io.ys[1];
+    let (cg, og) = (cin / groups, cout / groups);
+    let pad = resolved_deconv_padding(a, &io.xs, &io.fs, &io.ys);
+    let stride = if a.stride.is_empty() { vec![1; sp] } else { a.stride.clone() };
+    let dilation = if a.dilation.is_empty() { vec![1; sp] } else { a.dilation.clone() };
+    if pad.len() != sp || stride.len() != sp || dilation.len() != sp {
+        return Err(CodegenError::Invalid("deconv padding/stride/dilation length".into()));
+    }
+    let mut dims = vec![
+        Inserted { front: 0, shift: 0, extent: io.xs[0], region: io.xs[0] },
+        Inserted { front: 0, shift: 0, extent: cin, region: cin },
+    ];
+    for d in 0..sp {
+        dims.push(inserted(io.xs[2 + d], io.ys[2 + d], io.fs[2 + d], stride[d], dilation[d], pad[d].0));
+    }
+    let mut full_stride = vec![1, 1];
+    full_stride.extend_from_slice(&stride);
+    let src = value_view(lw, io.x)?;
+    let q = zero_insert(lw, &src, &dims, &full_stride, DType::F32, Lit::F32(0.0), None, &[])?;
+    let shift: i64 = (0..sp).map(|d| dims[2 + d].shift as i64 * q.strides[2 + d]).sum();
+    // Filter element (g, j, ci, t') = f[g·cg + ci, j, k−1−t'].
+    let fs_st = strides(&io.fs);
+    let mut w_st = vec![cg as i64 * fs_st[0], fs_st[1], fs_st[0]];
+    w_st.extend((0..sp).map(|d| -fs_st[2 + d]));
+    let w_off: i64 = (0..sp).map(|d| (io.fs[2 + d] as i64 - 1) * fs_st[2 + d]).sum();
+    let ones = vec![1; sp];
+    direct(lw, "deconv", &q, shift, &io, groups, cg, og, &ones, &dilation, &io.fs[2..], w_off, &w_st)
+}
+
+/// `debox`: the adjoint of `box` — zero-insert the (divisor-scaled) input, then a
+/// stride-1 window sum.
+pub(super) fn debox(lw: &mut Lowering<'_>, w: &WindowAttrs, normalize: bool, ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
+    let (x, y) = match (ins.first(), outs.first()) {
+        (Some(&x), Some(&y)) => (x, y),
+        _ => return Err(CodegenError::Invalid("`debox` needs an input and an output".into())),
+    };
+    if lw.dtype(x)? != DType::F32 {
+        return Err(CodegenError::Unsupported("`debox` on non-f32 tensors".into()));
+    }
+    transposed_border(w.border, "debox")?;
+    let (xs, ys) = (lw.shape(x)?, lw.shape(y)?);
+    if ys.contains(&0) {
+        return Ok(());
+    }
+    let pad = resolved_transposed_window_padding(w, &xs, &ys);
+    // The forward box maps `ys` to `xs`.
+    let fwd = Geometry::new(&ys, &xs, &w.size, &w.stride, &w.dilation, &pad)?;
+    let rank = xs.len();
+    let mut tables = Vec::new();
+    let mut scale = None;
+    if normalize {
+        if w.border == Border::Ignore {
+            for d in 0..rank {
+                let rc: Vec<f32> = (0..xs[d])
+                    .map(|yy| match fwd.count(d, yy) {
+                        0 => 1.0,
+                        c => 1.0 / c as f32,
+                    })
+                    .collect();
+                if rc.iter().any(|&v| v != 1.0) {
+                    tables.push((d, f32_table(lw, &rc)));
+                }
+            }
+        } else if fwd.volume() > 1 {
+            scale = Some(1.0 / fwd.volume() as f32);
+        }
+    }
+    let dims: Vec<Inserted> = (0..rank).map(|d| inserted(xs[d], ys[d], fwd.size[d], fwd.stride[d], fwd.dilation[d], pad[d].0)).collect();
+    let src = value_view(lw, x)?;
+    let q = zero_insert(lw, &src, &dims, &fwd.stride, DType::F32, Lit::F32(0.0), scale, &tables)?;
+    let shift: i64 = (0..rank).map(|d| dims[d].shift as i64 * q.strides[d]).sum();
+    let view = View { buf: q.buf, offset: shift, strides: q.strides.clone() };
+    let ext: Vec<usize> = dims.iter().map(|d| d.extent).collect();
+    let geo = Geometry::new(&ext, &ys, &w.size, &[], &w.dilation, &vec![(0, 0); rank])?;
+    let out = lw.buf(y)?;
+    super::window::window_sum(lw, "debox", &view, &geo, out)
+}
+
+/// `desample`: the adjoint of `sample` — both the values and the indices are
+/// zero-inserted; output `x` sums the values whose index designates the tap landing on `x`.
+pub(super) fn desample(lw: &mut Lowering<'_>, w: &WindowAttrs, ins: &[ValueId], outs: &[ValueId]) -> Result<(), CodegenError> {
+    let (x, idx, y) = match (ins, outs) {
+        ([x, i], [y]) => (*x, *i, *y),
+        _ => return Err(CodegenError::Invalid("`desample` takes (input, index) and gives one output".into())),
+    };
+    if lw.dtype(x)? != DType::F32 || lw.dtype(idx)? != DType::I32 {
+        return Err(CodegenError::Unsupported("`desample` needs f32 input and i32 index".into()));
+    }
+    transposed_border(w.border, "desample")?;
+    let (xs, ys) = (lw.shape(x)?, lw.shape(y)?);
+    if lw.shape(idx)? != xs {
+        return Err(CodegenError::Invalid("`desample` index shape differs from the input shape".into()));
+    }
+    if ys.contains(&0) {
+        return Ok(());
+    }
+    let pad = resolved_transposed_window_padding(w, &xs, &ys);
+    let fwd = Geometry::new(&ys, &xs, &w.size, &w.stride, &w.dilation, &pad)?;
+    let rank = xs.len();
+    let dims: Vec<Inserted> = (0..rank).map(|d| inserted(xs[d], ys[d], fwd.size[d], fwd.stride[d], fwd.dilation[d], pad[d].0)).collect();
+    let src = value_view(lw, x)?;
+    let q = zero_insert(lw, &src, &dims, &fwd.stride, DType::F32, Lit::F32(0.0), None, &[])?;
+    let isrc = value_view(lw, idx)?;
+    let qi = zero_insert(lw, &isrc, &dims, &fwd.stride, DType::I32, Lit::I32(-1), None, &[])?;
+    let shift: i64 = (0..rank).map(|d| dims[d].shift as i64 * q.strides[d]).sum();
+    let vol = fwd.volume();
+    let out = lw.buf(y)?;
+    let ost = strides(&ys);
+    let mut k = lw.kernel("desample", &ys);
+    let zero = k.push(Expr::Lit(Lit::F32(0.0)), DType::F32);
+    let mut acc = zero;
+    for tp in 0..vol {
+        // Tap t' reads Q[x + shift + t'·d]; it carries forward tap t = k−1−t'.
+        let mut rem = tp;
+        let mut tflip = 0usize;
+        let mut off = shift;
+        let mut mult = 1usize;
+        let mut tprime = vec![0usize; rank];
+        for d in (0..rank).rev() {
+            let e = fwd.size[d].max(1);
+            tprime[d] = rem % e;
+            rem /= e;
+        }
+        for d in (0..rank).rev() {
+            let e = fwd.size[d].max(1);
+            tflip += (e - 1 - tprime[d]) * mult;
+            mult *= e;
+            off += (tprime[d] * fwd.dilation[d]) as i64 * q.strides[d];
+        }
+        let va = k.access(q.buf, off, q.strides.clone());
+        let ia = k.access(qi.buf, off, qi.strides.clone());
+        let v = k.load(va, DType::F32);
+        let i = k.load(ia, DType::I32);
+        let t = k.push(Expr::Lit(Lit::I32(tflip as i32)), DType::I32);
+        let eq = k.push(Expr::Binary(BinaryOp::Eq, i, t), DType::Bool);
+        let sel = k.push(Expr::Select(eq, v, zero), DType::F32);
+        acc = k.push(Expr::Binary(BinaryOp::Add, acc, sel), DType::F32);
+    }
+    let _ = acc;
+    k.set_store(out, 0, ost);
+    lw.push(k);
+    Ok(())
+}

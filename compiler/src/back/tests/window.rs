@@ -1,0 +1,508 @@
+//! Differential tests of the sliding-window ops: many random cases (seeded) are put side
+//! by side into one graph (one compile + link per batch), then compared with `ir::interp`.
+//! Cases whose attributes `ir::infer` rejects are skipped (they are not valid graphs).
+
+use super::harness::{Rng, assert_close, load, opts};
+use crate::ir::infer::infer;
+use crate::ir::{Border, ConvAttrs, DType, Graph, Op, Tensor, WindowAttrs};
+
+/// Uniform integers for the case generators.
+pub(super) trait Below {
+    fn below(&mut self, n: usize) -> usize;
+}
+impl Below for Rng {
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// One operand: a runtime input or a constant baked into the object.
+pub(super) enum Arg {
+    In(Tensor),
+    Const(Tensor),
+}
+
+/// Cases for one graph: each is an op and its operands.
+#[derive(Default)]
+pub(super) struct Batch {
+    g: Graph,
+    inputs: Vec<Tensor>,
+    what: Vec<String>,
+}
+
+impl Batch {
+    pub fn new() -> Batch {
+        Batch { g: Graph::new("w"), ..Batch::default() }
+    }
+    /// Adds `op(args)`; returns false (adding nothing) when `ir::infer` rejects it.
+    pub fn add(&mut self, what: String, op: Op, args: Vec<Arg>) -> bool {
+        let tys: Vec<_> = args
+            .iter()
+            .map(|a| match a {
+                Arg::In(t) | Arg::Const(t) => t.ty(),
+            })
+            .collect();
+        let refs: Vec<_> = tys.iter().collect();
+        let Ok(out) = infer(&op, &refs) else { return false };
+        if out.iter().any(|t| t.shape().is_none_or(|s| s.contains(&0))) {
+            return false;
+        }
+        let mut vals = Vec::new();
+        for a in args {
+            vals.push(match a {
+                Arg::In(t) => {
+                    let name = format!("i{}", self.inputs.len());
+                    let v = self.g.add_input(name, t.ty());
+                    self.inputs.push(t);
+                    v
+                }
+                Arg::Const(t) => self.g.add_const(t, None, None),
+            });
+        }
+        let outs = self.g.add_node(op, vals, out);
+        self.g.outputs.extend(outs);
+        self.what.push(what);
+        true
+    }
+    pub fn len(&self) -> usize {
+        self.what.len()
+    }
+    /// Compiles, runs and compares every output.
+    pub fn check(self, prefix: &str) {
+        self.check_with(&opts(prefix))
+    }
+    pub fn check_with(self, o: &crate::back::BackendOptions) {
+        if self.g.outputs.is_empty() {
+            return;
+        }
+        let want = crate::ir::interp::run(&self.g, &self.inputs).unwrap_or_else(|e| panic!("interp: {e}"));
+        let m = load(&self.g, o);
+        let got = m.run(&self.inputs).expect("status 0");
+        for (i, (gt, wt)) in got.iter().zip(&want).enumerate() {
+            let what = self.what.get(i).cloned().unwrap_or_else(|| format!("output {i}"));
+            assert_close(&what, gt, wt);
+        }
+    }
+}
+
+fn border(r: &mut Rng, all: bool) -> Border {
+    let b = [Border::Constant, Border::Ignore, Border::Replicate, Border::Reflect, Border::ReflectEven];
+    if all { b[r.below(5)] } else { b[r.below(2)] }
+}
+
+fn window(r: &mut Rng, rank: usize, all_borders: bool) -> WindowAttrs {
+    let mut size = vec![1, 1];
+    let mut stride = vec![1, 1];
+    let mut dilation = vec![1, 1];
+    let mut padding = vec![(0, 0), (0, 0)];
+    for _ in 2..rank {
+        size.push(1 + r.below(4));
+        stride.push(1 + r.below(2));
+        dilation.push(if r.below(4) == 0 { 2 } else { 1 });
+        padding.push((r.below(3), r.below(3)));
+    }
+    let auto = r.below(3) == 0;
+    WindowAttrs {
+        size,
+        border: border(r, all_borders),
+        padding: if auto { Vec::new() } else { padding },
+        stride,
+        dilation,
+        output_shape: Vec::new(),
+    }
+}
+
+fn spatial(r: &mut Rng, rank: usize) -> Vec<usize> {
+    let mut s = vec![1 + r.below(2), 1 + r.below(3)];
+    for _ in 2..rank {
+        s.push(1 + r.below(9));
+    }
+    s
+}
+
+#[test]
+fn pools_random() {
+    let mut r = Rng::new(11);
+    let mut b = Batch::new();
+    let mut tries = 0;
+    while b.len() < 48 && tries < 1000 {
+        tries += 1;
+        let rank = 3 + r.below(2);
+        let shape = spatial(&mut r, rank);
+        let w = window(&mut r, rank, true);
+        let x = r.tensor(DType::F32, &shape, -2.0, 2.0);
+        let (op, name) = match r.below(4) {
+            0 => (Op::MaxPool(w.clone()), "max_pool"),
+            1 => (Op::Box { window: w.clone(), normalize: true }, "avg"),
+            2 => (Op::Box { window: w.clone(), normalize: false }, "box"),
+            _ => (Op::ArgmaxPool(w.clone()), "argmax_pool"),
+        };
+        b.add(format!("{name} {shape:?} {w:?}"), op, vec![Arg::In(x)]);
+    }
+    assert!(b.len() >= 30, "only {} valid cases", b.len());
+    b.check("pools");
+}
+
+#[test]
+fn big_windows_use_reductions() {
+    let mut r = Rng::new(5);
+    let mut b = Batch::new();
+    for border in [Border::Constant, Border::Ignore] {
+        let w = WindowAttrs { size: vec![1, 1, 7, 7], border, padding: vec![(0, 0), (0, 0), (1, 2), (3, 0)], stride: vec![1, 1, 1, 2], dilation: Vec::new(), output_shape: Vec::new() };
+        let x = r.tensor(DType::F32, &[2, 3, 9, 11], -1.0, 1.0);
+        b.add(format!("avg {border:?}"), Op::Box { window: w.clone(), normalize: true }, vec![Arg::In(x.clone())]);
+        b.add(format!("max {border:?}"), Op::MaxPool(w.clone()), vec![Arg::In(x.clone())]);
+        b.add(format!("argmax {border:?}"), Op::ArgmaxPool(w), vec![Arg::In(x)]);
+    }
+    b.check("bigwin");
+}
+
+#[test]
+fn sample_desample_debox_random() {
+    let mut r = Rng::new(21);
+    let mut b = Batch::new();
+    let mut tries = 0;
+    while b.len() < 36 && tries < 2000 {
+        tries += 1;
+        let rank = 3 + r.below(2);
+        let shape = spatial(&mut r, rank);
+        let w = window(&mut r, rank, false);
+        let Ok(out) = infer(&Op::ArgmaxPool(w.clone()), &[&crate::ir::TensorType::new(DType::F32, &shape)]) else { continue };
+        let Some(os) = out[0].shape() else { continue };
+        if os.contains(&0) {
+            continue;
+        }
+        let vol: usize = w.size.iter().product();
+        let idx = Tensor::i32(os.clone(), (0..os.iter().product::<usize>()).map(|_| r.below(vol) as i32).collect());
+        let x = r.tensor(DType::F32, &shape, -2.0, 2.0);
+        let y = r.tensor(DType::F32, &os, -2.0, 2.0);
+        match r.below(3) {
+            0 => b.add(format!("sample {shape:?} {w:?}"), Op::Sample(w.clone()), vec![Arg::In(x), Arg::In(idx)]),
+            1 => {
+                let mut w2 = w.clone();
+                if r.below(2) == 0 {
+                    w2.output_shape = shape.clone();
+                }
+                b.add(format!("desample {os:?} {w2:?}"), Op::Desample(w2), vec![Arg::In(y), Arg::In(idx)])
+            }
+            _ => {
+                let mut w2 = w.clone();
+                if r.below(2) == 0 {
+                    w2.output_shape = shape.clone();
+                }
+                let norm = r.below(2) == 0;
+                b.add(format!("debox({norm}) {os:?} {w2:?}"), Op::Debox { window: w2, normalize: norm }, vec![Arg::In(y)])
+            }
+        };
+    }
+    assert!(b.len() >= 20, "only {} valid cases", b.len());
+    b.check("sdd");
+}
+
+pub(super) fn conv_attrs(r: &mut Rng, sp: usize, all_borders: bool) -> ConvAttrs {
+    let auto = r.below(3) == 0;
+    ConvAttrs {
+        border: border(r, all_borders),
+        padding: if auto { Vec::new() } else { (0..sp).map(|_| (r.below(3), r.below(3))).collect() },
+        stride: (0..sp).map(|_| 1 + r.below(2)).collect(),
+        dilation: (0..sp).map(|_| if r.below(4) == 0 { 2 } else { 1 }).collect(),
+        groups: 1,
+        output_shape: Vec::new(),
+    }
+}
+
+#[test]
+fn conv_random() {
+    let mut r = Rng::new(3);
+    let mut b = Batch::new();
+    let mut tries = 0;
+    while b.len() < 40 && tries < 2000 {
+        tries += 1;
+        let sp = 1 + r.below(2);
+        let mut a = conv_attrs(&mut r, sp, true);
+        let groups = [1, 1, 2, 0][r.below(4)];
+        a.groups = groups;
+        let n = 1 + r.below(2);
+        let gc = if groups == 0 { 1 + r.below(4) } else { groups.max(1) };
+        let cg = if groups == 0 { 1 } else { 1 + r.below(3) };
+        let c = gc * cg;
+        let og = 1 + r.below(3);
+        let cout = if groups == 0 { c * og } else { gc * og };
+        let mut xs = vec![n, c];
+        let mut fs = vec![cout, cg];
+        for _ in 0..sp {
+            xs.push(1 + r.below(9));
+            fs.push(1 + r.below(3));
+        }
+        let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
+        let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
+        let bias = if r.below(2) == 0 { r.tensor(DType::F32, &[1, cout], -1.0, 1.0) } else { r.tensor(DType::F32, &[], -1.0, 1.0) };
+        b.add(format!("conv x{xs:?} f{fs:?} {a:?}"), Op::Conv(a), vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)]);
+    }
+    assert!(b.len() >= 30, "only {} valid cases", b.len());
+    b.check("convr");
+}
+
+#[test]
+fn deconv_random() {
+    let mut r = Rng::new(4);
+    let mut b = Batch::new();
+    let mut tries = 0;
+    while b.len() < 30 && tries < 2000 {
+        tries += 1;
+        let sp = 1 + r.below(2);
+        let mut a = conv_attrs(&mut r, sp, false);
+        let groups = [1, 1, 2][r.below(3)];
+        a.groups = groups;
+        let n = 1 + r.below(2);
+        let cin = groups * (1 + r.below(2));
+        let og = 1 + r.below(3);
+        let mut xs = vec![n, cin];
+        let mut fs = vec![cin, og];
+        for _ in 0..sp {
+            xs.push(1 + r.below(6));
+            fs.push(1 + r.below(3));
+        }
+        if r.below(2) == 0 {
+            // Ask for one more than the minimal extent where the stride allows it.
+            let fwd = infer(&Op::Deconv(a.clone()), &[&crate::ir::TensorType::new(DType::F32, &xs), &crate::ir::TensorType::new(DType::F32, &fs), &crate::ir::TensorType::new(DType::F32, &[])]);
+            if let Ok(t) = fwd
+                && let Some(mut s) = t[0].shape()
+            {
+                for (d, st) in a.stride.iter().enumerate() {
+                    if *st > 1 {
+                        s[2 + d] += 1;
+                    }
+                }
+                a.output_shape = s;
+            }
+        }
+        let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
+        let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
+        let bias = r.tensor(DType::F32, &[1, groups * og], -1.0, 1.0);
+        b.add(format!("deconv x{xs:?} f{fs:?} {a:?}"), Op::Deconv(a), vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)]);
+    }
+    assert!(b.len() >= 15, "only {} valid cases", b.len());
+    b.check("deconvr");
+}
+
+/// Appends `op(ins)` with its inferred type.
+fn node(g: &mut Graph, op: Op, ins: &[crate::ir::ValueId]) -> crate::ir::ValueId {
+    let tys: Vec<_> = ins.iter().map(|v| g.ty(*v).clone()).collect();
+    let refs: Vec<_> = tys.iter().collect();
+    let out = infer(&op, &refs).unwrap_or_else(|e| panic!("infer: {e}"));
+    g.add_node(op, ins.to_vec(), out)[0]
+}
+
+/// conv → relu, conv → clamp, conv → add(residual) → relu, depthwise → clamp(0, 6):
+/// each chain is one fused step (checked in the kernel dump) and matches the interpreter.
+#[test]
+fn fused_epilogues() {
+    use crate::ir::{BinaryOp, UnaryOp};
+    let mut r = Rng::new(8);
+    let mut g = Graph::new("fuse");
+    let xs = [2usize, 6, 7, 9];
+    let xt = r.tensor(DType::F32, &xs, -1.0, 1.0);
+    let x = g.add_input("x", xt.ty());
+    let rt = r.tensor(DType::F32, &[2, 8, 7, 9], -1.0, 1.0);
+    let res = g.add_input("r", rt.ty());
+    let conv = |g: &mut Graph, r: &mut Rng, x, cout: usize, cin_g: usize, k: usize, groups: usize| {
+        let f = g.add_const(r.tensor(DType::F32, &[cout, cin_g, k, k], -1.0, 1.0), None, None);
+        let b = g.add_const(r.tensor(DType::F32, &[1, cout], -1.0, 1.0), None, None);
+        let a = ConvAttrs { border: Border::Constant, padding: Vec::new(), stride: Vec::new(), dilation: Vec::new(), groups, output_shape: Vec::new() };
+        node(g, Op::Conv(a), &[x, f, b])
+    };
+    let c1 = conv(&mut g, &mut r, x, 8, 6, 3, 1);
+    let y1 = node(&mut g, Op::Unary(UnaryOp::Relu), &[c1]);
+    let c2 = conv(&mut g, &mut r, x, 8, 6, 1, 1);
+    let lo = g.add_const(Tensor::f32(vec![], vec![-0.5]), None, None);
+    let hi = g.add_const(Tensor::f32(vec![], vec![0.5]), None, None);
+    let y2 = node(&mut g, Op::Clamp, &[c2, lo, hi]);
+    let c3 = conv(&mut g, &mut r, x, 8, 6, 3, 1);
+    let s3 = node(&mut g, Op::Binary(BinaryOp::Add), &[c3, res]);
+    let y3 = node(&mut g, Op::Unary(UnaryOp::Relu), &[s3]);
+    let c4 = conv(&mut g, &mut r, x, 6, 1, 3, 0);
+    let zero = g.add_const(Tensor::f32(vec![], vec![0.0]), None, None);
+    let six = g.add_const(Tensor::f32(vec![], vec![0.3]), None, None);
+    let y4 = node(&mut g, Op::Clamp, &[c4, zero, six]);
+    g.outputs.extend([y1, y2, y3, y4]);
+    let inputs = [xt, rt];
+    let want = crate::ir::interp::run(&g, &inputs).expect("interp");
+    let m = load(&g, &opts("fuse"));
+    let k = &m.art.kernels;
+    assert!(k.contains("activation=Relu accumulate=false"), "{k}");
+    assert!(k.contains("activation=Clamp(-0.5, 0.5)"), "{k}");
+    assert!(k.contains("activation=Relu accumulate=true"), "{k}");
+    assert!(!k.contains("_relu\n") && !k.contains("_clamp\n") && !k.contains("_add\n"), "{k}");
+    let got = m.run(&inputs).expect("status 0");
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert_close(&format!("chain {i}"), a, b);
+    }
+}
+
+/// Timing of a resnet18 basic block at 56×56×64 (two 3×3 convs, residual, relu):
+/// `cargo test -p nnefc-compiler --lib bench_resnet_block -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn bench_resnet_block() {
+    use crate::ir::{BinaryOp, UnaryOp};
+    let mut r = Rng::new(1);
+    let mut g = Graph::new("rb");
+    let xt = r.tensor(DType::F32, &[1, 64, 56, 56], -1.0, 1.0);
+    let x = g.add_input("x", xt.ty());
+    let conv = |g: &mut Graph, r: &mut Rng, x| {
+        let f = g.add_const(r.tensor(DType::F32, &[64, 64, 3, 3], -0.1, 0.1), None, None);
+        let b = g.add_const(r.tensor(DType::F32, &[1, 64], -0.1, 0.1), None, None);
+        let a = ConvAttrs { border: Border::Constant, padding: vec![(1, 1), (1, 1)], stride: Vec::new(), dilation: Vec::new(), groups: 1, output_shape: Vec::new() };
+        node(g, Op::Conv(a), &[x, f, b])
+    };
+    let c1 = conv(&mut g, &mut r, x);
+    let y1 = node(&mut g, Op::Unary(UnaryOp::Relu), &[c1]);
+    let c2 = conv(&mut g, &mut r, y1);
+    let s = node(&mut g, Op::Binary(BinaryOp::Add), &[c2, x]);
+    let y = node(&mut g, Op::Unary(UnaryOp::Relu), &[s]);
+    let mp = WindowAttrs { size: vec![1, 1, 3, 3], border: Border::Ignore, padding: vec![(0, 0), (0, 0), (1, 1), (1, 1)], stride: vec![1, 1, 2, 2], dilation: Vec::new(), output_shape: Vec::new() };
+    let p = node(&mut g, Op::MaxPool(mp), &[y]);
+    g.outputs.extend([y, p]);
+    let t0 = std::time::Instant::now();
+    let m = load(&g, &opts("rb"));
+    let compile = t0.elapsed();
+    let inputs = [xt];
+    m.run(&inputs).expect("status 0");
+    let reps = 10;
+    let t1 = std::time::Instant::now();
+    for _ in 0..reps {
+        m.run(&inputs).expect("status 0");
+    }
+    let run = t1.elapsed() / reps;
+    let flops = 2.0 * 2.0 * 64.0 * 64.0 * 9.0 * 56.0 * 56.0;
+    println!("resnet block 56x56x64: compile+link {compile:?}, run {run:?}, {:.1} GFLOP/s", flops / run.as_secs_f64() / 1e9);
+    let want = crate::ir::interp::run(&g, &inputs).expect("interp");
+    let got = m.run(&inputs).expect("status 0");
+    assert_close("block", &got[0], &want[0]);
+    assert_close("pool", &got[1], &want[1]);
+}
+
+/// A mixed graph batch: convs (all paths), pools, matmul, linear.
+fn cross_batch(seed: u64) -> Batch {
+    let mut r = Rng::new(seed);
+    let mut b = Batch::new();
+    let mut tries = 0;
+    while b.len() < 10 && tries < 500 {
+        tries += 1;
+        let mut a = conv_attrs(&mut r, 2, true);
+        a.groups = [1, 2, 0][r.below(3)];
+        let c = 2 * (1 + r.below(2));
+        let cout = if a.groups == 0 { c } else { 2 * (1 + r.below(4)) };
+        let cg = if a.groups == 0 { 1 } else { c / a.groups };
+        let xs = vec![1 + r.below(2), c, 3 + r.below(7), 3 + r.below(7)];
+        let fs = vec![cout, cg, 1 + r.below(3), 1 + r.below(3)];
+        let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
+        let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
+        let bias = r.tensor(DType::F32, &[1, cout], -1.0, 1.0);
+        b.add(format!("conv {xs:?} {fs:?} {a:?}"), Op::Conv(a), vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)]);
+    }
+    let x = r.tensor(DType::F32, &[1, 3, 9, 8], -1.0, 1.0);
+    let w = WindowAttrs { size: vec![1, 1, 3, 3], border: Border::Ignore, padding: Vec::new(), stride: vec![1, 1, 2, 2], dilation: Vec::new(), output_shape: Vec::new() };
+    b.add("max_pool".into(), Op::MaxPool(w.clone()), vec![Arg::In(x.clone())]);
+    b.add("avg_pool".into(), Op::Box { window: w, normalize: true }, vec![Arg::In(x)]);
+    let ma = r.tensor(DType::F32, &[13, 7], -1.0, 1.0);
+    let mb = r.tensor(DType::F32, &[7, 5], -1.0, 1.0);
+    b.add("matmul const A".into(), Op::MatMul { transpose_a: false, transpose_b: false }, vec![Arg::Const(ma.clone()), Arg::In(mb.clone())]);
+    b.add("matmul".into(), Op::MatMul { transpose_a: false, transpose_b: false }, vec![Arg::In(ma), Arg::In(mb)]);
+    let lx = r.tensor(DType::F32, &[3, 6], -1.0, 1.0);
+    let lw = r.tensor(DType::F32, &[4, 6], -1.0, 1.0);
+    let lb = r.tensor(DType::F32, &[1, 4], -1.0, 1.0);
+    b.add("linear".into(), Op::Linear, vec![Arg::In(lx), Arg::Const(lw), Arg::Const(lb)]);
+    let ex = r.tensor(DType::F32, &[2, 5], -3.0, 3.0);
+    b.add("relu".into(), Op::Unary(crate::ir::UnaryOp::Relu), vec![Arg::In(ex)]);
+    b
+}
+
+/// The x86-64 self-contained object (no runtime GEMM) runs natively and matches.
+#[test]
+fn self_contained_matches_interp() {
+    let b = cross_batch(31);
+    let o = crate::back::BackendOptions { self_contained: Some(true), ..opts("selfc") };
+    let art = crate::back::compile(&b.g, &o).expect("compile");
+    assert!(!art.kernels.contains("gemm b"), "GEMM steps left: {}", art.kernels);
+    assert!(!art.object.windows(11).any(|w| w == b"nnefc_sgemm"), "object references the runtime");
+    b.check_with(&o);
+}
+
+fn tool(name: &str) -> bool {
+    std::process::Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// aarch64-linux: compile, link a static C driver with the inputs embedded, run it under
+/// qemu, compare the printed output bits with the interpreter.
+#[test]
+fn aarch64_under_qemu() {
+    if !tool("aarch64-linux-gnu-gcc") || !tool("qemu-aarch64") {
+        println!("skipped: aarch64 cross tools not installed (run .ci/setup)");
+        return;
+    }
+    let b = cross_batch(41);
+    let o = crate::back::BackendOptions { target: Some("aarch64-unknown-linux-gnu".into()), ..opts("xa") };
+    assert!(o.is_self_contained());
+    let art = crate::back::compile(&b.g, &o).expect("compile");
+    let want = crate::ir::interp::run(&b.g, &b.inputs).expect("interp");
+    let mut c = String::from("#include <stdio.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\nint xa_run(const void *const *, void *const *, void *);\n");
+    for (i, t) in b.inputs.iter().enumerate() {
+        let bytes = t.to_le_bytes();
+        let words: Vec<String> = bytes.chunks(4).map(|w| format!("0x{:08x}u", u32::from_le_bytes([w[0], w[1], w[2], w[3]]))).collect();
+        c += &format!("static const uint32_t in{i}[] = {{{}}};\n", if words.is_empty() { "0".into() } else { words.join(",") });
+    }
+    for (i, t) in art.interface.outputs.iter().enumerate() {
+        c += &format!("static uint32_t out{i}[{}];\n", t.volume().max(1));
+    }
+    c += "int main(void) {\n";
+    c += &format!("  const void *ins[] = {{{}}};\n", (0..b.inputs.len()).map(|i| format!("in{i}")).collect::<Vec<_>>().join(","));
+    c += &format!("  void *outs[] = {{{}}};\n", (0..art.interface.outputs.len()).map(|i| format!("out{i}")).collect::<Vec<_>>().join(","));
+    c += &format!("  void *ws = aligned_alloc(64, {});\n", art.workspace_size.max(64).div_ceil(64) * 64);
+    c += "  int st = xa_run(ins, outs, ws);\n  if (st) { printf(\"status %d\\n\", st); return 1; }\n";
+    for (i, t) in art.interface.outputs.iter().enumerate() {
+        c += &format!("  for (int j = 0; j < {}; j++) printf(\"%08x \", out{i}[j]);\n  printf(\"\\n\");\n", t.volume());
+    }
+    c += "  return 0;\n}\n";
+    let dir = std::env::temp_dir().join(format!("nnefc-xa-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("model.o"), &art.object).expect("write");
+    std::fs::write(dir.join("main.c"), c).expect("write");
+    let st = std::process::Command::new("aarch64-linux-gnu-gcc")
+        .args(["-static", "-O1", "main.c", "model.o", "-o", "prog"])
+        .current_dir(&dir)
+        .status()
+        .expect("gcc");
+    assert!(st.success(), "cross link failed");
+    let out = std::process::Command::new("qemu-aarch64").arg(dir.join("prog")).output().expect("qemu");
+    assert!(out.status.success(), "program failed: {}", String::from_utf8_lossy(&out.stdout));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), want.len());
+    for (i, (line, w)) in lines.iter().zip(&want).enumerate() {
+        let bits: Vec<u32> = line.split_whitespace().map(|h| u32::from_str_radix(h, 16).expect("hex")).collect();
+        let got = Tensor::f32(w.shape.clone(), bits.iter().map(|&u| f32::from_bits(u)).collect());
+        assert_close(&format!("aarch64 {}", b.what[i]), &got, w);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Objects for the other targets build (ELF/Mach-O magic) and are self-contained.
+#[test]
+fn cross_targets_build() {
+    let b = cross_batch(51);
+    for (t, magic) in [
+        ("aarch64-unknown-linux-gnu", &b"\x7fELF"[..]),
+        ("x86_64-unknown-linux-gnu", &b"\x7fELF"[..]),
+        ("aarch64-apple-darwin", &[0xcf, 0xfa, 0xed, 0xfe][..]),
+        ("x86_64-apple-darwin", &[0xcf, 0xfa, 0xed, 0xfe][..]),
+    ] {
+        let o = crate::back::BackendOptions { target: Some(t.into()), ..opts("xt") };
+        let art = crate::back::compile(&b.g, &o).unwrap_or_else(|e| panic!("{t}: {e}"));
+        assert!(art.object.starts_with(magic), "{t}: wrong object format");
+        if t.contains("apple") {
+            assert!(!art.object.windows(11).any(|w| w == b"nnefc_sgemm"), "{t}: references the runtime");
+        }
+    }
+}
