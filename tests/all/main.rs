@@ -1,4 +1,8 @@
-//! The single integration-test binary of nnefc (one link step for every suite).
+//! The integration tests of the `nnefc` package, in one binary (one link, one process):
+//! `e2e` runs every shipped and shared model against its expected output, `khronos`
+//! compares inferred shapes with the Khronos reference parser, `tidy` checks repository
+//! hygiene.
 
+mod e2e;
 mod khronos;
 mod tidy;

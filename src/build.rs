@@ -1,0 +1,304 @@
+//! [`Build`]: compiling NNEF models from a Cargo build script, in the style of `cc::Build`.
+//!
+//! ```no_run
+//! // build.rs of a crate that depends on `nnefc-runtime` and build-depends on `nnefc`
+//! fn main() {
+//!     nnefc::Build::new().model("models/net").prefix("net").compile();
+//! }
+//! ```
+//!
+//! ```ignore
+//! // src/main.rs
+//! include!(concat!(env!("OUT_DIR"), "/net.rs"));
+//! let mut model = net::Model::new();
+//! let probs = model.infer(&input)?; // an nnefc_runtime::Tensor<f32>
+//! ```
+//!
+//! `compile` writes into `OUT_DIR`: the object, a static library `lib<prefix>.a` holding it,
+//! the C header `<prefix>.h` and the Rust module `<prefix>.rs`. It prints the directives that
+//! make Cargo link the library and rerun the script when a model file changes. It does not
+//! build `nnefc-runtime`: the crate lists it as an ordinary dependency.
+
+use crate::archive;
+use nnefc_compiler::back::{Artifacts, ModelInterface};
+use nnefc_compiler::session::{self, Options};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A model compilation configured for a build script.
+#[derive(Clone, Debug)]
+pub struct Build {
+    model: Option<PathBuf>,
+    prefix: Option<String>,
+    input_shapes: BTreeMap<String, Vec<Option<usize>>>,
+    optimize: bool,
+    target: Option<String>,
+    out_dir: Option<PathBuf>,
+    cargo_metadata: bool,
+}
+
+impl Default for Build {
+    fn default() -> Self {
+        Build::new()
+    }
+}
+
+/// What [`Build::try_compile`] wrote.
+#[derive(Clone, Debug)]
+pub struct BuildOutput {
+    /// The static library `lib<prefix>.a`.
+    pub library: PathBuf,
+    /// The relocatable object inside it, also kept as `<prefix>.o`.
+    pub object: PathBuf,
+    /// The C header `<prefix>.h`.
+    pub header: PathBuf,
+    /// The Rust module `<prefix>.rs` to `include!`.
+    pub rust: PathBuf,
+    /// Names, dtypes and shapes of the inputs and outputs.
+    pub interface: ModelInterface,
+}
+
+/// Why [`Build::try_compile`] failed.
+#[derive(Debug)]
+pub enum BuildError {
+    /// No model path was given.
+    NoModel,
+    /// Neither [`Build::out_dir`] nor the `OUT_DIR` variable gives an output directory.
+    NoOutDir,
+    /// The model could not be compiled; the text is the rendered diagnostic.
+    Compile(String),
+    /// The static library could not be written.
+    Archive(archive::ArchiveError),
+    /// Writing an output failed.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::NoModel => f.write_str("nnefc::Build: no model given (call .model(path))"),
+            BuildError::NoOutDir => {
+                f.write_str("nnefc::Build: OUT_DIR is not set (not run by Cargo?) and no .out_dir(...) given")
+            }
+            BuildError::Compile(m) => f.write_str(m.trim_end()),
+            BuildError::Archive(e) => write!(f, "nnefc::Build: {e}"),
+            BuildError::Io { path, source } => write!(f, "nnefc::Build: {}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Turns a graph name into a C identifier usable as a prefix (`my-net` → `my_net`).
+pub fn c_identifier(name: &str) -> String {
+    let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    if s.is_empty() {
+        s.push_str("model");
+    }
+    if s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, '_');
+    }
+    s
+}
+
+/// Compiles `path`; the prefix is `prefix` or, when `None`, the graph's name made into a C
+/// identifier. The other fields of `opts` are used as given.
+pub fn compile_model(path: &Path, opts: &Options, prefix: Option<&str>) -> Result<session::Compiled, session::Error> {
+    let mut opts = opts.clone();
+    match prefix {
+        Some(p) => {
+            opts.back.prefix = p.to_string();
+            session::compile(path, &opts)
+        }
+        None => {
+            // The default prefix is the graph's name, known only after lowering; lower once,
+            // then generate code from the same graph.
+            let (lowered, report) = session::lower_and_optimize(path, &opts)?;
+            opts.back.prefix = c_identifier(&lowered.graph.name);
+            if !lowered.open_extents.is_empty() {
+                return Err(session::Error::Codegen(nnefc_compiler::back::CodegenError::UnknownShape(format!(
+                    "{}; fix them with --input-shape NAME=D0,D1,...",
+                    lowered.open_extents.join("; ")
+                ))));
+            }
+            let artifacts = nnefc_compiler::back::compile(&lowered.graph, &opts.back).map_err(session::Error::Codegen)?;
+            Ok(session::Compiled {
+                graph: lowered.graph,
+                artifacts,
+                warnings: lowered.warnings,
+                sources: lowered.sources,
+                open_extents: lowered.open_extents,
+                passes: report,
+            })
+        }
+    }
+}
+
+/// Every file a model is read from, for `cargo:rerun-if-changed`.
+fn model_files(path: &Path) -> Vec<PathBuf> {
+    let mut files = vec![path.to_path_buf()];
+    if let Ok(entries) = std::fs::read_dir(path) {
+        let mut more: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_file()).collect();
+        more.sort();
+        files.extend(more);
+    }
+    files
+}
+
+impl Build {
+    /// A build with no model, the optimizing pipeline and the target Cargo builds for.
+    pub fn new() -> Build {
+        Build {
+            model: None,
+            prefix: None,
+            input_shapes: BTreeMap::new(),
+            optimize: true,
+            target: None,
+            out_dir: None,
+            cargo_metadata: true,
+        }
+    }
+
+    /// The model: a folder with `graph.nnef` and `.dat` files, a `.tgz`/`.tar` of one, or a
+    /// bare `graph.nnef`. Relative paths are relative to the crate (Cargo runs build
+    /// scripts there).
+    pub fn model(&mut self, path: impl AsRef<Path>) -> &mut Build {
+        self.model = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// The prefix of the symbols (`<prefix>_run`), of the C macros and the name of the Rust
+    /// module and library. Default: the graph's name.
+    pub fn prefix(&mut self, prefix: &str) -> &mut Build {
+        self.prefix = Some(prefix.to_string());
+        self
+    }
+
+    /// Fixes the shape of graph input `name` (needed when the model leaves an extent open).
+    pub fn input_shape(&mut self, name: &str, dims: &[usize]) -> &mut Build {
+        self.input_shapes.insert(name.to_string(), dims.iter().map(|&d| Some(d)).collect());
+        self
+    }
+
+    /// Runs the graph optimizations (default `true`; `false` is `-O0`).
+    pub fn optimize(&mut self, on: bool) -> &mut Build {
+        self.optimize = on;
+        self
+    }
+
+    /// The target triple. Default: Cargo's `TARGET` when it differs from `HOST`, else the
+    /// host with the CPU features of the machine that builds.
+    pub fn target(&mut self, triple: &str) -> &mut Build {
+        self.target = Some(triple.to_string());
+        self
+    }
+
+    /// Where to write the outputs. Default: `OUT_DIR`.
+    pub fn out_dir(&mut self, dir: impl AsRef<Path>) -> &mut Build {
+        self.out_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Whether to print `cargo:` directives (default `true`).
+    pub fn cargo_metadata(&mut self, on: bool) -> &mut Build {
+        self.cargo_metadata = on;
+        self
+    }
+
+    fn options(&self) -> Options {
+        let mut opts = Options::default();
+        opts.front.input_shapes = self.input_shapes.clone();
+        opts.optimize = self.optimize;
+        opts.back.target = self.target.clone().or_else(|| {
+            let target = std::env::var("TARGET").ok()?;
+            let host = std::env::var("HOST").ok()?;
+            (target != host).then_some(target)
+        });
+        opts
+    }
+
+    /// Compiles the model and writes the library, header and Rust module; on failure
+    /// prints the error (with the model's diagnostics) and exits the build script with
+    /// status 1, which makes Cargo show it.
+    pub fn compile(&self) -> BuildOutput {
+        match self.try_compile() {
+            Ok(out) => out,
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        }
+    }
+
+    /// Like [`compile`](Build::compile) but returns errors.
+    pub fn try_compile(&self) -> Result<BuildOutput, BuildError> {
+        let model = self.model.as_ref().ok_or(BuildError::NoModel)?;
+        let out_dir = match &self.out_dir {
+            Some(d) => d.clone(),
+            None => PathBuf::from(std::env::var_os("OUT_DIR").ok_or(BuildError::NoOutDir)?),
+        };
+        if self.cargo_metadata {
+            // Printed before compiling so a failing model is retried when it is fixed.
+            for f in model_files(model) {
+                println!("cargo:rerun-if-changed={}", f.display());
+            }
+        }
+        let compiled = compile_model(model, &self.options(), self.prefix.as_deref())
+            .map_err(|e| BuildError::Compile(format!("nnefc::Build: cannot compile {}:\n{}", model.display(), e.render())))?;
+        if self.cargo_metadata && !compiled.warnings.is_empty() {
+            for line in compiled.render_warnings().lines().filter(|l| !l.trim().is_empty()) {
+                println!("cargo:warning={line}");
+            }
+        }
+        write_outputs(&out_dir, &compiled.artifacts, self.cargo_metadata)
+    }
+}
+
+fn write_outputs(out_dir: &Path, art: &Artifacts, cargo_metadata: bool) -> Result<BuildOutput, BuildError> {
+    let prefix = &art.interface.prefix;
+    std::fs::create_dir_all(out_dir).map_err(|source| BuildError::Io { path: out_dir.to_path_buf(), source })?;
+    let write = |name: String, bytes: &[u8]| -> Result<PathBuf, BuildError> {
+        let path = out_dir.join(name);
+        std::fs::write(&path, bytes).map_err(|source| BuildError::Io { path: path.clone(), source })?;
+        Ok(path)
+    };
+    let object = write(format!("{prefix}.o"), &art.object)?;
+    // Inside the archive the member name must fit 15 bytes; the prefix may not.
+    let ar = archive::write(&[("model.o", &art.object)]).map_err(BuildError::Archive)?;
+    let library = write(format!("lib{prefix}.a"), &ar)?;
+    let header = write(format!("{prefix}.h"), art.header.as_bytes())?;
+    let rust = write(format!("{prefix}.rs"), art.rust.as_bytes())?;
+    if cargo_metadata {
+        println!("cargo:rustc-link-search=native={}", out_dir.display());
+        println!("cargo:rustc-link-lib=static={prefix}");
+    }
+    Ok(BuildOutput { library, object, header, rust, interface: art.interface.clone() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers() {
+        assert_eq!(c_identifier("tiny-cnn"), "tiny_cnn");
+        assert_eq!(c_identifier("3net"), "_3net");
+        assert_eq!(c_identifier(""), "model");
+    }
+
+    #[test]
+    fn errors_without_model_or_out_dir() {
+        assert!(matches!(Build::new().out_dir("/tmp").try_compile(), Err(BuildError::NoModel)));
+        let e = Build::new().model("/nonexistent/model.nnef").out_dir("/tmp").cargo_metadata(false).try_compile();
+        match e {
+            Err(BuildError::Compile(m)) => assert!(m.contains("/nonexistent/model.nnef"), "{m}"),
+            other => panic!("expected a compile error, got {other:?}"),
+        }
+    }
+}

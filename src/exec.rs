@@ -1,0 +1,315 @@
+//! Running a compiled model inside the current process.
+//!
+//! [`LoadedModel::load`] writes the object of [`Artifacts`] to a private temporary
+//! directory, links it into a shared library with the system C compiler
+//! (`cc -shared -o model.so model.o`, or `$CC`), and opens it with `libloading`. The
+//! runtime symbols the object imports (`nnefc_sgemm`, `nnefc_sgemm_packed_a`) stay
+//! undefined in that library and resolve against the running executable, which must export
+//! them: this package's `build.rs` links its binaries, tests, benches and examples with
+//! `-rdynamic`, and [`load`](LoadedModel::load) references the runtime so it is linked
+//! in. A program outside this package that uses `exec` needs the same `-rdynamic` link
+//! argument.
+//!
+//! This module does not compile models (see [`nnefc_compiler::session`]) and does not
+//! sandbox them: the loaded code runs with the process's rights, like any linked library.
+
+use nnefc_compiler::back::{Artifacts, ModelInterface};
+use nnefc_compiler::ir::{DType, Tensor, TensorData};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Why a model could not be loaded or run.
+#[derive(Debug)]
+pub enum ExecError {
+    /// Writing the object or creating the temporary directory failed.
+    Io {
+        /// What was being done.
+        what: String,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// The C compiler could not link the object into a shared library.
+    Link(String),
+    /// The shared library could not be opened, or lacks the model's symbols.
+    Load(String),
+    /// The inputs do not match the model's interface.
+    Input(String),
+    /// The compiled code returned a non-zero status.
+    Run(nnefc_runtime::Error),
+}
+
+impl fmt::Display for ExecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExecError::Io { what, source } => write!(f, "{what}: {source}"),
+            ExecError::Link(m) => write!(f, "cannot link the model into a shared library: {m}"),
+            ExecError::Load(m) => write!(f, "cannot load the compiled model: {m}"),
+            ExecError::Input(m) => write!(f, "{m}"),
+            ExecError::Run(e) => write!(f, "the model failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ExecError {}
+
+type RunFn = unsafe extern "C" fn(*const *const u8, *const *mut u8, *mut u8) -> i32;
+
+/// One 64-byte aligned block; the workspace is a vector of these so it is aligned to
+/// `WORKSPACE_ALIGN` without unsafe allocation code.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Block([u8; 64]);
+
+/// A compiled model loaded into this process, with its own workspace.
+///
+/// Each `LoadedModel` owns a workspace, so two of them (even of the same artifacts) can run
+/// on two threads at once. It is `Send`; `run` takes `&mut self`.
+pub struct LoadedModel {
+    run: RunFn,
+    info: *const nnefc_runtime::ModelInfo,
+    interface: ModelInterface,
+    workspace: Vec<Block>,
+    // Declared last so it is dropped after the function pointers above are unusable.
+    _library: libloading::Library,
+}
+
+// SAFETY: the compiled code keeps no state and writes only the workspace and the outputs
+// passed to it (see `back` docs: reentrant); the descriptor pointer refers to immutable
+// data inside the library, which lives as long as `self`.
+unsafe impl Send for LoadedModel {}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh directory for the object and the shared library of one load; removed when
+/// dropped (the loaded mapping stays valid after the file is unlinked).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Scratch, ExecError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!(
+            "nnefc-exec-{}-{}-{nanos}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir)
+            .map_err(|source| ExecError::Io { what: format!("creating {}", dir.display()), source })?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Links `object` into the shared library `so` with the system C compiler.
+pub fn link_shared(object: &Path, so: &Path) -> Result<(), ExecError> {
+    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+    let mut cmd = Command::new(&cc);
+    cmd.arg("-shared").arg("-o").arg(so).arg(object);
+    if cfg!(target_os = "macos") {
+        // Runtime symbols resolve against the executable at load time.
+        cmd.args(["-undefined", "dynamic_lookup"]);
+    } else {
+        cmd.arg("-lm");
+    }
+    let out = cmd
+        .output()
+        .map_err(|e| ExecError::Link(format!("cannot run `{}`: {e}", cc.to_string_lossy())))?;
+    if !out.status.success() {
+        return Err(ExecError::Link(format!(
+            "`{}` failed ({}):\n{}",
+            cc.to_string_lossy(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(())
+}
+
+/// Makes sure the runtime's entry points are part of the executable, so the loaded library
+/// can bind to them (with `-rdynamic` they are exported from it).
+fn keep_runtime_linked() {
+    std::hint::black_box(nnefc_runtime::nnefc_sgemm as *const ());
+    std::hint::black_box(nnefc_runtime::nnefc_sgemm_packed_a as *const ());
+}
+
+impl LoadedModel {
+    /// Links and loads the object of `artifacts`.
+    pub fn load(artifacts: &Artifacts) -> Result<LoadedModel, ExecError> {
+        keep_runtime_linked();
+        let scratch = Scratch::new()?;
+        let obj = scratch.0.join("model.o");
+        let so = scratch.0.join("model.so");
+        std::fs::write(&obj, &artifacts.object)
+            .map_err(|source| ExecError::Io { what: format!("writing {}", obj.display()), source })?;
+        link_shared(&obj, &so)?;
+        // SAFETY: the library is an nnefc-compiled object; it has no initializers beyond
+        // what the C toolchain adds for a shared object.
+        let library = unsafe { libloading::Library::new(&so) }.map_err(|e| ExecError::Load(e.to_string()))?;
+        let prefix = &artifacts.interface.prefix;
+        // SAFETY: `PREFIX_run` has this signature (the nnefc ABI).
+        let run: RunFn = unsafe {
+            *library
+                .get::<RunFn>(format!("{prefix}_run\0").as_bytes())
+                .map_err(|e| ExecError::Load(format!("symbol {prefix}_run: {e}")))?
+        };
+        // SAFETY: `PREFIX_info` is a static `nnefc_runtime::ModelInfo`; we take its address.
+        let info: *const nnefc_runtime::ModelInfo = unsafe {
+            *library
+                .get::<*const nnefc_runtime::ModelInfo>(format!("{prefix}_info\0").as_bytes())
+                .map_err(|e| ExecError::Load(format!("symbol {prefix}_info: {e}")))?
+        };
+        let blocks = artifacts.interface.workspace_size.div_ceil(64);
+        Ok(LoadedModel {
+            run,
+            info,
+            interface: artifacts.interface.clone(),
+            workspace: vec![Block([0; 64]); blocks],
+            _library: library,
+        })
+    }
+
+    /// The interface the compiler reported (names, dtypes, shapes, workspace size).
+    pub fn interface(&self) -> &ModelInterface {
+        &self.interface
+    }
+
+    /// The descriptor the object itself exports (`PREFIX_info`), as any user of the object
+    /// sees it at run time.
+    pub fn info(&self) -> &nnefc_runtime::ModelInfo {
+        // SAFETY: the symbol points to static data in the library, which `self` keeps open.
+        unsafe { &*self.info }
+    }
+
+    /// Zero-filled output tensors of the right dtypes and shapes, for [`run_into`].
+    ///
+    /// [`run_into`]: LoadedModel::run_into
+    pub fn output_buffers(&self) -> Vec<Tensor> {
+        self.interface.outputs.iter().map(|t| Tensor::zeros(t.dtype, t.shape.clone())).collect()
+    }
+
+    /// Runs the model on `inputs` (in graph order) and returns the outputs.
+    pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecError> {
+        let mut outputs = self.output_buffers();
+        self.run_into(inputs, &mut outputs)?;
+        Ok(outputs)
+    }
+
+    /// Runs the model writing into `outputs` (from [`output_buffers`]); allocates nothing.
+    ///
+    /// [`output_buffers`]: LoadedModel::output_buffers
+    pub fn run_into(&mut self, inputs: &[Tensor], outputs: &mut [Tensor]) -> Result<(), ExecError> {
+        check_tensors("input", &self.interface.inputs, inputs)?;
+        check_tensors("output", &self.interface.outputs, outputs)?;
+        let in_ptrs: Vec<*const u8> = inputs.iter().map(data_ptr).collect();
+        let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(data_ptr_mut).collect();
+        let ws = self.workspace.as_mut_ptr() as *mut u8;
+        // SAFETY: every pointer covers a tensor of the dtype and shape the model expects
+        // (checked above), the workspace has workspace_size bytes aligned to 64, and the
+        // function has the nnefc ABI.
+        let status = unsafe { (self.run)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), ws) };
+        nnefc_runtime::check(status).map_err(ExecError::Run)
+    }
+}
+
+fn check_tensors(
+    kind: &str,
+    expected: &[nnefc_compiler::back::TensorInfo],
+    got: &[Tensor],
+) -> Result<(), ExecError> {
+    if expected.len() != got.len() {
+        return Err(ExecError::Input(format!(
+            "the model has {} {kind}s, {} given",
+            expected.len(),
+            got.len()
+        )));
+    }
+    for (e, t) in expected.iter().zip(got) {
+        if e.dtype != t.dtype() || e.shape != t.shape || t.len() != e.volume() {
+            return Err(ExecError::Input(format!(
+                "{kind} `{}` must be {}{:?}, got {}{:?}",
+                e.name,
+                e.dtype,
+                e.shape,
+                t.dtype(),
+                t.shape
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn data_ptr(t: &Tensor) -> *const u8 {
+    match &t.data {
+        TensorData::F32(v) => v.as_ptr() as *const u8,
+        TensorData::I32(v) => v.as_ptr() as *const u8,
+        // bool is one byte, 0 or 1: the ABI's bool.
+        TensorData::Bool(v) => v.as_ptr() as *const u8,
+    }
+}
+
+fn data_ptr_mut(t: &mut Tensor) -> *mut u8 {
+    match &mut t.data {
+        TensorData::F32(v) => v.as_mut_ptr() as *mut u8,
+        TensorData::I32(v) => v.as_mut_ptr() as *mut u8,
+        TensorData::Bool(v) => v.as_mut_ptr() as *mut u8,
+    }
+}
+
+/// A tensor of the given type filled with a deterministic pattern in `[-1, 1)` (f32),
+/// small integers (i32) or alternating booleans, for benchmarking without an input file.
+pub fn synthetic_input(dtype: DType, shape: &[usize]) -> Tensor {
+    let n: usize = shape.iter().product();
+    // A fixed LCG keeps runs comparable and avoids denormals or all-zero fast paths.
+    let mut s: u32 = 0x1234_5678;
+    let mut next = move || {
+        s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        s >> 8
+    };
+    match dtype {
+        DType::F32 => Tensor::f32(shape.to_vec(), (0..n).map(|_| next() as f32 / (1u32 << 23) as f32 - 1.0).collect()),
+        DType::I32 => Tensor::i32(shape.to_vec(), (0..n).map(|_| (next() % 4) as i32).collect()),
+        DType::Bool => Tensor::bool(shape.to_vec(), (0..n).map(|i| i % 2 == 0).collect()),
+    }
+}
+
+/// Timing of repeated runs, in milliseconds per inference.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timing {
+    /// Median over the timed iterations.
+    pub median_ms: f64,
+    /// Fastest iteration.
+    pub min_ms: f64,
+    /// Number of timed iterations.
+    pub iterations: usize,
+}
+
+impl LoadedModel {
+    /// Runs `warmup` untimed iterations, then times `iterations` runs one by one.
+    pub fn time(&mut self, inputs: &[Tensor], warmup: usize, iterations: usize) -> Result<Timing, ExecError> {
+        let mut outputs = self.output_buffers();
+        for _ in 0..warmup {
+            self.run_into(inputs, &mut outputs)?;
+        }
+        let mut samples = Vec::with_capacity(iterations.max(1));
+        for _ in 0..iterations.max(1) {
+            let t = std::time::Instant::now();
+            self.run_into(inputs, &mut outputs)?;
+            samples.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        samples.sort_by(f64::total_cmp);
+        Ok(Timing {
+            median_ms: samples[samples.len() / 2],
+            min_ms: samples[0],
+            iterations: samples.len(),
+        })
+    }
+}
