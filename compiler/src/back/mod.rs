@@ -53,6 +53,20 @@
 //! the runtime GEMM, which is several times faster. Force either with
 //! `BackendOptions::self_contained`.
 //!
+//! # Integer and data-dependent edge cases
+//! Where the interpreter reports an error on *data* (not on the graph), compiled code
+//! cannot: it has no error channel per element, and checking every element would cost a
+//! compare and branch in the hottest loops. The choice is to compute a defined value and
+//! return status 0, never to trap or read out of bounds:
+//! * i32 `div` by zero gives 0, and `i32::MIN / −1` gives 0 (`emit::expr`; tested in
+//!   `tests::int_bool`). A non-zero status was considered and rejected: it would need a
+//!   sticky flag in the workspace written from inside vector loops for a case that
+//!   well-formed models do not hit.
+//! * i32 `add`/`sub`/`mul`/`neg`/`abs` wrap (two's complement); f32→i32 `cast` saturates
+//!   (NaN → 0).
+//! * data-dependent indices (`gather`, `sample`, ROI boxes, `batch_index`) are clamped into
+//!   the indexed extent (`kernel::Indirect`).
+//!
 //! Not done here: fusion across nodes, layouts other than row-major, aliasing reshapes.
 
 pub mod abi;

@@ -145,7 +145,9 @@ pub(super) fn multilinear_upsample(
     outs: &[ValueId],
 ) -> Result<(), CodegenError> {
     let (&[x], &[y]) = (ins, outs) else {
-        return Err(invalid("multilinear_upsample takes one input and one output".into()));
+        return Err(invalid(
+            "multilinear_upsample takes one input and one output".into(),
+        ));
     };
     let xs = lw.shape(x)?;
     let ys = lw.shape(y)?;
@@ -287,7 +289,9 @@ pub(super) fn roi_resample(
     outs: &[ValueId],
 ) -> Result<(), CodegenError> {
     let (&[x, rois, bidx], &[y]) = (ins, outs) else {
-        return Err(invalid("roi_resample takes three inputs and one output".into()));
+        return Err(invalid(
+            "roi_resample takes three inputs and one output".into(),
+        ));
     };
     let xs = lw.shape(x)?;
     let ys = lw.shape(y)?;

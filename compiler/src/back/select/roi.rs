@@ -87,7 +87,9 @@ pub(super) fn roi_pool(
         return Ok(());
     }
     if xs.contains(&0) {
-        return Err(CodegenError::Unsupported("roi pool of an empty input".into()));
+        return Err(CodegenError::Unsupported(
+            "roi pool of an empty input".into(),
+        ));
     }
     let xb = lw.buf(x)?;
     let rb = lw.buf(rois)?;
@@ -172,7 +174,8 @@ pub(super) fn roi_pool(
             Some(prev) => k.push(Expr::Binary(BinaryOp::And, prev, m), DType::Bool),
         });
     }
-    let mask = mask.ok_or_else(|| CodegenError::Internal("roi pool without spatial dims".into()))?;
+    let mask =
+        mask.ok_or_else(|| CodegenError::Internal("roi pool without spatial dims".into()))?;
     let v = k.load(xa, f);
     let fill = lit(
         &mut k,

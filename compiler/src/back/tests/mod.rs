@@ -4,6 +4,7 @@
 
 mod abi;
 mod harness;
+mod int_bool;
 mod math;
 mod models_smoke;
 mod ops;

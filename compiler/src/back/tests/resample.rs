@@ -112,7 +112,11 @@ fn roi_ops_random() {
                 output_size: out.clone(),
                 method
             },
-            vec![Arg::In(x.clone()), Arg::In(ro.clone()), Arg::Const(bi.clone())],
+            vec![
+                Arg::In(x.clone()),
+                Arg::In(ro.clone()),
+                Arg::Const(bi.clone())
+            ],
         ));
     }
     b.check("roi");
@@ -176,10 +180,22 @@ fn roi_bad_data_stays_in_bounds() {
     let rows = Tensor::f32(
         vec![4, 4],
         vec![
-            3.0, 3.0, 1.0, 0.0, // end before begin
-            f32::NAN, 0.0, 2.0, f32::INFINITY, // NaN and ∞
-            -1e30, -1e30, 1e30, 1e30, // huge
-            0.0, 0.0, 5.0, 4.0, // fine, but batch index out of range
+            3.0,
+            3.0,
+            1.0,
+            0.0, // end before begin
+            f32::NAN,
+            0.0,
+            2.0,
+            f32::INFINITY, // NaN and ∞
+            -1e30,
+            -1e30,
+            1e30,
+            1e30, // huge
+            0.0,
+            0.0,
+            5.0,
+            4.0, // fine, but batch index out of range
         ],
     );
     let bt = Tensor::i32(vec![4], vec![0, 1, -7, 99]);
@@ -211,7 +227,11 @@ fn upsample_with_reflect_border_is_unsupported() {
         method: ResampleMethod::Symmetric,
         border: Border::Reflect,
     };
-    let y = g.add_node(op, vec![x], vec![TensorType::new(DType::F32, &[1, 1, 8, 8])]);
+    let y = g.add_node(
+        op,
+        vec![x],
+        vec![TensorType::new(DType::F32, &[1, 1, 8, 8])],
+    );
     g.outputs.extend(y);
     let e = crate::back::compile(&g, &opts("u")).unwrap_err();
     assert!(
