@@ -3,6 +3,7 @@
 //! reference interpreter. `math_accuracy` measures the inline polynomials.
 
 mod abi;
+mod gemm;
 mod harness;
 mod int_bool;
 mod math;
