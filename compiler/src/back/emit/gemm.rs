@@ -30,6 +30,8 @@ use cranelift_frontend::{FunctionBuilder, Variable};
 
 /// Columns per tile.
 pub(crate) const NR: usize = 8;
+/// k steps per iteration of the k loop.
+const KU: usize = 4;
 /// Rows per tile when A is not packed.
 const MR_PLAIN: usize = 4;
 /// Rows of a packed-A panel (the runtime's format).
@@ -46,12 +48,17 @@ pub(crate) struct GemmPtrs {
 
 /// Whether [`emit`] can lower `g`: every byte offset it folds into an immediate fits.
 pub(crate) fn supported(g: &GemmCall) -> bool {
-    let fits = |x: i64| i32::try_from(x).is_ok();
+    let fits = |x: i64| i32::try_from(x).is_ok() && i32::try_from(-x).is_ok();
     let mr = if g.a_packed { MR_PACKED } else { MR_PLAIN } as i64;
-    let a_row = if g.a_packed { 4 } else { g.a.rs * 4 };
-    fits(a_row * mr)
-        && fits(g.b.cs * 4 * NR as i64)
-        && fits(g.c.rs * 4 * mr)
+    let (a_row, a_step) = if g.a_packed {
+        (4, MR_PACKED as i64 * 4)
+    } else {
+        (g.a.rs * 4, g.a.cs * 4)
+    };
+    let (ku, nr) = (KU as i64, NR as i64);
+    fits(a_row.abs() * mr + a_step.abs() * ku)
+        && fits((g.b.cs * 4).abs() * nr + (g.b.rs * 4).abs() * ku)
+        && fits((g.c.rs * 4).abs() * mr + nr * 4)
         && g.c.cs == 1
         && g.row_bias_ok()
 }
@@ -182,18 +189,21 @@ impl Gx<'_, '_> {
             }
         }
         let per_row = vecs + scalars;
-        self.counted(g.k, &p[..2], &[a_step, g.b.rs * 4], &mut |s, cur| {
-            let (pa, pb) = (cur[0], cur[1]);
+        let b_step = g.b.rs * 4;
+        // One k step at byte offsets (oa, ob) from the loop's A and B pointers.
+        let step = |s: &mut Self, pa: Value, pb: Value, oa: i64, ob: i64| {
             let mut bv = Vec::with_capacity(per_row);
             for v in 0..vecs {
-                bv.push(s.load_b4(pb, (4 * v) as i64 * b_col)?);
+                bv.push(s.load_b4(pb, ob + (4 * v) as i64 * b_col)?);
             }
             for j in 0..scalars {
-                let off = (4 * vecs + j) as i64 * b_col;
+                let off = ob + (4 * vecs + j) as i64 * b_col;
                 bv.push(s.b.ins().load(F32, flags(), pb, imm(off)?));
             }
             for r in 0..rows {
-                let a = s.b.ins().load(F32, flags(), pa, imm(r as i64 * a_row)?);
+                let a =
+                    s.b.ins()
+                        .load(F32, flags(), pa, imm(oa + r as i64 * a_row)?);
                 let av = if vecs > 0 {
                     Some(s.b.ins().splat(F32X4, a))
                 } else {
@@ -207,8 +217,28 @@ impl Gx<'_, '_> {
                     s.b.def_var(var, y);
                 }
             }
-            Ok(())
-        })?;
+            Ok::<(), CodegenError>(())
+        };
+        // k unrolled by KU (loop overhead per FMA), then the leftover steps.
+        let (kb, krem) = (g.k / KU, g.k % KU);
+        self.counted(
+            kb,
+            &p[..2],
+            &[a_step * KU as i64, b_step * KU as i64],
+            &mut |s, cur| {
+                for u in 0..KU as i64 {
+                    step(s, cur[0], cur[1], u * a_step, u * b_step)?;
+                }
+                Ok(())
+            },
+        )?;
+        if krem > 0 {
+            let pa = self.b.ins().iadd_imm_s(p[0], a_step * (kb * KU) as i64);
+            let pb = self.b.ins().iadd_imm_s(p[1], b_step * (kb * KU) as i64);
+            for u in 0..krem as i64 {
+                step(self, pa, pb, u * a_step, u * b_step)?;
+            }
+        }
         // Epilogue.
         let pc = p[2];
         let mut extra = p[3..].iter().copied();
