@@ -9,5 +9,6 @@ mod int_bool;
 mod math;
 mod models_smoke;
 mod ops;
+mod random;
 mod resample;
 mod window;

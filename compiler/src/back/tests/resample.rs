@@ -239,3 +239,48 @@ fn upsample_with_reflect_border_is_unsupported() {
         "{e}"
     );
 }
+
+/// Upsample and ROI ops in an aarch64 object under qemu (the index-table and masked
+/// paths on another ISA).
+#[test]
+fn resample_and_roi_on_aarch64_under_qemu() {
+    if !super::window::aarch64_tools() {
+        println!("skipped: aarch64 cross tools not installed (run .ci/setup)");
+        return;
+    }
+    let mut r = Rng::new(13);
+    let mut b = Batch::new();
+    let x = r.tensor(DType::F32, &[2, 3, 5, 4], -1.0, 1.0);
+    for method in METHODS {
+        b.add(
+            format!("upsample {method:?}"),
+            Op::MultilinearUpsample {
+                factor: vec![2, 3],
+                method,
+                border: Border::Constant,
+            },
+            vec![Arg::In(x.clone())],
+        );
+    }
+    let ro = rois(&mut r, 5, 5, 4);
+    let bi = Tensor::i32(vec![5], vec![1, 0, 1, 0, 1]);
+    for op in [RoiPoolOp::Avg, RoiPoolOp::Max] {
+        b.add(
+            format!("{op:?} roi pool"),
+            Op::RoiPool {
+                op,
+                output_size: vec![2, 3],
+            },
+            vec![Arg::In(x.clone()), Arg::In(ro.clone()), Arg::In(bi.clone())],
+        );
+    }
+    b.add(
+        "roi_resample".into(),
+        Op::RoiResample {
+            output_size: vec![3, 2],
+            method: ResampleMethod::Aligned,
+        },
+        vec![Arg::In(x), Arg::In(ro), Arg::In(bi)],
+    );
+    super::window::check_on_aarch64(b, "xr");
+}
