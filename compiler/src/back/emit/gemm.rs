@@ -72,6 +72,9 @@ impl GemmCall {
     }
 }
 
+/// The body of a counted loop: called once with the loop's current pointers.
+type LoopBody<'f, 'a, 'b> = dyn FnMut(&mut Gx<'a, 'b>, &[Value]) -> Result<(), CodegenError> + 'f;
+
 struct Gx<'a, 'b> {
     b: &'a mut FunctionBuilder<'b>,
     g: &'a GemmCall,
@@ -83,14 +86,14 @@ fn flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
-impl Gx<'_, '_> {
+impl<'a, 'b> Gx<'a, 'b> {
     /// A counted loop of `n ≥ 1` iterations over pointers that advance by `steps` bytes.
     fn counted(
         &mut self,
         n: usize,
         ptrs: &[Value],
         steps: &[i64],
-        body: &mut dyn FnMut(&mut Self, &[Value]) -> Result<(), CodegenError>,
+        body: &mut LoopBody<'_, 'a, 'b>,
     ) -> Result<(), CodegenError> {
         if n == 0 {
             return Ok(());

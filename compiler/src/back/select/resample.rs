@@ -243,19 +243,33 @@ pub(super) fn multilinear_upsample(
     Ok(())
 }
 
-/// A kernel over `[R, out]` computing one table entry from the ROI row and the output
-/// position: `body(k, begin, len, j)` builds the value from loads of `begin`, `end − begin`
-/// and `j` (as f32), and returns its dtype.
+/// One spatial dim of a ROI op: the `rois` buffer (`[r, 2·spatial]`), the dim `d` and
+/// its output extent.
+#[derive(Clone, Copy)]
+pub(super) struct RoiDim {
+    pub rois: BufId,
+    pub spatial: usize,
+    pub r: usize,
+    pub d: usize,
+    pub out: usize,
+}
+
+/// A kernel over `[R, out]` computing one table entry (of `dtype`) from the ROI row and
+/// the output position: `body(k, [begin, len, j])` builds the value from loads of
+/// `begin`, `end − begin` and `j` (as f32); its last node is stored.
 pub(super) fn roi_table(
     lw: &mut Lowering<'_>,
-    rois: BufId,
-    spatial: usize,
-    r: usize,
-    d: usize,
-    out: usize,
+    dim: &RoiDim,
     dtype: DType,
     body: impl FnOnce(&mut Kernel, [crate::back::kernel::ExprId; 3]),
 ) -> BufId {
+    let RoiDim {
+        rois,
+        spatial,
+        r,
+        d,
+        out,
+    } = *dim;
     let dst = lw.scratch(dtype, r * out);
     let iota: Vec<f32> = (0..out).map(|j| j as f32).collect();
     let iota = lw.const_buf(f32_bytes(&iota), DType::F32, out);
@@ -324,8 +338,14 @@ pub(super) fn roi_resample(
     let f = DType::F32;
     let mut src = xb;
     let mut shape = xs.clone();
-    for d in 0..spatial {
-        let out = output_size[d];
+    for (d, &out) in output_size.iter().enumerate() {
+        let dim = RoiDim {
+            rois: rb,
+            spatial,
+            r,
+            d,
+            out,
+        };
         // Sample coordinate c = begin + coordinate(j, len); taps floor(c), floor(c) + 1.
         let coord = move |k: &mut Kernel, [b, len, j]: [crate::back::kernel::ExprId; 3]| {
             let of = lit(k, out as f32);
@@ -355,24 +375,24 @@ pub(super) fn roi_resample(
             };
             k.push(Expr::Binary(BinaryOp::Add, b, rel), f)
         };
-        let idx0 = roi_table(lw, rb, spatial, r, d, out, DType::I32, |k, v| {
+        let idx0 = roi_table(lw, &dim, DType::I32, |k, v| {
             let c = coord(k, v);
             let lo = k.push(Expr::Unary(UnaryOp::Floor, c), f);
             k.push(Expr::Cast(DType::I32, lo), DType::I32);
         });
-        let idx1 = roi_table(lw, rb, spatial, r, d, out, DType::I32, |k, v| {
+        let idx1 = roi_table(lw, &dim, DType::I32, |k, v| {
             let c = coord(k, v);
             let lo = k.push(Expr::Unary(UnaryOp::Floor, c), f);
             let one = lit(k, 1.0);
             let hi = k.push(Expr::Binary(BinaryOp::Add, lo, one), f);
             k.push(Expr::Cast(DType::I32, hi), DType::I32);
         });
-        let w1 = roi_table(lw, rb, spatial, r, d, out, f, |k, v| {
+        let w1 = roi_table(lw, &dim, f, |k, v| {
             let c = coord(k, v);
             let lo = k.push(Expr::Unary(UnaryOp::Floor, c), f);
             k.push(Expr::Binary(BinaryOp::Sub, c, lo), f);
         });
-        let w0 = roi_table(lw, rb, spatial, r, d, out, f, |k, v| {
+        let w0 = roi_table(lw, &dim, f, |k, v| {
             let c = coord(k, v);
             let lo = k.push(Expr::Unary(UnaryOp::Floor, c), f);
             let fr = k.push(Expr::Binary(BinaryOp::Sub, c, lo), f);

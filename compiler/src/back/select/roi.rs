@@ -19,7 +19,7 @@
 //!
 //! Not here: `roi_resample` (`select::resample`).
 
-use super::resample::roi_table;
+use super::resample::{RoiDim, roi_table};
 use super::{Lowering, strides};
 use crate::back::CodegenError;
 use crate::back::kernel::{Expr, ExprId, ExprNode, Indirect, Kernel, Lit, ReduceKind, Reduction};
@@ -103,11 +103,18 @@ pub(super) fn roi_pool(
     let mut positions = Vec::with_capacity(spatial);
     for d in 0..spatial {
         let (out, n) = (output_size[d], xs[d + 2]);
-        let start = roi_table(lw, rb, spatial, r, d, out, i, |k, v| {
+        let dim = RoiDim {
+            rois: rb,
+            spatial,
+            r,
+            d,
+            out,
+        };
+        let start = roi_table(lw, &dim, i, |k, v| {
             let (s, _) = bin_edges(k, v, out, n);
             k.push(Expr::Cast(i, s), i);
         });
-        let count = roi_table(lw, rb, spatial, r, d, out, i, |k, v| {
+        let count = roi_table(lw, &dim, i, |k, v| {
             let (s, e) = bin_edges(k, v, out, n);
             let c = k.push(Expr::Binary(BinaryOp::Sub, e, s), f);
             k.push(Expr::Cast(i, c), i);

@@ -213,7 +213,8 @@ fn conv_and_pools_self_contained_random() {
         } else {
             2 * (1 + r.below(3))
         };
-        let cg = if a.groups == 0 { 1 } else { c / a.groups };
+        // groups = 0 is depthwise: one input channel per group.
+        let cg = c.checked_div(a.groups).unwrap_or(1);
         let xs = vec![1 + r.below(2), c, 1 + 2 * r.below(5), 2 + r.below(7)];
         let fs = vec![cout, cg, 1 + r.below(3), 1 + r.below(3)];
         let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
