@@ -18,6 +18,10 @@
 //!   `replicate` (the index clamp does it), and `batch_index` is clamped into `[0, N)`
 //!   (the interpreter reports an error for an index outside).
 //!
+//! Known difference: a tap with weight 0 is still multiplied, so an infinite input next
+//! to a `constant` border or on a grid point gives NaN where the interpreter (which skips
+//! outside taps) gives a finite value.
+//!
 //! Not here: other interpolation orders, region pools (`select::roi`).
 
 use super::{Lowering, strides};

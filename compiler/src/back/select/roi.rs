@@ -17,6 +17,9 @@
 //! small feature maps ROI heads see, not for large ones (a run-time loop extent in the
 //! kernel description would remove the `Π n_d / bin size` waste).
 //!
+//! Known difference: a NaN pixel makes `max_roi_pool` NaN (the interpreter's fold skips
+//! it).
+//!
 //! Not here: `roi_resample` (`select::resample`).
 
 use super::resample::{RoiDim, roi_table};
