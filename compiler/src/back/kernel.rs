@@ -207,6 +207,12 @@ pub enum Activation {
 pub enum Step {
     Kernel(Kernel),
     Gemm(GemmCall),
+    /// A GEMM emitted as a local register-blocked function (`emit::gemm`) instead of a
+    /// runtime call: self-contained objects (`select::gemm_loops`).
+    Tiled {
+        name: String,
+        gemm: GemmCall,
+    },
 }
 
 /// Everything the object needs: buffers, read-only data and steps.
@@ -389,9 +395,14 @@ impl fmt::Display for Program {
         for s in &self.steps {
             match s {
                 Step::Kernel(k) => write!(f, "{k}")?,
-                Step::Gemm(g) => writeln!(
+                Step::Gemm(g) | Step::Tiled { gemm: g, .. } => writeln!(
                     f,
-                    "gemm b{}[{},{}] = b{}[{},{}]{} * b{}[{},{}] m={} n={} k={} batches={}{}",
+                    "{}gemm b{}[{},{}] = b{}[{},{}]{} * b{}[{},{}] m={} n={} k={} batches={}{}",
+                    if matches!(s, Step::Tiled { .. }) {
+                        "tiled "
+                    } else {
+                        ""
+                    },
                     g.c.buf.0,
                     g.c.rs,
                     g.c.cs,

@@ -9,7 +9,7 @@
 
 use super::abi::{self, Status};
 use super::emit::math::Caps;
-use super::emit::{KernelEmitter, kernel_params};
+use super::emit::{KernelEmitter, gemm_params, kernel_params};
 use super::kernel::{BufKind, Kernel, Program, Step};
 use super::{BackendOptions, CodegenError, ModelInterface, OptLevel};
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -141,6 +141,9 @@ pub(crate) fn build(
         match step {
             Step::Kernel(k) => kernel_ids.push(Some(define_kernel(&mut cx, program, k)?)),
             Step::Gemm(_) => kernel_ids.push(None),
+            Step::Tiled { name, gemm } => {
+                kernel_ids.push(Some(define_tiled(&mut cx, program, name, gemm)?))
+            }
         }
     }
     define_entry(&mut cx, program, &kernel_ids, opts)?;
@@ -228,6 +231,76 @@ fn define_kernel(cx: &mut Ctx, program: &Program, k: &Kernel) -> Result<FuncId, 
     cx.module
         .define_function(id, &mut ctx)
         .map_err(|e| CodegenError::Cranelift(format!("kernel {}: {e:?}", k.name)))?;
+    Ok(id)
+}
+
+/// A local function computing a whole GEMM step with `emit::gemm` (self-contained objects).
+fn define_tiled(
+    cx: &mut Ctx,
+    program: &Program,
+    name: &str,
+    g: &super::kernel::GemmCall,
+) -> Result<FuncId, CodegenError> {
+    let ptr = cx.module.target_config().pointer_type();
+    let params = gemm_params(program, g);
+    let mut sig = cx.module.make_signature();
+    for _ in &params {
+        sig.params.push(AbiParam::new(ptr));
+    }
+    let id = cx
+        .module
+        .declare_function(name, Linkage::Local, &sig)
+        .map_err(cl("declare tiled gemm"))?;
+    let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
+    {
+        let mut b = FunctionBuilder::new(&mut func, &mut cx.fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let pvals: Vec<Value> = b.block_params(entry).to_vec();
+        let base = |b: &mut FunctionBuilder<'_>, bid| -> Result<Value, CodegenError> {
+            let buf = program
+                .buffer(bid)
+                .ok_or_else(|| CodegenError::Internal(format!("buffer b{} missing", bid.0)))?;
+            match buf.kind {
+                BufKind::Const(c) => {
+                    let did = *cx
+                        .consts
+                        .get(c)
+                        .ok_or_else(|| CodegenError::Internal(format!("constant {c} missing")))?;
+                    let gv = cx.module.declare_data_in_func(did, b.func);
+                    Ok(b.ins().symbol_value(ptr, gv))
+                }
+                _ => params
+                    .iter()
+                    .position(|p| *p == bid)
+                    .and_then(|i| pvals.get(i).copied())
+                    .ok_or_else(|| CodegenError::Internal("gemm param".into())),
+            }
+        };
+        let ptrs = super::emit::gemm::GemmPtrs {
+            a: base(&mut b, g.a.buf)?,
+            b: base(&mut b, g.b.buf)?,
+            c: base(&mut b, g.c.buf)?,
+            bias: match g.bias {
+                Some(x) => Some(base(&mut b, x)?),
+                None => None,
+            },
+            row_bias: match &g.epi.row_bias {
+                Some((x, _)) => Some(base(&mut b, *x)?),
+                None => None,
+            },
+        };
+        super::emit::gemm::emit(&mut b, g, &ptrs, cx.caps, ptr)?;
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(cx.module.target_config());
+    }
+    let mut ctx = cx.module.make_context();
+    ctx.func = func;
+    cx.module
+        .define_function(id, &mut ctx)
+        .map_err(|e| CodegenError::Cranelift(format!("tiled gemm {name}: {e:?}")))?;
     Ok(id)
 }
 
@@ -400,6 +473,13 @@ fn define_entry(
                 (Step::Kernel(k), Some(f)) => {
                     let mut args = Vec::new();
                     for bid in kernel_params(program, k) {
+                        args.push(buf_ptr(&mut b, bid)?);
+                    }
+                    b.ins().call(*f, &args);
+                }
+                (Step::Tiled { gemm, .. }, Some(f)) => {
+                    let mut args = Vec::new();
+                    for bid in gemm_params(program, gemm) {
                         args.push(buf_ptr(&mut b, bid)?);
                     }
                     b.ins().call(*f, &args);

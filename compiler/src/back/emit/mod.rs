@@ -20,6 +20,7 @@
 //! (`back::select`), the entry point (`back::object`).
 
 pub(crate) mod expr;
+pub(crate) mod gemm;
 pub(crate) mod math;
 
 use crate::back::CodegenError;
@@ -30,6 +31,25 @@ use cranelift_codegen::ir::types::{F32, F32X4, I8, I32, I32X4, I64};
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, Variable};
 use math::{Caps, Cx};
+
+/// The non-constant buffers a tiled GEMM touches, in the order of its function
+/// parameters: A, B, C, column bias, row bias (those present and not constant).
+pub(crate) fn gemm_params(program: &Program, g: &crate::back::kernel::GemmCall) -> Vec<BufId> {
+    let mut v: Vec<BufId> = [
+        Some(g.a.buf),
+        Some(g.b.buf),
+        Some(g.c.buf),
+        g.bias,
+        g.epi.row_bias.as_ref().map(|r| r.0),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|b| !matches!(program.buffer(*b).map(|x| x.kind), Some(BufKind::Const(_))))
+    .collect();
+    v.sort();
+    v.dedup();
+    v
+}
 
 /// The non-constant buffers a kernel touches, in the order of its function parameters.
 pub(crate) fn kernel_params(program: &Program, kernel: &Kernel) -> Vec<BufId> {

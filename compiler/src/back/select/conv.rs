@@ -264,7 +264,7 @@ pub(super) fn conv(
         return depthwise(lw, &p, &io, &stride, &dilation, fusion);
     }
     match filter_const {
-        Some(f) if !lw.self_contained => gemm(
+        Some(f) => gemm(
             lw, &p, &io, &geo, groups, cg, og, &stride, &dilation, &f, fusion,
         ),
         _ => {

@@ -2,12 +2,15 @@
 //! Cranelift loop nests, for objects that must not call `nnefc-runtime` (cross targets,
 //! see `back` module docs).
 //!
-//! Each batch entry becomes a reduction kernel `C[i, j] = act(Σ_kk A[i, kk]·B[kk, j] + bias)`
+//! Normally each GEMM becomes a [`Step::Tiled`]: a register-blocked f32x4 function
+//! emitted by `emit::gemm`. Only when that cannot represent the call (offsets beyond the
+//! immediate range, C with non-unit column stride) does the fallback below apply:
+//! each batch entry becomes a reduction kernel `C[i, j] = act(Σ_kk A[i, kk]·B[kk, j] + bias)`
 //! with the reduction innermost. A pre-packed A (the runtime's panel format: element
 //! `(i, kk)` at `(i / MR)·k·MR + kk·MR + i % MR`) is read in place by splitting the row loop
 //! into (panel, row-in-panel) loops: one kernel for the full panels, one for the last
 //! partial panel. The inner loop vectorizes (4 accumulators) when A and B are both
-//! contiguous along k. Not supported here: `accumulate` (convolutions only fuse a residual
+//! contiguous along k. Not supported by the fallback: `accumulate` (convolutions only fuse a residual
 //! on the runtime path, so this never occurs in programs `select` builds).
 
 use super::Lowering;
@@ -107,6 +110,14 @@ pub(super) fn lower_all(lw: &mut Lowering<'_>) -> Result<(), CodegenError> {
                 continue;
             }
         };
+        if g.m == 0 || g.n == 0 {
+            continue;
+        }
+        if crate::back::emit::gemm::supported(&g) {
+            let name = format!("{}_gemm", lw.kernel("tiled", &[]).name);
+            lw.prog.steps.push(Step::Tiled { name, gemm: g });
+            continue;
+        }
         if g.epi.accumulate {
             return Err(CodegenError::Unsupported(
                 "accumulating GEMM in a self-contained object".into(),

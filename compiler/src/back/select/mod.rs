@@ -8,7 +8,8 @@
 //! Op families live in sibling files, each with the index mapping it implements:
 //! `elementwise` (unary, binary, select, clamp, cast, batch norm), `reduce` (reductions,
 //! softmax), `movement` (reshape, transpose, split, concat, stack, unstack, slice, tile,
-//! pad, gather), `linalg` (matmul, linear). This file does not emit code.
+//! pad, gather), `linalg` (matmul, linear), `resample` (multilinear upsample, roi resample),
+//! `roi` (roi pools). This file does not emit code.
 
 mod conv;
 mod elementwise;
@@ -16,6 +17,8 @@ mod gemm_loops;
 mod linalg;
 mod movement;
 mod reduce;
+mod resample;
+mod roi;
 mod window;
 
 use super::CodegenError;
@@ -261,10 +264,16 @@ impl<'g> Lowering<'g> {
             Op::ArgmaxPool(w) => window::argmax_pool(self, w, ins, outs),
             Op::Sample(w) => window::sample(self, w, ins, outs),
             Op::Desample(w) => conv::desample(self, w, ins, outs),
-            op => Err(CodegenError::Unsupported(format!(
-                "operation `{}` has no code generator yet",
-                op.mnemonic()
-            ))),
+            Op::MultilinearUpsample {
+                factor,
+                method,
+                border,
+            } => resample::multilinear_upsample(self, factor, *method, *border, ins, outs),
+            Op::RoiResample {
+                output_size,
+                method,
+            } => resample::roi_resample(self, output_size, *method, ins, outs),
+            Op::RoiPool { op, output_size } => roi::roi_pool(self, *op, output_size, ins, outs),
         }
     }
 

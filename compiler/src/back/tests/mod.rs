@@ -3,8 +3,12 @@
 //! reference interpreter. `math_accuracy` measures the inline polynomials.
 
 mod abi;
+mod gemm;
 mod harness;
+mod int_bool;
 mod math;
 mod models_smoke;
 mod ops;
+mod random;
+mod resample;
 mod window;

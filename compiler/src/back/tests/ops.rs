@@ -646,21 +646,3 @@ fn null_and_misaligned_pointers_give_status() {
     }
     assert_eq!(yv, [1.0; 4]);
 }
-
-#[test]
-fn unsupported_op_is_an_error() {
-    let mut g = Graph::new("u");
-    let x = input(&mut g, "x", DType::F32, &[1, 1, 4, 4]);
-    let op = Op::MultilinearUpsample {
-        factor: vec![2, 2],
-        method: crate::ir::ResampleMethod::Symmetric,
-        border: Border::Replicate,
-    };
-    let y = node(&mut g, op, &[x])[0];
-    g.outputs.push(y);
-    let e = crate::back::compile(&g, &opts("u")).unwrap_err();
-    assert!(
-        matches!(&e, crate::back::CodegenError::Unsupported(m) if m.contains("multilinear_upsample")),
-        "{e}"
-    );
-}

@@ -25,7 +25,7 @@ pub(super) enum Arg {
 /// Cases for one graph: each is an op and its operands.
 #[derive(Default)]
 pub(super) struct Batch {
-    g: Graph,
+    pub g: Graph,
     inputs: Vec<Tensor>,
     what: Vec<String>,
 }
@@ -613,7 +613,7 @@ fn self_contained_matches_interp() {
     };
     let art = crate::back::compile(&b.g, &o).expect("compile");
     assert!(
-        !art.kernels.contains("gemm b"),
+        !art.kernels.lines().any(|l| l.starts_with("gemm ")),
         "GEMM steps left: {}",
         art.kernels
     );
@@ -622,6 +622,11 @@ fn self_contained_matches_interp() {
         "object references the runtime"
     );
     b.check_with(&o);
+}
+
+/// Whether `aarch64-linux-gnu-gcc` and `qemu-aarch64` are installed.
+pub(super) fn aarch64_tools() -> bool {
+    tool("aarch64-linux-gnu-gcc") && tool("qemu-aarch64")
 }
 
 fn tool(name: &str) -> bool {
@@ -635,21 +640,28 @@ fn tool(name: &str) -> bool {
 /// qemu, compare the printed output bits with the interpreter.
 #[test]
 fn aarch64_under_qemu() {
-    if !tool("aarch64-linux-gnu-gcc") || !tool("qemu-aarch64") {
+    if !aarch64_tools() {
         println!("skipped: aarch64 cross tools not installed (run .ci/setup)");
         return;
     }
-    let b = cross_batch(41);
+    check_on_aarch64(cross_batch(41), "xa");
+}
+
+/// Compiles `b` for aarch64-linux (self-contained), links a static C driver with the
+/// inputs embedded, runs it under qemu and compares the printed output bits with the
+/// interpreter. The caller checks that the tools exist ([`aarch64_tools`]).
+pub(super) fn check_on_aarch64(b: Batch, prefix: &str) {
     let o = crate::back::BackendOptions {
         target: Some("aarch64-unknown-linux-gnu".into()),
-        ..opts("xa")
+        ..opts(prefix)
     };
     assert!(o.is_self_contained());
     let art = crate::back::compile(&b.g, &o).expect("compile");
     let want = crate::ir::interp::run(&b.g, &b.inputs).expect("interp");
     let mut c = String::from(
-        "#include <stdio.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\nint xa_run(const void *const *, void *const *, void *);\n",
+        "#include <stdio.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n",
     );
+    c += &format!("int {prefix}_run(const void *const *, void *const *, void *);\n");
     for (i, t) in b.inputs.iter().enumerate() {
         let bytes = t.to_le_bytes();
         let words: Vec<String> = bytes
@@ -687,7 +699,8 @@ fn aarch64_under_qemu() {
         "  void *ws = aligned_alloc(64, {});\n",
         art.workspace_size.max(64).div_ceil(64) * 64
     );
-    c += "  int st = xa_run(ins, outs, ws);\n  if (st) { printf(\"status %d\\n\", st); return 1; }\n";
+    c += &format!("  int st = {prefix}_run(ins, outs, ws);\n");
+    c += "  if (st) { printf(\"status %d\\n\", st); return 1; }\n";
     for (i, t) in art.interface.outputs.iter().enumerate() {
         c += &format!(
             "  for (int j = 0; j < {}; j++) printf(\"%08x \", out{i}[j]);\n  printf(\"\\n\");\n",
@@ -695,7 +708,7 @@ fn aarch64_under_qemu() {
         );
     }
     c += "  return 0;\n}\n";
-    let dir = std::env::temp_dir().join(format!("nnefc-xa-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("nnefc-{prefix}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     std::fs::write(dir.join("model.o"), &art.object).expect("write");
     std::fs::write(dir.join("main.c"), c).expect("write");
