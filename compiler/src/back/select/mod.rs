@@ -11,6 +11,7 @@
 //! pad, gather), `linalg` (matmul, linear). This file does not emit code.
 
 mod conv;
+mod deconv;
 mod elementwise;
 mod gemm_loops;
 mod linalg;
@@ -252,7 +253,7 @@ impl<'g> Lowering<'g> {
             } => movement::pad(self, padding, *border, *value, ins, outs),
             Op::Gather { axis } => movement::gather(self, *axis, ins, outs),
             Op::Conv(a) => conv::conv(self, a, ins, outs),
-            Op::Deconv(a) => conv::deconv(self, a, ins, outs),
+            Op::Deconv(a) => deconv::deconv(self, a, ins, outs),
             Op::Box { window, normalize } => {
                 window::box_filter(self, window, *normalize, ins, outs)
             }

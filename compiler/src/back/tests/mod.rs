@@ -7,4 +7,5 @@ mod harness;
 mod math;
 mod models_smoke;
 mod ops;
+mod fast_paths;
 mod window;
