@@ -53,7 +53,22 @@
 //! the runtime GEMM, which is several times faster. Force either with
 //! `BackendOptions::self_contained`.
 //!
-//! Not done here: fusion across nodes, layouts other than row-major, aliasing reshapes.
+//! # Element-wise fusion
+//! `select::fuse` groups f32 element-wise nodes (unary, binary, clamp, cast, batch norm)
+//! whose intermediate results are read only inside the group into one kernel over the
+//! root's shape, evaluated at the root's position; outside operands are read at their
+//! broadcast index. Groups are fixed before lowering starts, avoid nodes a conv epilogue
+//! may absorb, recompute smaller intermediates only for cheap ops, and are dropped when
+//! the memory plan reused an operand's bytes before the root runs (details in
+//! `select::fuse`). Constant operands holding one value become literals, and `pow` with
+//! a literal exponent of 1, 2 or 3 becomes multiplications (`select::elementwise`).
+//!
+//! # Deconvolution
+//! `select::deconv` lowers a deconv with a constant filter as one GEMM over the stride
+//! phases (sub-pixel form) plus a scatter kernel per phase; other deconvs use the
+//! zero-insertion window in `select::conv`.
+//!
+//! Not done here: layouts other than row-major, aliasing reshapes.
 
 pub mod abi;
 pub mod emit;
