@@ -12,11 +12,16 @@
 //! `C[(j, r…), q…] = Σ_{ci, u…} W'[(j, r…), (ci, u…)] · x[ci, q… + δ_min + u…]`,
 //! `W'[(j, r…), (ci, u…)] = f[ci, j, t…]` where every dim's `(r, u)` names a tap `t`, else 0.
 //!
-//! That is im2col (the input padded where `q + δ_min + u` leaves it) + the runtime GEMM with
-//! `W'` packed at compile time (`m = og·Πs`, `k = cg·ΠU`, `n = ΠQ`, `Q = ⌈Y/s⌉`), then one
-//! copy kernel per phase that adds the bias and scatters `C` into `y[s·q + r]` (clipped to
-//! the output extent). Cost: `og·Πs · cg·ΠU · ΠQ` multiply-adds, about `Πs` times fewer
-//! than the zero-inserted direct form for `K ≈ s·U`.
+//! Lowered as one im2col of the input (rows `(u…, ci)`, padded with zeros where
+//! `q + δ_min + u` leaves it) and, per phase, GEMMs over only the window positions that
+//! phase uses (`W'` without its zero blocks): the valid positions of the last dim form
+//! runs of consecutive rows of the im2col matrix, so each (leading positions, run) is one
+//! GEMM term `C_r (+)= A_term · col[rows]` with `A_term` packed at compile time; terms of
+//! equal rank and depth across phases share one runtime call (batches), the first term of
+//! a phase overwrites and later ones accumulate. Then one copy kernel per phase adds the
+//! bias and scatters `C_r` into `y[s·q + r]` (clipped to the output extent). Cost: exactly
+//! the deconv's own multiply-adds, about `Πs` times fewer than the zero-inserted direct
+//! form.
 //!
 //! Used when the filter is constant, the border fills (constant/ignore) and the runtime
 //! GEMM is available; everything else goes to `conv::deconv`.
@@ -126,49 +131,72 @@ pub(super) fn deconv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs
     let svol: usize = dims.iter().map(|p| p.s).product();
     let uvol: usize = dims.iter().map(|p| p.u).product();
     let qvol: usize = dims.iter().map(|p| p.q).product();
-    let (m, kk) = (og * svol, cg * uvol);
-
-    // W' per group, row-major [(j, r…), (ci, u…)], then packed.
-    let fst = strides(&io.fs);
-    let plen = nnefc_runtime::packed_a_len(m, kk);
-    let mut packed = Vec::with_capacity(plen * groups);
+    let kk = uvol * cg;
     let rshape: Vec<usize> = dims.iter().map(|p| p.s).collect();
     let ushape: Vec<usize> = dims.iter().map(|p| p.u).collect();
-    for g in 0..groups {
-        let mut w = vec![0.0f32; m * kk];
-        for j in 0..og {
-            for rf in 0..svol {
-                let r = unflatten(rf, &rshape);
-                for ci in 0..cg {
-                    for uf in 0..uvol {
-                        let u = unflatten(uf, &ushape);
-                        let mut fi = (g * cg + ci) as i64 * fst[0] + j as i64 * fst[1];
-                        let mut hit = true;
-                        for d in 0..sp {
-                            match dims[d].taps[r[d]][u[d]] {
-                                Some(t) => fi += t as i64 * fst[2 + d],
-                                None => hit = false,
+    let ust = strides(&ushape);
+
+    // The terms of every phase, their filter blocks packed one after another.
+    let fst = strides(&io.fs);
+    let mut packed: Vec<f32> = Vec::new();
+    let mut terms: Vec<Term> = Vec::new();
+    for rf in 0..svol {
+        let r = unflatten(rf, &rshape);
+        let valid = |d: usize| -> Vec<usize> {
+            (0..dims[d].u)
+                .filter(|&u| dims[d].taps[r[d]][u].is_some())
+                .collect()
+        };
+        let lead: Vec<Vec<usize>> = (0..sp - 1).map(valid).collect();
+        let runs = runs(&valid(sp - 1));
+        let mut index = 0;
+        for prefix in product(&lead) {
+            for &(u0, len) in &runs {
+                let mut u = prefix.clone();
+                u.push(u0);
+                let row0 = (0..sp).map(|d| u[d] * ust[d] as usize).sum::<usize>() * cg;
+                let k = len * cg;
+                let mut a_offs = Vec::with_capacity(groups);
+                for g in 0..groups {
+                    let mut w = vec![0.0f32; og * k];
+                    for j in 0..og {
+                        for l in 0..len {
+                            for ci in 0..cg {
+                                let mut fi = (g * cg + ci) * fst[0] as usize + j * fst[1] as usize;
+                                for d in 0..sp {
+                                    let ud = if d + 1 == sp { u0 + l } else { u[d] };
+                                    let t = dims[d].taps[r[d]][ud].ok_or_else(|| {
+                                        CodegenError::Internal("deconv term without tap".into())
+                                    })?;
+                                    fi += t * fst[2 + d] as usize;
+                                }
+                                w[j * k + l * cg + ci] =
+                                    filter.get(fi).copied().ok_or_else(|| {
+                                        CodegenError::Internal("deconv filter index".into())
+                                    })?;
                             }
                         }
-                        if hit {
-                            w[(j * svol + rf) * kk + ci * uvol + uf] =
-                                filter.get(fi as usize).copied().ok_or_else(|| {
-                                    CodegenError::Internal("deconv filter index".into())
-                                })?;
-                        }
                     }
+                    let pk = nnefc_runtime::try_pack_a(og, k, &w, k, 1).map_err(|e| {
+                        CodegenError::Internal(format!("packing the filter: {e:?}"))
+                    })?;
+                    a_offs.push(packed.len() as i64);
+                    packed.extend(pk);
                 }
+                terms.push(Term {
+                    phase: rf,
+                    index,
+                    row0,
+                    k,
+                    a_offs,
+                });
+                index += 1;
             }
         }
-        let pk = nnefc_runtime::try_pack_a(m, kk, &w, kk, 1)
-            .map_err(|e| CodegenError::Internal(format!("packing the filter: {e:?}")))?;
-        packed.extend(pk);
     }
-    let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let abuf = lw.const_buf(bytes, DType::F32, packed.len());
 
     // B: the input itself when every window is one position at q (s = k, no padding),
-    // else im2col of the input shifted by δ_min and padded with zeros.
+    // else im2col rows (u…, ci) of the input shifted by δ_min and padded with zeros.
     let xb = lw.buf(io.x)?;
     let plane: usize = io.xs[2..].iter().product();
     let direct_b = dims
@@ -204,12 +232,14 @@ pub(super) fn deconv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs
         let geo = Geometry::new(&vin, &gout, &size, &[], &[], &gpad)?;
         let p = padded(lw, view, &geo, Border::Constant, 0.0)?;
         let col = lw.scratch(DType::F32, n * groups * kk * qvol);
-        let mut ext = vec![n, groups, cg];
+        let mut ext = vec![n, groups];
         ext.extend(dims.iter().map(|p| p.u));
+        ext.push(cg);
         ext.extend(dims.iter().map(|p| p.q));
         let mut k = lw.kernel("deconv_im2col", &ext);
-        let mut ps = vec![p.strides[0], cg as i64 * p.strides[1], p.strides[1]];
+        let mut ps = vec![p.strides[0], cg as i64 * p.strides[1]];
         ps.extend((0..sp).map(|d| p.strides[2 + d]));
+        ps.push(p.strides[1]);
         ps.extend((0..sp).map(|d| p.strides[2 + d]));
         let acc = k.access(p.buf, p.offset, ps);
         k.load(acc, DType::F32);
@@ -221,45 +251,62 @@ pub(super) fn deconv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs
         )
     };
 
-    // C[(n, g), (j, r…), q…] in scratch.
-    let cbuf = lw.scratch(DType::F32, n * groups * m * qvol);
-    let scratch = lw.scratch_bytes(nnefc_runtime::sgemm_scratch_bytes(m, qvol, kk));
-    let batches = (0..n * groups)
-        .map(|i| {
-            [
-                ((i % groups) * plen) as i64,
-                boffs[i],
-                (i * m * qvol) as i64,
-            ]
-        })
-        .collect();
-    lw.prog.steps.push(Step::Gemm(GemmCall {
-        m,
-        n: qvol,
-        k: kk,
-        a: Matrix {
-            buf: abuf,
-            rs: kk as i64,
-            cs: 1,
-        },
-        a_packed: true,
-        b: Matrix {
-            buf: bbuf,
-            rs: qvol as i64,
-            cs: 1,
-        },
-        c: Matrix {
-            buf: cbuf,
-            rs: qvol as i64,
-            cs: 1,
-        },
-        batches,
-        bias: None,
-        scratch,
-        epi: GemmEpi::default(),
-    }));
+    // C[(n, g), r…, j, q…] in scratch; one GEMM call per (term index, k), the first
+    // term of a phase overwriting its block of C and later ones accumulating.
+    let abuf = {
+        let len = packed.len();
+        let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
+        lw.const_buf(bytes, DType::F32, len)
+    };
+    let cbuf = lw.scratch(DType::F32, n * groups * svol * og * qvol);
+    let kmax = terms.iter().map(|t| t.k).max().unwrap_or(0);
+    let scratch = lw.scratch_bytes(nnefc_runtime::sgemm_scratch_bytes(og, qvol, kmax));
+    let mut keys: Vec<(usize, usize)> = terms.iter().map(|t| (t.index, t.k)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    for (index, k) in keys {
+        let mut batches = Vec::new();
+        for t in terms.iter().filter(|t| t.index == index && t.k == k) {
+            for i in 0..n * groups {
+                batches.push([
+                    t.a_offs[i % groups],
+                    boffs[i] + (t.row0 * qvol) as i64,
+                    ((i * svol + t.phase) * og * qvol) as i64,
+                ]);
+            }
+        }
+        lw.prog.steps.push(Step::Gemm(GemmCall {
+            m: og,
+            n: qvol,
+            k,
+            a: Matrix {
+                buf: abuf,
+                rs: k as i64,
+                cs: 1,
+            },
+            a_packed: true,
+            b: Matrix {
+                buf: bbuf,
+                rs: qvol as i64,
+                cs: 1,
+            },
+            c: Matrix {
+                buf: cbuf,
+                rs: qvol as i64,
+                cs: 1,
+            },
+            batches,
+            bias: None,
+            scratch,
+            epi: GemmEpi {
+                accumulate: index > 0,
+                ..GemmEpi::default()
+            },
+        }));
+    }
 
-    // y[n, g·og + j, s·q + r] = C[(n, g), (j, r), q] + bias, one kernel per phase.
+    // y[n, g·og + j, s·q + r] = C[(n, g), r, j, q] + bias, one kernel per phase (a phase
+    // no tap reaches is the bias alone).
     let (bs_g, bs_j) = super::conv::bias_strides(lw, io.b, cout)?;
     let bb = lw.buf(io.b)?;
     let yb = lw.buf(io.y)?;
@@ -276,26 +323,71 @@ pub(super) fn deconv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs
         let mut ext = vec![n, groups, og];
         ext.extend_from_slice(&counts);
         let mut k = lw.kernel("deconv_phase", &ext);
-        let mut cs = vec![
-            (groups * m * qvol) as i64,
-            (m * qvol) as i64,
-            (svol * qvol) as i64,
-        ];
-        cs.extend_from_slice(&qst);
-        let ca = k.access(cbuf, (rf * qvol) as i64, cs);
         let mut bst = vec![0, og as i64 * bs_g, bs_j];
         bst.extend(std::iter::repeat_n(0, sp));
         let ba = k.access(bb, 0, bst);
+        let bv = k.load(ba, DType::F32);
+        if terms.iter().any(|t| t.phase == rf) {
+            let mut cs = vec![
+                (groups * svol * og * qvol) as i64,
+                (svol * og * qvol) as i64,
+                qvol as i64,
+            ];
+            cs.extend_from_slice(&qst);
+            let ca = k.access(cbuf, (rf * og * qvol) as i64, cs);
+            let cv = k.load(ca, DType::F32);
+            k.push(Expr::Binary(BinaryOp::Add, cv, bv), DType::F32);
+        }
         let yoff: i64 = (0..sp).map(|d| r[d] as i64 * ys[2 + d]).sum();
         let mut yst = vec![ys[0], og as i64 * ys[1], ys[1]];
         yst.extend((0..sp).map(|d| dims[d].s as i64 * ys[2 + d]));
-        let cv = k.load(ca, DType::F32);
-        let bv = k.load(ba, DType::F32);
-        k.push(Expr::Binary(BinaryOp::Add, cv, bv), DType::F32);
         k.set_store(yb, yoff, yst);
         lw.push(k);
     }
     Ok(())
+}
+
+/// One GEMM of a phase: `C_phase (+)= A · col[row0 .. row0 + k]`.
+struct Term {
+    phase: usize,
+    /// Position among the phase's terms (0 overwrites C, later ones accumulate).
+    index: usize,
+    /// First row of the im2col matrix (rows are `(u…, ci)`).
+    row0: usize,
+    k: usize,
+    /// Element offset of the packed filter block, per group.
+    a_offs: Vec<i64>,
+}
+
+/// Maximal runs of consecutive values in an increasing list, as (start, length).
+fn runs(v: &[usize]) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for &x in v {
+        match out.last_mut() {
+            Some((s, l)) if *s + *l == x => *l += 1,
+            _ => out.push((x, 1)),
+        }
+    }
+    out
+}
+
+/// All combinations picking one value per list (row-major); one empty combination for
+/// no lists, none when a list is empty.
+fn product(lists: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let mut out = vec![Vec::new()];
+    for l in lists {
+        out = out
+            .into_iter()
+            .flat_map(|p| {
+                l.iter().map(move |&x| {
+                    let mut q = p.clone();
+                    q.push(x);
+                    q
+                })
+            })
+            .collect();
+    }
+    out
 }
 
 /// Row-major multi-index of flat index `f` in `shape`.

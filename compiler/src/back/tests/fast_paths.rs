@@ -90,7 +90,10 @@ fn deconv_takes_the_phase_path() {
     let k = &l.art.kernels;
     assert!(k.contains("deconv_phase"), "{k}");
     assert!(!k.contains("zero_insert"), "{k}");
-    assert!(k.contains("m=32 n=256 k=72"), "{k}");
+    // k = 4, s = 2: each of the 4 phases takes 2×2 taps; per phase two GEMMs over
+    // 2 taps × 8 channels (the second accumulating), no multiply-adds on zeros.
+    assert_eq!(k.matches("m=8 n=256 k=16 batches=4").count(), 2, "{k}");
+    assert_eq!(k.matches("accumulate=true").count(), 1, "{k}");
 }
 
 /// A random graph of element-wise nodes over operands that broadcast into one shape,
@@ -276,4 +279,32 @@ fn layer_norm_tail_is_one_kernel() {
         "{k}"
     );
     assert!(!k.contains(" pow "), "{k}");
+}
+
+/// Times unetish's deconv alone (ignored: a measuring tool,
+/// `cargo test -p nnefc-compiler --lib deconv_alone_timing -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn deconv_alone_timing() {
+    let mut g = Graph::new("d");
+    let x = g.add_input("x", crate::ir::TensorType::new(DType::F32, &[1, 8, 16, 16]));
+    let mut r = Rng::new(5);
+    let xt = r.tensor(DType::F32, &[1, 8, 16, 16], -1.0, 1.0);
+    let f = g.add_const(r.tensor(DType::F32, &[8, 8, 4, 4], -1.0, 1.0), None, None);
+    let bias = g.add_const(Tensor::f32(vec![1, 8], vec![0.5; 8]), None, None);
+    let a = ConvAttrs {
+        border: Border::Constant,
+        padding: vec![(1, 1), (1, 1)],
+        stride: vec![2, 2],
+        dilation: vec![],
+        groups: 1,
+        output_shape: vec![],
+    };
+    let op = Op::Deconv(a);
+    let tys = [g.ty(x).clone(), g.ty(f).clone(), g.ty(bias).clone()];
+    let out = crate::ir::infer::infer(&op, &[&tys[0], &tys[1], &tys[2]]).unwrap();
+    let y = g.add_node(op, vec![x, f, bias], out)[0];
+    g.outputs.push(y);
+    let l = load(&g, &opts("dt"));
+    println!("deconv alone: {:?}", l.time(&[xt], 5000));
 }
