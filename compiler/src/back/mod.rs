@@ -64,9 +64,11 @@
 //! a literal exponent of 1, 2 or 3 becomes multiplications (`select::elementwise`).
 //!
 //! # Deconvolution
-//! `select::deconv` lowers a deconv with a constant filter as one GEMM over the stride
-//! phases (sub-pixel form) plus a scatter kernel per phase; other deconvs use the
-//! zero-insertion window in `select::conv`.
+//! `select::deconv` lowers a deconv with a constant filter in sub-pixel form: one im2col of
+//! the input, per stride phase GEMMs over only the taps that phase uses (filter blocks
+//! packed at compile time, runtime calls shared across phases as batches), then a
+//! bias + scatter kernel per phase. Other deconvs use the zero-insertion window in
+//! `select::conv`.
 //!
 //! Not done here: layouts other than row-major, aliasing reshapes.
 
