@@ -69,7 +69,24 @@
 //! * data-dependent indices (`gather`, `sample`, ROI boxes, `batch_index`) are clamped into
 //!   the indexed extent (`kernel::Indirect`).
 //!
-//! Not done here: fusion across nodes, layouts other than row-major, aliasing reshapes.
+//! # Element-wise fusion
+//! `select::fuse` groups f32 element-wise nodes (unary, binary, clamp, cast, batch norm)
+//! whose intermediate results are read only inside the group into one kernel over the
+//! root's shape, evaluated at the root's position; outside operands are read at their
+//! broadcast index. Groups are fixed before lowering starts, avoid nodes a conv epilogue
+//! may absorb, recompute smaller intermediates only for cheap ops, and are dropped when
+//! the memory plan reused an operand's bytes before the root runs (details in
+//! `select::fuse`). Constant operands holding one value become literals, and `pow` with
+//! a literal exponent of 1, 2 or 3 becomes multiplications (`select::elementwise`).
+//!
+//! # Deconvolution
+//! `select::deconv` lowers a deconv with a constant filter in sub-pixel form: one im2col of
+//! the input, per stride phase GEMMs over only the taps that phase uses (filter blocks
+//! packed at compile time, runtime calls shared across phases as batches), then a
+//! bias + scatter kernel per phase. Other deconvs use the zero-insertion window in
+//! `select::conv`.
+//!
+//! Not done here: layouts other than row-major, aliasing reshapes.
 
 pub mod abi;
 pub mod emit;

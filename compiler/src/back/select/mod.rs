@@ -10,9 +10,13 @@
 //! softmax), `movement` (reshape, transpose, split, concat, stack, unstack, slice, tile,
 //! pad, gather), `linalg` (matmul, linear), `resample` (multilinear upsample, roi resample),
 //! `roi` (roi pools). This file does not emit code.
+//! pad, gather), `linalg` (matmul, linear). Chains of f32 element-wise nodes are fused
+//! into one kernel first (`fuse`, see its invariants). This file does not emit code.
 
 mod conv;
+mod deconv;
 mod elementwise;
+mod fuse;
 mod gemm_loops;
 mod linalg;
 mod movement;
@@ -255,7 +259,7 @@ impl<'g> Lowering<'g> {
             } => movement::pad(self, padding, *border, *value, ins, outs),
             Op::Gather { axis } => movement::gather(self, *axis, ins, outs),
             Op::Conv(a) => conv::conv(self, a, ins, outs),
-            Op::Deconv(a) => conv::deconv(self, a, ins, outs),
+            Op::Deconv(a) => deconv::deconv(self, a, ins, outs),
             Op::Box { window, normalize } => {
                 window::box_filter(self, window, *normalize, ins, outs)
             }
@@ -280,13 +284,19 @@ impl<'g> Lowering<'g> {
     /// Lowers every node, then copies graph outputs that are not written by a node
     /// (inputs, constants, repeated outputs).
     pub fn run(mut self) -> Result<Program, CodegenError> {
+        let groups = fuse::plan(self.g, self.plan);
         for (i, n) in self.g.nodes.iter().enumerate() {
             self.node_index = i;
             self.scratch_used = 0;
             if self.skip.get(i).copied().unwrap_or(false) {
                 continue;
             }
-            self.node(n)?;
+            match groups.root_of.get(i).copied().flatten() {
+                // A fused member: computed inside its root's kernel.
+                Some(r) if r != i => continue,
+                Some(_) => fuse::lower_group(&mut self, &groups.members(i))?,
+                None => self.node(n)?,
+            }
         }
         self.node_index = self.g.nodes.len();
         self.scratch_used = 0;

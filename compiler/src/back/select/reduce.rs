@@ -1,5 +1,8 @@
 //! Reductions and softmax.
 //!
+//! A reduction of at most 16 elements per output that keeps the innermost axis (a max
+//! over a few channels) is one element-wise kernel combining unrolled loads, vectorized
+//! along that axis. Otherwise
 //! `reduce(x, axes)`: loops over the kept axes (outer, in order) then the reduced axes
 //! (inner, in order, so ArgMax/ArgMin count positions row-major over the reduced axes as
 //! the spec says); the output keeps rank with extent 1 on reduced axes. Mean multiplies
@@ -70,6 +73,10 @@ pub(super) fn reduce(
     let ys = strides(&yshape);
     let xb = lw.buf(x)?;
     let yb = lw.buf(y)?;
+    if let Some(k) = unrolled(lw, op, axes, &shape, &yshape, xb, yb, xdt)? {
+        lw.push(k);
+        return Ok(());
+    }
     let extents: Vec<usize> = ord.iter().map(|&d| shape[d]).collect();
     let mut k = lw.kernel(
         crate::ir::Op::Reduce {
@@ -124,6 +131,72 @@ pub(super) fn reduce(
     );
     lw.push(k);
     Ok(())
+}
+
+/// Most reduced elements per output for which [`unrolled`] applies.
+const UNROLL_MAX: usize = 16;
+
+/// A few reduced elements per output with the innermost axis kept (e.g. a max over 2
+/// channels): one element-wise kernel over the output whose body combines the reduced
+/// elements, vectorized along the kept innermost axis. The loop form would run a scalar
+/// reduction of a few steps per output. Same combine order (row-major over the reduced
+/// axes) as the loop form's scalar path.
+#[allow(clippy::too_many_arguments)]
+fn unrolled(
+    lw: &Lowering<'_>,
+    op: ReduceOp,
+    axes: &[usize],
+    shape: &[usize],
+    yshape: &[usize],
+    xb: crate::back::kernel::BufId,
+    yb: crate::back::kernel::BufId,
+    xdt: DType,
+) -> Result<Option<crate::back::kernel::Kernel>, CodegenError> {
+    let combine = match op {
+        ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
+        ReduceOp::Max => BinaryOp::Max,
+        ReduceOp::Min => BinaryOp::Min,
+        _ => return Ok(None),
+    };
+    let count: usize = axes.iter().map(|&d| shape[d]).product();
+    let inner_kept = shape
+        .len()
+        .checked_sub(1)
+        .is_some_and(|l| !axes.contains(&l));
+    if xdt != DType::F32 || !lw.vectorize || !inner_kept || count == 0 || count > UNROLL_MAX {
+        return Ok(None);
+    }
+    let xs = strides(shape);
+    let f = DType::F32;
+    let mut k = lw.kernel("reduce_unrolled", yshape);
+    let kept_strides: Vec<i64> = (0..shape.len())
+        .map(|d| if axes.contains(&d) { 0 } else { xs[d] })
+        .collect();
+    let rext: Vec<usize> = axes.iter().map(|&d| shape[d]).collect();
+    let mut acc = None;
+    for i in 0..count {
+        // Row-major position i over the reduced axes → element offset.
+        let mut rem = i;
+        let mut off = 0i64;
+        for (j, &d) in axes.iter().enumerate().rev() {
+            off += (rem % rext[j]) as i64 * xs[d];
+            rem /= rext[j];
+        }
+        let a = k.access(xb, off, kept_strides.clone());
+        let v = k.load(a, f);
+        acc = Some(match acc {
+            None => v,
+            Some(p) => k.push(Expr::Binary(combine, p, v), f),
+        });
+    }
+    if op == ReduceOp::Mean
+        && let Some(p) = acc
+    {
+        let c = k.push(Expr::Lit(Lit::F32(mean_scale(count))), f);
+        k.push(Expr::Binary(BinaryOp::Mul, p, c), f);
+    }
+    k.set_store(yb, 0, strides(yshape));
+    Ok(Some(k))
 }
 
 pub(super) fn softmax(

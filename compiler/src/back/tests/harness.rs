@@ -18,20 +18,22 @@ fn target_dir() -> PathBuf {
     }
 }
 
-/// Path of `libnnefc_runtime.a`, built on first use.
+/// Path of `libnnefc_runtime.a`, built on first use. Release profile: the dev profile's
+/// debug assertions turn on the standard library's UB checks inside the GEMM loops, which
+/// made the runtime several times slower than what a user links (and timings misleading).
 pub fn runtime_lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
         let dir = target_dir().join("backend-tests");
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let st = Command::new(cargo)
-            .args(["build", "-q", "-p", "nnefc-runtime", "--target-dir"])
+            .args(["build", "-q", "--release", "-p", "nnefc-runtime", "--target-dir"])
             .arg(&dir)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("run cargo to build the runtime");
         assert!(st.success(), "building nnefc-runtime failed");
-        dir.join("debug/libnnefc_runtime.a")
+        dir.join("release/libnnefc_runtime.a")
     })
 }
 
@@ -56,6 +58,11 @@ pub struct Loaded {
 
 impl Drop for Loaded {
     fn drop(&mut self) {
+        // `NNEFC_KEEP_SO=dir` keeps a copy of the library (symbols for `perf report`).
+        if let Ok(keep) = std::env::var("NNEFC_KEEP_SO") {
+            let to = std::path::Path::new(&keep).join(format!("{}.so", self.art.interface.prefix));
+            let _ = std::fs::copy(self.dir.join("model.so"), to);
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

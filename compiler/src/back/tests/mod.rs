@@ -11,4 +11,5 @@ mod models_smoke;
 mod ops;
 mod random;
 mod resample;
+mod fast_paths;
 mod window;

@@ -10,7 +10,11 @@ use crate::ir::Tensor;
 #[test]
 #[ignore]
 fn shared_models_smoke() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/models");
+    // `NNEFC_MODELS_DIR` overrides the location (worktrees sit elsewhere than main).
+    let root = match std::env::var("NNEFC_MODELS_DIR") {
+        Ok(d) => std::path::PathBuf::from(d),
+        Err(_) => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/models"),
+    };
     let mut names: Vec<_> = std::fs::read_dir(&root)
         .unwrap()
         .filter_map(|e| e.ok())
@@ -18,6 +22,11 @@ fn shared_models_smoke() {
         .map(|e| e.file_name().into_string().unwrap())
         .collect();
     names.sort();
+    // `NNEFC_SMOKE_ONLY=mlp,encoder` restricts the run to those models.
+    if let Ok(only) = std::env::var("NNEFC_SMOKE_ONLY") {
+        let keep: Vec<&str> = only.split(',').collect();
+        names.retain(|n| keep.contains(&n.as_str()));
+    }
     for name in names {
         let dir = root.join(&name);
         let mut lowered =
@@ -36,6 +45,10 @@ fn shared_models_smoke() {
             continue;
         };
         let ct = t0.elapsed();
+        // `NNEFC_SMOKE_DUMP=1` prints the kernel program (what the time is spent on).
+        if std::env::var("NNEFC_SMOKE_DUMP").is_ok() {
+            println!("{}", loaded.art.kernels);
+        }
         let input = front::dat::read_dat(&std::fs::read(dir.join("input.dat")).unwrap())
             .unwrap()
             .data;
