@@ -2,4 +2,6 @@
 //! `e2e` runs every shipped and shared model against its expected output, `cli` drives the
 //! `nnefc` executable, `examples` builds and runs the C and build.rs examples.
 
+mod cli;
 mod e2e;
+mod examples;
