@@ -3,6 +3,8 @@
 //! compares inferred shapes with the Khronos reference parser, `tidy` checks repository
 //! hygiene.
 
+mod cli;
 mod e2e;
 mod khronos;
 mod tidy;
+mod examples;

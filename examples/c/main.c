@@ -1,0 +1,147 @@
+/* Example: run an nnefc-compiled model from C.
+ *
+ * Build with the Makefile next to this file: it compiles a model with
+ * `nnefc MODEL --prefix model --emit obj,header -o build/model.o` and links build/model.o
+ * with the runtime's static library libnnefc_runtime.a.
+ *
+ * Usage: main INPUT.dat [ITERATIONS]
+ * Reads a float32 NNEF .dat tensor, runs the model, prints its first output's top-5
+ * entries and the median time per inference. Handles models whose first input and first
+ * output are float32; it does not convert other element types. */
+#define _POSIX_C_SOURCE 200112L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model.h"
+
+static uint32_t u32_le(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Reads a float32 .dat file (128-byte header, then little-endian data) into `out`, which
+ * holds `count` floats; checks the shape against `dims`. Returns 0 on success. */
+static int read_dat(const char *path, float *out, size_t count, const size_t *dims, size_t rank) {
+    unsigned char h[128];
+    FILE *f = fopen(path, "rb");
+    if (!f) { perror(path); return -1; }
+    if (fread(h, 1, sizeof h, f) != sizeof h || h[0] != 0x4e || h[1] != 0xef) {
+        fprintf(stderr, "%s: not an NNEF .dat file\n", path);
+        fclose(f);
+        return -1;
+    }
+    if (u32_le(h + 44) != 32 || u32_le(h + 48) != 0) {
+        fprintf(stderr, "%s: only float32 tensors are read here\n", path);
+        fclose(f);
+        return -1;
+    }
+    if (u32_le(h + 8) != rank) {
+        fprintf(stderr, "%s: rank %u, the model wants %zu\n", path, (unsigned)u32_le(h + 8), rank);
+        fclose(f);
+        return -1;
+    }
+    for (size_t i = 0; i < rank; i++) {
+        if (u32_le(h + 12 + 4 * i) != dims[i]) {
+            fprintf(stderr, "%s: extent %zu is %u, the model wants %zu\n", path, i,
+                    (unsigned)u32_le(h + 12 + 4 * i), dims[i]);
+            fclose(f);
+            return -1;
+        }
+    }
+    size_t got = fread(out, sizeof(float), count, f);
+    fclose(f);
+    if (got != count) {
+        fprintf(stderr, "%s: expected %zu values, read %zu\n", path, count, got);
+        return -1;
+    }
+    return 0; /* data is little-endian; so are the hosts this example targets */
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s INPUT.dat [ITERATIONS]\n", argv[0]);
+        return 2;
+    }
+    int iterations = argc > 2 ? atoi(argv[2]) : 100;
+    if (iterations < 1) iterations = 1;
+
+    /* The descriptor: what the model takes and returns, readable at run time. */
+    const nnefc_tensor_info *in0 = &model_info.inputs[0], *out0 = &model_info.outputs[0];
+    printf("model `%s`: %zu input(s), %zu output(s), workspace %zu bytes\n", model_info.name,
+           model_info.num_inputs, model_info.num_outputs, model_info.workspace_size);
+    if (model_info.num_inputs != 1 || in0->dtype != NNEFC_DTYPE_F32 || out0->dtype != NNEFC_DTYPE_F32) {
+        fprintf(stderr, "this example handles models with one float32 input and a float32 first output\n");
+        return 1;
+    }
+
+    static const size_t in_dims[] = MODEL_INPUT0_SHAPE;
+    float *input = malloc(sizeof(float) * MODEL_INPUT0_SIZE);
+    void *outputs[MODEL_NUM_OUTPUTS];
+    size_t out_sizes[MODEL_NUM_OUTPUTS];
+    for (size_t k = 0; k < MODEL_NUM_OUTPUTS; k++) {
+        const nnefc_tensor_info *t = &model_info.outputs[k];
+        size_t n = 1;
+        for (uint32_t d = 0; d < t->rank; d++) n *= t->dims[d];
+        out_sizes[k] = n;
+        outputs[k] = malloc(n * 4 + 1); /* 4 bytes covers every dtype; +1 for empty tensors */
+    }
+    /* The workspace: MODEL_WORKSPACE_SIZE bytes aligned to MODEL_WORKSPACE_ALIGN. */
+    size_t ws_size = (MODEL_WORKSPACE_SIZE + MODEL_WORKSPACE_ALIGN - 1) / MODEL_WORKSPACE_ALIGN * MODEL_WORKSPACE_ALIGN;
+    void *workspace = aligned_alloc(MODEL_WORKSPACE_ALIGN, ws_size ? ws_size : MODEL_WORKSPACE_ALIGN);
+    if (!input || !workspace) { fprintf(stderr, "out of memory\n"); return 1; }
+    if (read_dat(argv[1], input, MODEL_INPUT0_SIZE, in_dims, MODEL_INPUT0_RANK) != 0) return 1;
+
+    const void *inputs[1] = {input};
+    int status = model_run(inputs, outputs, workspace);
+    if (status != 0) {
+        fprintf(stderr, "model_run failed with status %d\n", status);
+        return 1;
+    }
+
+    /* Top-5 of the first output. */
+    const float *scores = outputs[0];
+    size_t n = out_sizes[0], top[5];
+    size_t k_max = n < 5 ? n : 5;
+    for (size_t k = 0; k < k_max; k++) {
+        size_t best = (size_t)-1;
+        for (size_t i = 0; i < n; i++) {
+            int taken = 0;
+            for (size_t j = 0; j < k; j++) taken |= top[j] == i;
+            if (!taken && (best == (size_t)-1 || scores[i] > scores[best])) best = i;
+        }
+        top[k] = best;
+    }
+    printf("top-%zu of `%s`:\n", k_max, out0->name);
+    for (size_t k = 0; k < k_max; k++) printf("  class %zu: %.6f\n", top[k], scores[top[k]]);
+
+    /* Time per inference: median of `iterations` runs after a few warm-up runs. */
+    double *ms = malloc(sizeof(double) * iterations);
+    if (!ms) { fprintf(stderr, "out of memory\n"); return 1; }
+    for (int i = 0; i < 5; i++) model_run(inputs, outputs, workspace);
+    for (int i = 0; i < iterations; i++) {
+        double t0 = now_ms();
+        model_run(inputs, outputs, workspace);
+        ms[i] = now_ms() - t0;
+    }
+    qsort(ms, iterations, sizeof(double), cmp_double);
+    printf("time: %.4f ms per inference (median of %d runs, min %.4f ms)\n", ms[iterations / 2], iterations, ms[0]);
+
+    free(ms);
+    free(workspace);
+    for (size_t k = 0; k < MODEL_NUM_OUTPUTS; k++) free(outputs[k]);
+    free(input);
+    return 0;
+}
