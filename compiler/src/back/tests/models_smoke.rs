@@ -10,7 +10,11 @@ use crate::ir::Tensor;
 #[test]
 #[ignore]
 fn shared_models_smoke() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/models");
+    // `NNEFC_MODELS` overrides the location (worktrees live elsewhere than /work/main).
+    let root = match std::env::var_os("NNEFC_MODELS") {
+        Some(d) => std::path::PathBuf::from(d),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/models"),
+    };
     let mut names: Vec<_> = std::fs::read_dir(&root)
         .unwrap()
         .filter_map(|e| e.ok())
@@ -18,6 +22,10 @@ fn shared_models_smoke() {
         .map(|e| e.file_name().into_string().unwrap())
         .collect();
     names.sort();
+    // `NNEFC_SMOKE_ONLY=a,b` restricts the run to those models.
+    if let Ok(only) = std::env::var("NNEFC_SMOKE_ONLY") {
+        names.retain(|n| only.split(',').any(|o| o == n));
+    }
     for name in names {
         let dir = root.join(&name);
         let mut lowered =
@@ -47,7 +55,7 @@ fn shared_models_smoke() {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(20);
-        let rt = loaded.time(&[input.clone()], iters);
+        let (rt, cpu) = loaded.time_stats(&[input.clone()], iters);
         let (g, w) = (out[0].as_f32().unwrap(), expected.as_f32().unwrap());
         let scale = w.iter().fold(1.0f32, |m, v| m.max(v.abs()));
         let err = g
@@ -56,7 +64,7 @@ fn shared_models_smoke() {
             .map(|(a, b)| (a - b).abs())
             .fold(0.0f32, f32::max);
         println!(
-            "{name}: compile {ct:?} run {rt:?} maxerr {err:e} ok={}",
+            "{name}: compile {ct:?} run {rt:?} (cpu {cpu:?}) maxerr {err:e} ok={}",
             err <= 1e-4 * scale
         );
     }
