@@ -44,6 +44,13 @@ fn shared_models_smoke() {
             continue;
         };
         let ct = t0.elapsed();
+        // `NNEFC_DUMP_KERNELS=DIR` writes each model's kernel program to DIR/NAME.kernels.
+        if let Some(d) = std::env::var_os("NNEFC_DUMP_KERNELS") {
+            let _ = std::fs::write(
+                std::path::Path::new(&d).join(format!("{name}.kernels")),
+                &loaded.art.kernels,
+            );
+        }
         let input = front::dat::read_dat(&std::fs::read(dir.join("input.dat")).unwrap())
             .unwrap()
             .data;
