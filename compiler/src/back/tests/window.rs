@@ -336,6 +336,42 @@ fn conv_random() {
     b.check("convr");
 }
 
+/// Depthwise convs strided along the innermost dim (stride 2 reads vectorize as
+/// even-lane gathers, stride 3 stays scalar): dilation, padding, 1-d and 2-d.
+#[test]
+fn depthwise_strided_random() {
+    let mut r = Rng::new(11);
+    let mut b = Batch::new();
+    let mut tries = 0;
+    while b.len() < 30 && tries < 2000 {
+        tries += 1;
+        let sp = 1 + r.below(2);
+        let mut a = conv_attrs(&mut r, sp, false);
+        a.border = [Border::Constant, Border::Ignore][r.below(2)];
+        a.groups = 0;
+        if let Some(s) = a.stride.last_mut() {
+            *s = 2 + r.below(2);
+        }
+        let (n, c) = (1 + r.below(2), 1 + r.below(5));
+        let mut xs = vec![n, c];
+        let mut fs = vec![c, 1];
+        for _ in 0..sp {
+            xs.push(1 + r.below(15));
+            fs.push(1 + r.below(4));
+        }
+        let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
+        let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
+        let bias = r.tensor(DType::F32, &[1, c], -1.0, 1.0);
+        b.add(
+            format!("dwconv x{xs:?} f{fs:?} {a:?}"),
+            Op::Conv(a),
+            vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)],
+        );
+    }
+    assert!(b.len() >= 20, "only {} valid cases", b.len());
+    b.check("dwsr");
+}
+
 #[test]
 fn deconv_random() {
     let mut r = Rng::new(4);
@@ -441,7 +477,20 @@ fn fused_epilogues() {
     let zero = g.add_const(Tensor::f32(vec![], vec![0.0]), None, None);
     let six = g.add_const(Tensor::f32(vec![], vec![0.3]), None, None);
     let y4 = node(&mut g, Op::Clamp, &[c4, zero, six]);
-    g.outputs.extend([y1, y2, y3, y4]);
+    // Depthwise stride 2 → clamp: fused, its stride-2 reads vectorized.
+    let f5 = g.add_const(r.tensor(DType::F32, &[6, 1, 3, 3], -1.0, 1.0), None, None);
+    let b5 = g.add_const(r.tensor(DType::F32, &[1, 6], -1.0, 1.0), None, None);
+    let a5 = ConvAttrs {
+        border: Border::Constant,
+        padding: Vec::new(),
+        stride: vec![2, 2],
+        dilation: Vec::new(),
+        groups: 0,
+        output_shape: Vec::new(),
+    };
+    let c5 = node(&mut g, Op::Conv(a5), &[x, f5, b5]);
+    let y5 = node(&mut g, Op::Clamp, &[c5, zero, six]);
+    g.outputs.extend([y1, y2, y3, y4, y5]);
     let inputs = [xt, rt];
     let want = crate::ir::interp::run(&g, &inputs).expect("interp");
     let m = load(&g, &opts("fuse"));
