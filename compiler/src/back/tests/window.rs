@@ -490,8 +490,14 @@ fn fused_epilogues() {
     };
     let c5 = node(&mut g, Op::Conv(a5), &[x, f5, b5]);
     let y5 = node(&mut g, Op::Clamp, &[c5, zero, six]);
-    g.outputs.extend([y1, y2, y3, y4, y5]);
-    let inputs = [xt, rt];
+    // Depthwise (split into border/interior regions) → add residual → relu.
+    let r6t = r.tensor(DType::F32, &xs, -1.0, 1.0);
+    let r6 = g.add_input("r6", r6t.ty());
+    let c6 = conv(&mut g, &mut r, x, 6, 1, 3, 0);
+    let s6 = node(&mut g, Op::Binary(BinaryOp::Add), &[r6, c6]);
+    let y6 = node(&mut g, Op::Unary(UnaryOp::Relu), &[s6]);
+    g.outputs.extend([y1, y2, y3, y4, y5, y6]);
+    let inputs = [xt, rt, r6t];
     let want = crate::ir::interp::run(&g, &inputs).expect("interp");
     let m = load(&g, &opts("fuse"));
     let k = &m.art.kernels;
