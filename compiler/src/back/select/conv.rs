@@ -243,10 +243,29 @@ pub(super) fn conv(
     {
         return Ok(());
     }
-    let p = padded(lw, src, &geo, a.border, 0.0)?;
     let filter_const =
         lw.g.const_of(io.f)
             .and_then(|t| t.as_f32().map(|d| d.to_vec()));
+    if let Some(fw) = &filter_const
+        && sp == 2
+        && groups == 1
+        && !lw.direct_only
+        && !lw.self_contained
+        && io.fs[2..] == [3, 3]
+        && stride.iter().all(|&s| s == 1)
+        && dilation.iter().all(|&d| d == 1)
+        && matches!(a.border, Border::Constant | Border::Ignore)
+        && super::winograd::worthwhile(c, cout, io.ys[2].div_ceil(2) * io.ys[3].div_ceil(2))
+    {
+        // The padded input covers every 4×4 tile: 2·tiles + 2 rows/columns.
+        let mut wout = vec![io.xs[0], c];
+        wout.extend(io.ys[2..].iter().map(|&e| 2 * e.div_ceil(2)));
+        let wgeo = Geometry::new(&io.xs, &wout, &size, &fst, &fdl, &full_pad)?;
+        let p = padded(lw, src, &wgeo, a.border, 0.0)?;
+        let fusion = fusion(lw, &io)?;
+        return super::winograd::conv3x3(lw, &p, &io, fw, fusion);
+    }
+    let p = padded(lw, src, &geo, a.border, 0.0)?;
     if lw.direct_only {
         let fs_st = strides(&io.fs);
         let mut w_st = vec![og as i64 * fs_st[0], fs_st[0], fs_st[1]];

@@ -17,6 +17,7 @@ mod linalg;
 mod movement;
 mod reduce;
 mod window;
+mod winograd;
 
 use super::CodegenError;
 use super::kernel::{BufId, BufKind, Kernel, Program, Step};

@@ -372,6 +372,41 @@ fn depthwise_strided_random() {
     b.check("dwsr");
 }
 
+/// 3×3 stride-1 convs big enough for the Winograd F(2×2, 3×3) path: odd and even
+/// sizes, batch 2, symmetric/asymmetric/no padding, constant and ignore borders.
+#[test]
+fn winograd_random() {
+    let mut r = Rng::new(21);
+    let mut b = Batch::new();
+    for case in 0..8 {
+        let sp = 2;
+        let mut a = conv_attrs(&mut r, sp, false);
+        a.border = [Border::Constant, Border::Ignore][r.below(2)];
+        a.stride = vec![1, 1];
+        a.dilation = vec![1, 1];
+        a.padding = match case % 4 {
+            0 => vec![(1, 1), (1, 1)],
+            1 => Vec::new(),
+            2 => vec![(0, 0), (0, 0)],
+            _ => vec![(0, 2), (2, 1)],
+        };
+        let (n, cin, cout) = (1 + r.below(2), 16 + r.below(5), 16 + r.below(9));
+        let (h, w) = (7 + r.below(8), 7 + r.below(8));
+        let xs = vec![n, cin, h, w];
+        let fs = vec![cout, cin, 3, 3];
+        let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
+        let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
+        let bias = r.tensor(DType::F32, &[1, cout], -1.0, 1.0);
+        b.add(
+            format!("wino x{xs:?} f{fs:?} {a:?}"),
+            Op::Conv(a),
+            vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)],
+        );
+    }
+    assert!(b.len() == 8, "only {} valid cases", b.len());
+    b.check("wino");
+}
+
 #[test]
 fn deconv_random() {
     let mut r = Rng::new(4);
