@@ -293,8 +293,8 @@ fn fill_border(
             let mut ext: Vec<usize> = region[..d].to_vec();
             ext.push(width);
             ext.extend_from_slice(&reach[d + 1..]);
-            let off: i64 = (0..d).map(|e| front[e] as i64 * st[e]).sum::<i64>()
-                + start as i64 * st[d];
+            let off: i64 =
+                (0..d).map(|e| front[e] as i64 * st[e]).sum::<i64>() + start as i64 * st[d];
             let mut k = lw.kernel("pad_fill", &ext);
             k.push(Expr::Lit(Lit::F32(fill)), DType::F32);
             k.set_store(dst, off, st.clone());
