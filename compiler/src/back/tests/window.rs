@@ -390,7 +390,7 @@ fn winograd_random() {
             2 => vec![(0, 0), (0, 0)],
             _ => vec![(0, 2), (2, 1)],
         };
-        let (n, cin, cout) = (1 + r.below(2), 16 + r.below(5), 16 + r.below(9));
+        let (n, cin, cout) = (1 + r.below(2), 64 + r.below(5), 16 + r.below(9));
         let (h, w) = (7 + r.below(8), 7 + r.below(8));
         let xs = vec![n, cin, h, w];
         let fs = vec![cout, cin, 3, 3];
@@ -405,6 +405,31 @@ fn winograd_random() {
     }
     assert!(b.len() == 8, "only {} valid cases", b.len());
     b.check("wino");
+    // The path is really taken: fused conv → relu as transform kernels + one batched GEMM.
+    let mut g = Graph::new("wino1");
+    let xt = r.tensor(DType::F32, &[1, 64, 9, 8], -1.0, 1.0);
+    let x = g.add_input("x", xt.ty());
+    let f = g.add_const(r.tensor(DType::F32, &[20, 64, 3, 3], -1.0, 1.0), None, None);
+    let bias = g.add_const(r.tensor(DType::F32, &[1, 20], -1.0, 1.0), None, None);
+    let a = ConvAttrs {
+        border: Border::Constant,
+        padding: Vec::new(),
+        stride: Vec::new(),
+        dilation: Vec::new(),
+        groups: 1,
+        output_shape: Vec::new(),
+    };
+    let c = node(&mut g, Op::Conv(a), &[x, f, bias]);
+    let y = node(&mut g, Op::Unary(crate::ir::UnaryOp::Relu), &[c]);
+    g.outputs.push(y);
+    let inputs = [xt];
+    let want = crate::ir::interp::run(&g, &inputs).expect("interp");
+    let m = load(&g, &opts("wino1"));
+    let k = &m.art.kernels;
+    assert!(k.contains("_wino_in\n") && k.contains("batches=16"), "{k}");
+    assert!(!k.contains("_relu\n"), "{k}");
+    let got = m.run(&inputs).expect("status 0");
+    assert_close("wino1", &got[0], &want[0]);
 }
 
 #[test]
