@@ -8,7 +8,8 @@
 //! level that is advanced by `stride · element size` every iteration.
 //!
 //! The innermost loop, when the schedule marked it `x4`, runs f32x4/i32x4 bodies (loads
-//! that step 2 elements per iteration, e.g. stride-2 windows, are two loads and a shuffle)
+//! that step 2 elements per iteration, e.g. stride-2 windows, are two loads and a shuffle;
+//! such stores are one scalar store per lane)
 //! unrolled (2× for elementwise, 4 independent accumulators for reductions), then the
 //! leftover whole vectors, then a scalar tail, both straight-line. Accesses that do not
 //! move with the innermost loop are loaded once as a scalar and splatted.
@@ -367,10 +368,25 @@ impl KernelEmitter<'_, '_> {
         &mut self,
         ptrs: &[Value],
         lane: i64,
-        _lanes: usize,
+        lanes: usize,
         v: Value,
     ) -> Result<(), CodegenError> {
         let a = self.kernel.store.0 as usize;
+        let inner = self.kernel.loops.len().checked_sub(1);
+        let stride = inner
+            .and_then(|i| self.kernel.accesses[a].strides.get(i).copied())
+            .unwrap_or(0);
+        if lanes == 4 && stride == 2 {
+            // Strided vector store: one scalar store per lane.
+            for l in 0..4u8 {
+                let (p, off) = self.addr(ptrs, a, lane + l as i64)?;
+                let e = self.b.ins().extractlane(v, l);
+                self.b
+                    .ins()
+                    .store(MemFlagsData::new().with_notrap(), e, p, off);
+            }
+            return Ok(());
+        }
         let (p, off) = self.addr(ptrs, a, lane)?;
         self.b
             .ins()
