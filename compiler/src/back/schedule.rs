@@ -5,7 +5,8 @@
 //! stride[l+1] · extent[l+1]` and both loops play the same role (parallel or reduction);
 //! the merged loop visits the same points in the same order, so reductions (including
 //! ArgMax's row-major index) are unchanged. Vectorizing the innermost loop is legal when
-//! every access moves by 0 or 1 element along it, indirect indices do not move with it,
+//! every access moves by 0, 1 or 2 elements along it (2: loads, and f32/i32 stores
+//! outside reductions), indirect indices do not move with it,
 //! and every body node has a vector lowering (`emit::expr::vectorizable`). This file does
 //! not tile or reorder loops.
 
@@ -96,7 +97,15 @@ fn choose_vector(k: &mut Kernel) {
             .accesses
             .iter()
             .any(|b| b.indirect.iter().any(|ind| ind.index.0 as usize == i));
-        s == 0 || (s == 1 && !is_index)
+        // Stride 2 (stride-2 windows): loads are gathered by `emit` with a shuffle,
+        // stores (f32/i32, outside reductions) scattered lane by lane.
+        let is_store = i == k.store.0 as usize;
+        let stored_ty = k.body.last().map(|n| n.ty);
+        let even = s == 2
+            && a.indirect.is_empty()
+            && (!is_store
+                || (k.reduction.is_none() && matches!(stored_ty, Some(DType::F32 | DType::I32))));
+        s == 0 || ((s == 1 || even) && !is_index)
     });
     if !strides_ok {
         return;
@@ -136,6 +145,28 @@ mod tests {
               store a1 = e1
         "#]]
         .assert_eq(&k.to_string());
+    }
+
+    #[test]
+    fn stride_two_accesses_vectorize_stride_three_does_not() {
+        let mut k = Kernel::new("s2", &[3, 8]);
+        let a = k.access(BufId(0), 0, vec![17, 2]);
+        k.load(a, DType::F32);
+        k.set_store(BufId(1), 0, vec![8, 1]);
+        schedule(&mut k, true);
+        assert_eq!(k.loops[1].vector, 4, "{k}");
+        let mut k = Kernel::new("s2st", &[3, 8]);
+        let a = k.access(BufId(0), 0, vec![8, 1]);
+        k.load(a, DType::F32);
+        k.set_store(BufId(1), 0, vec![17, 2]);
+        schedule(&mut k, true);
+        assert_eq!(k.loops[1].vector, 4, "{k}");
+        let mut k = Kernel::new("s3st", &[3, 8]);
+        let a = k.access(BufId(0), 0, vec![8, 1]);
+        k.load(a, DType::F32);
+        k.set_store(BufId(1), 0, vec![25, 3]);
+        schedule(&mut k, true);
+        assert_eq!(k.loops[1].vector, 1, "{k}");
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! emitted) with pointer-bumped induction variables: each access keeps a pointer per loop
 //! level that is advanced by `stride · element size` every iteration.
 //!
-//! The innermost loop, when the schedule marked it `x4`, runs f32x4/i32x4 bodies
+//! The innermost loop, when the schedule marked it `x4`, runs f32x4/i32x4 bodies (loads
+//! that step 2 elements per iteration, e.g. stride-2 windows, are two loads and a shuffle;
+//! such stores are one scalar store per lane)
 //! unrolled (2× for elementwise, 4 independent accumulators for reductions), then the
 //! leftover whole vectors, then a scalar tail, both straight-line. Accesses that do not
 //! move with the innermost loop are loaded once as a scalar and splatted.
@@ -27,7 +29,7 @@ use crate::back::CodegenError;
 use crate::back::kernel::{Access, AccessId, BufId, BufKind, Expr, Kernel, Program, ReduceKind};
 use crate::ir::DType;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::types::{F32, F32X4, I8, I32, I32X4, I64};
+use cranelift_codegen::ir::types::{F32, F32X4, I8, I8X16, I32, I32X4, I64};
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, Variable};
 use math::{Caps, Cx};
@@ -308,6 +310,12 @@ impl KernelEmitter<'_, '_> {
             .unwrap_or(0)
             != 0;
         if lanes == 4 && moves {
+            let stride = inner
+                .and_then(|i| self.kernel.accesses[a].strides.get(i).copied())
+                .unwrap_or(0);
+            if stride == 2 {
+                return Ok(self.load_even(dt, flags, p, off));
+            }
             return Ok(self.b.ins().load(lane_type(dt, 4), flags, p, off));
         }
         let v = self.b.ins().load(lane_type(dt, 1), flags, p, off);
@@ -320,6 +328,30 @@ impl KernelEmitter<'_, '_> {
         } else {
             v
         })
+    }
+
+    /// Four 32-bit elements at stride 2 (`p+off`, `+8`, `+16`, `+24` bytes): two 16-byte
+    /// loads, at `off` (elements 0..4) and `off + 12` (elements 3..7), so nothing past
+    /// the last element used is read, then one byte shuffle picks elements 0, 2, 4, 6.
+    fn load_even(&mut self, dt: DType, flags: MemFlagsData, p: Value, off: i32) -> Value {
+        let lo = self.b.ins().load(I8X16, flags, p, off);
+        let hi = self.b.ins().load(I8X16, flags, p, off + 12);
+        // lo lanes: e0 e1 e2 e3; hi lanes: e3 e4 e5 e6 → take lo.0, lo.2, hi.1, hi.3.
+        let mut mask = Vec::with_capacity(16);
+        for (base, lane) in [(0u8, 0u8), (0, 2), (16, 1), (16, 3)] {
+            for byte in 0..4 {
+                mask.push(base + 4 * lane + byte);
+            }
+        }
+        let imm = self
+            .b
+            .func
+            .dfg
+            .immediates
+            .push(cranelift_codegen::ir::ConstantData::from(mask));
+        let v = self.b.ins().shuffle(lo, hi, imm);
+        let little = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
+        self.b.ins().bitcast(lane_type(dt, 4), little, v)
     }
 
     fn eval_nodes(
@@ -356,10 +388,25 @@ impl KernelEmitter<'_, '_> {
         &mut self,
         ptrs: &[Value],
         lane: i64,
-        _lanes: usize,
+        lanes: usize,
         v: Value,
     ) -> Result<(), CodegenError> {
         let a = self.kernel.store.0 as usize;
+        let inner = self.kernel.loops.len().checked_sub(1);
+        let stride = inner
+            .and_then(|i| self.kernel.accesses[a].strides.get(i).copied())
+            .unwrap_or(0);
+        if lanes == 4 && stride == 2 {
+            // Strided vector store: one scalar store per lane.
+            for l in 0..4u8 {
+                let (p, off) = self.addr(ptrs, a, lane + l as i64)?;
+                let e = self.b.ins().extractlane(v, l);
+                self.b
+                    .ins()
+                    .store(MemFlagsData::new().with_notrap(), e, p, off);
+            }
+            return Ok(());
+        }
         let (p, off) = self.addr(ptrs, a, lane)?;
         self.b
             .ins()

@@ -233,12 +233,39 @@ pub(super) fn conv(
     fdl.extend_from_slice(&dilation);
     let geo = Geometry::new(&io.xs, &geo_out, &size, &fst, &fdl, &full_pad)?;
     let src = value_view(lw, io.x)?;
-    let p = padded(lw, src, &geo, a.border, 0.0)?;
     let (cg, og) = (c / groups, cout / groups);
     let kvol: usize = io.fs[2..].iter().product();
+    let is_dw = cg == 1 && og == 1 && groups > 1 && kvol <= super::window::UNROLL_TAPS;
+    if is_dw
+        && !lw.direct_only
+        && matches!(a.border, Border::Constant | Border::Ignore)
+        && depthwise_unpadded(lw, &src, &geo, &io, &stride, &dilation)?
+    {
+        return Ok(());
+    }
     let filter_const =
         lw.g.const_of(io.f)
             .and_then(|t| t.as_f32().map(|d| d.to_vec()));
+    if let Some(fw) = &filter_const
+        && sp == 2
+        && groups == 1
+        && !lw.direct_only
+        && !lw.self_contained
+        && io.fs[2..] == [3, 3]
+        && stride.iter().all(|&s| s == 1)
+        && dilation.iter().all(|&d| d == 1)
+        && matches!(a.border, Border::Constant | Border::Ignore)
+        && super::winograd::worthwhile(c, cout, io.ys[2].div_ceil(2) * io.ys[3].div_ceil(2))
+    {
+        // The padded input covers every 4×4 tile: 2·tiles + 2 rows/columns.
+        let mut wout = vec![io.xs[0], c];
+        wout.extend(io.ys[2..].iter().map(|&e| 2 * e.div_ceil(2)));
+        let wgeo = Geometry::new(&io.xs, &wout, &size, &fst, &fdl, &full_pad)?;
+        let p = padded(lw, src, &wgeo, a.border, 0.0)?;
+        let fusion = fusion(lw, &io)?;
+        return super::winograd::conv3x3(lw, &p, &io, fw, fusion);
+    }
+    let p = padded(lw, src, &geo, a.border, 0.0)?;
     if lw.direct_only {
         let fs_st = strides(&io.fs);
         let mut w_st = vec![og as i64 * fs_st[0], fs_st[0], fs_st[1]];
@@ -260,7 +287,7 @@ pub(super) fn conv(
         );
     }
     let fusion = fusion(lw, &io)?;
-    if cg == 1 && og == 1 && groups > 1 && kvol <= super::window::UNROLL_TAPS {
+    if is_dw {
         return depthwise(lw, &p, &io, &stride, &dilation, fusion);
     }
     match filter_const {
@@ -570,9 +597,8 @@ fn gemm(
     Ok(())
 }
 
-/// Depthwise conv (one input and one output channel per group): taps unrolled into the
-/// body, the output width innermost (f32x4 when the stride along it is 1), the fused
-/// activation applied in the body.
+/// Depthwise conv (one input and one output channel per group) over a border-free view:
+/// one [`dw_region`] covering the whole output with every tap.
 fn depthwise(
     lw: &mut Lowering<'_>,
     p: &View,
@@ -582,20 +608,143 @@ fn depthwise(
     fusion: Option<Fusion>,
 ) -> Result<(), CodegenError> {
     let sp = io.xs.len() - 2;
-    let c = io.xs[1];
-    let mut ext = vec![io.xs[0], c];
-    ext.extend_from_slice(&io.ys[2..]);
-    let rank = ext.len();
-    let ksize = &io.fs[2..];
-    let kvol: usize = ksize.iter().product();
-    let fb = lw.buf(io.f)?;
-    let fst = strides(&io.fs);
-    let (bg, _) = bias_strides(lw, io.b, c)?;
-    let bb = lw.buf(io.b)?;
+    let kvol: usize = io.fs[2..].iter().product();
+    let taps: Vec<usize> = (0..kvol).collect();
+    let region = DwRegion {
+        front: vec![0; sp],
+        lo: vec![0; sp],
+        len: io.ys[2..].to_vec(),
+        taps: &taps,
+    };
     let (out, activation, residual) = match &fusion {
         Some(f) => (f.out, f.activation, f.residual),
         None => (io.y, Activation::None, None),
     };
+    dw_region(
+        lw, p, &region, io, stride, dilation, out, activation, residual,
+    )
+}
+
+/// Most regions a zero-padded depthwise conv is split into before it falls back to a
+/// padded copy (3×3 with padding on both sides of both dims gives 9).
+const DW_MAX_REGIONS: usize = 16;
+
+/// Depthwise conv with zero padding and no padded copy: along each spatial dim the
+/// outputs are grouped into runs whose windows keep the same in-bounds taps (for 3×3 /
+/// pad 1: first, interior, last), and each combination of runs is one [`dw_region`]
+/// kernel reading the input directly with only its in-bounds taps. Returns `false`
+/// (emitting nothing) when that would take more than [`DW_MAX_REGIONS`] kernels.
+fn depthwise_unpadded(
+    lw: &mut Lowering<'_>,
+    src: &View,
+    geo: &Geometry,
+    io: &ConvIo,
+    stride: &[usize],
+    dilation: &[usize],
+) -> Result<bool, CodegenError> {
+    let sp = io.xs.len() - 2;
+    let ksize = &io.fs[2..];
+    // Per dim: runs (first output, count, in-bounds taps along that dim).
+    let mut runs: Vec<Vec<(usize, usize, Vec<usize>)>> = Vec::with_capacity(sp);
+    for d in 0..sp {
+        let (front, input) = (geo.front[2 + d] as i64, io.xs[2 + d] as i64);
+        let mut dim: Vec<(usize, usize, Vec<usize>)> = Vec::new();
+        for o in 0..io.ys[2 + d] {
+            let valid: Vec<usize> = (0..ksize[d])
+                .filter(|&t| {
+                    let x = (o * stride[d] + t * dilation[d]) as i64 - front;
+                    (0..input).contains(&x)
+                })
+                .collect();
+            match dim.last_mut() {
+                Some(last) if last.2 == valid => last.1 += 1,
+                _ => dim.push((o, 1, valid)),
+            }
+        }
+        runs.push(dim);
+    }
+    let cells: usize = runs.iter().map(|r| r.len()).product();
+    if cells > DW_MAX_REGIONS {
+        return Ok(false);
+    }
+    let fusion = fusion(lw, io)?;
+    let (out, activation, residual) = match &fusion {
+        Some(f) => (f.out, f.activation, f.residual),
+        None => (io.y, Activation::None, None),
+    };
+    let front: Vec<usize> = geo.front[2..].to_vec();
+    for cell in 0..cells {
+        let mut rem = cell;
+        let mut pick = vec![0usize; sp];
+        for d in (0..sp).rev() {
+            pick[d] = rem % runs[d].len();
+            rem /= runs[d].len();
+        }
+        let lo: Vec<usize> = (0..sp).map(|d| runs[d][pick[d]].0).collect();
+        let len: Vec<usize> = (0..sp).map(|d| runs[d][pick[d]].1).collect();
+        // Flat taps (row-major over the window) in bounds along every dim.
+        let taps: Vec<usize> = (0..ksize.iter().product::<usize>())
+            .filter(|&t| {
+                let mut rem = t;
+                (0..sp).rev().all(|d| {
+                    let e = ksize[d].max(1);
+                    let td = rem % e;
+                    rem /= e;
+                    runs[d][pick[d]].2.contains(&td)
+                })
+            })
+            .collect();
+        let region = DwRegion {
+            front: front.clone(),
+            lo,
+            len,
+            taps: &taps,
+        };
+        dw_region(
+            lw, src, &region, io, stride, dilation, out, activation, residual,
+        )?;
+    }
+    Ok(true)
+}
+
+/// A box of depthwise outputs `[lo, lo + len)` per spatial dim and the taps it sums;
+/// input coordinate of output `o`, tap `t` is `o·stride + t·dilation − front`.
+struct DwRegion<'a> {
+    front: Vec<usize>,
+    lo: Vec<usize>,
+    len: Vec<usize>,
+    taps: &'a [usize],
+}
+
+/// One depthwise kernel over a region: taps unrolled into the body, the output width
+/// innermost (f32x4 when the stride along it is 1 or 2), bias, the fused residual and
+/// activation applied in the body.
+#[allow(clippy::too_many_arguments)]
+fn dw_region(
+    lw: &mut Lowering<'_>,
+    p: &View,
+    r: &DwRegion<'_>,
+    io: &ConvIo,
+    stride: &[usize],
+    dilation: &[usize],
+    out: ValueId,
+    activation: Activation,
+    residual: Option<ValueId>,
+) -> Result<(), CodegenError> {
+    let sp = io.xs.len() - 2;
+    let c = io.xs[1];
+    let mut ext = vec![io.xs[0], c];
+    ext.extend_from_slice(&r.len);
+    if ext.contains(&0) {
+        return Ok(());
+    }
+    let rank = ext.len();
+    let ksize = &io.fs[2..];
+    let fb = lw.buf(io.f)?;
+    let fst = strides(&io.fs);
+    let ost = strides(&io.ys);
+    let (bg, _) = bias_strides(lw, io.b, c)?;
+    let bb = lw.buf(io.b)?;
     let mut k = lw.kernel("dwconv", &ext);
     let mut ps = vec![p.strides[0], p.strides[1]];
     ps.extend((0..sp).map(|d| stride[d] as i64 * p.strides[2 + d]));
@@ -606,7 +755,7 @@ fn depthwise(
     let mut acc = k.load(ba, f);
     let mut wst = vec![0i64; rank];
     wst[1] = fst[0];
-    for t in 0..kvol {
+    for &t in r.taps {
         let mut rem = t;
         let mut off = 0i64;
         let mut woff = 0i64;
@@ -614,7 +763,8 @@ fn depthwise(
             let e = ksize[d].max(1);
             let td = rem % e;
             rem /= e;
-            off += (td * dilation[d]) as i64 * p.strides[2 + d];
+            let x = (r.lo[d] * stride[d] + td * dilation[d]) as i64 - r.front[d] as i64;
+            off += x * p.strides[2 + d];
             woff += td as i64 * fst[2 + d];
         }
         let xa = k.access(p.buf, p.offset + off, ps.clone());
@@ -624,9 +774,10 @@ fn depthwise(
         let m = k.push(Expr::Binary(BinaryOp::Mul, x, w), f);
         acc = k.push(Expr::Binary(BinaryOp::Add, acc, m), f);
     }
-    if let Some(r) = residual {
-        let rb = lw.buf(r)?;
-        let ra = k.access(rb, 0, strides(&ext));
+    let out_off: i64 = (0..sp).map(|d| r.lo[d] as i64 * ost[2 + d]).sum();
+    if let Some(res) = residual {
+        let rb = lw.buf(res)?;
+        let ra = k.access(rb, out_off, ost.clone());
         let rv = k.load(ra, f);
         acc = k.push(Expr::Binary(BinaryOp::Add, acc, rv), f);
     }
@@ -644,7 +795,7 @@ fn depthwise(
     }
     let _ = acc;
     let ob = lw.buf(out)?;
-    k.set_store(ob, 0, strides(&ext));
+    k.set_store(ob, out_off, ost);
     lw.push(k);
     Ok(())
 }

@@ -24,6 +24,7 @@ mod reduce;
 mod resample;
 mod roi;
 mod window;
+mod winograd;
 
 use super::CodegenError;
 use super::kernel::{BufId, BufKind, Kernel, Program, Step};

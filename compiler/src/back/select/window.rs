@@ -207,21 +207,22 @@ pub(super) fn padded(
     let dst_st = strides(&reach);
     match border {
         Border::Constant | Border::Ignore => {
-            let mut k = lw.kernel("pad_fill", &[len]);
-            k.push(Expr::Lit(Lit::F32(fill)), DType::F32);
-            k.set_store(dst, 0, vec![1]);
-            lw.push(k);
             // Interior: padded coordinate front+x for x < input, clipped to reach.
             let region: Vec<usize> = (0..rank)
                 .map(|d| geo.input[d].min(reach[d].saturating_sub(geo.front[d])))
                 .collect();
             if region.contains(&0) {
+                let mut k = lw.kernel("pad_fill", &[len]);
+                k.push(Expr::Lit(Lit::F32(fill)), DType::F32);
+                k.set_store(dst, 0, vec![1]);
+                lw.push(k);
                 return Ok(View {
                     buf: dst,
                     offset: 0,
                     strides: dst_st,
                 });
             }
+            fill_border(lw, dst, &reach, &geo.front, &region, fill);
             let mut k = lw.kernel("pad_copy", &region);
             let a = k.access(src.buf, src.offset, src.strides.clone());
             k.load(a, DType::F32);
@@ -266,6 +267,40 @@ pub(super) fn padded(
         offset: 0,
         strides: dst_st,
     })
+}
+
+/// Fills every element of the `reach`-shaped buffer `dst` outside the box
+/// `[front, front + region)` with `fill` (the box itself is written by the caller).
+/// Slab `d` covers the elements whose first coordinate outside the box is `d`: inside
+/// the box along dims `< d`, before or after it along `d`, anything along dims `> d`.
+/// Writing only the border instead of the whole buffer saves a full pass over it.
+fn fill_border(
+    lw: &mut Lowering<'_>,
+    dst: BufId,
+    reach: &[usize],
+    front: &[usize],
+    region: &[usize],
+    fill: f32,
+) {
+    let rank = reach.len();
+    let st = strides(reach);
+    for d in 0..rank {
+        let after = front[d] + region[d];
+        for (start, width) in [(0, front[d]), (after, reach[d].saturating_sub(after))] {
+            if width == 0 {
+                continue;
+            }
+            let mut ext: Vec<usize> = region[..d].to_vec();
+            ext.push(width);
+            ext.extend_from_slice(&reach[d + 1..]);
+            let off: i64 =
+                (0..d).map(|e| front[e] as i64 * st[e]).sum::<i64>() + start as i64 * st[d];
+            let mut k = lw.kernel("pad_fill", &ext);
+            k.push(Expr::Lit(Lit::F32(fill)), DType::F32);
+            k.set_store(dst, off, st.clone());
+            lw.push(k);
+        }
+    }
 }
 
 /// Row-major multi-index of tap `t` of a window of `size`.

@@ -336,6 +336,102 @@ fn conv_random() {
     b.check("convr");
 }
 
+/// Depthwise convs strided along the innermost dim (stride 2 reads vectorize as
+/// even-lane gathers, stride 3 stays scalar): dilation, padding, 1-d and 2-d.
+#[test]
+fn depthwise_strided_random() {
+    let mut r = Rng::new(11);
+    let mut b = Batch::new();
+    let mut tries = 0;
+    while b.len() < 30 && tries < 2000 {
+        tries += 1;
+        let sp = 1 + r.below(2);
+        let mut a = conv_attrs(&mut r, sp, false);
+        a.border = [Border::Constant, Border::Ignore][r.below(2)];
+        a.groups = 0;
+        if let Some(s) = a.stride.last_mut() {
+            *s = 2 + r.below(2);
+        }
+        let (n, c) = (1 + r.below(2), 1 + r.below(5));
+        let mut xs = vec![n, c];
+        let mut fs = vec![c, 1];
+        for _ in 0..sp {
+            xs.push(1 + r.below(15));
+            fs.push(1 + r.below(4));
+        }
+        let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
+        let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
+        let bias = r.tensor(DType::F32, &[1, c], -1.0, 1.0);
+        b.add(
+            format!("dwconv x{xs:?} f{fs:?} {a:?}"),
+            Op::Conv(a),
+            vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)],
+        );
+    }
+    assert!(b.len() >= 20, "only {} valid cases", b.len());
+    b.check("dwsr");
+}
+
+/// 3×3 stride-1 convs big enough for the Winograd F(2×2, 3×3) path: odd and even
+/// sizes, batch 2, symmetric/asymmetric/no padding, constant and ignore borders.
+#[test]
+fn winograd_random() {
+    let mut r = Rng::new(21);
+    let mut b = Batch::new();
+    for case in 0..8 {
+        let sp = 2;
+        let mut a = conv_attrs(&mut r, sp, false);
+        a.border = [Border::Constant, Border::Ignore][r.below(2)];
+        a.stride = vec![1, 1];
+        a.dilation = vec![1, 1];
+        a.padding = match case % 4 {
+            0 => vec![(1, 1), (1, 1)],
+            1 => Vec::new(),
+            2 => vec![(0, 0), (0, 0)],
+            _ => vec![(0, 2), (2, 1)],
+        };
+        let (n, cin, cout) = (1 + r.below(2), 64 + r.below(5), 16 + r.below(9));
+        let (h, w) = (7 + r.below(8), 7 + r.below(8));
+        let xs = vec![n, cin, h, w];
+        let fs = vec![cout, cin, 3, 3];
+        let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
+        let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
+        let bias = r.tensor(DType::F32, &[1, cout], -1.0, 1.0);
+        b.add(
+            format!("wino x{xs:?} f{fs:?} {a:?}"),
+            Op::Conv(a),
+            vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)],
+        );
+    }
+    assert!(b.len() == 8, "only {} valid cases", b.len());
+    b.check("wino");
+    // The path is really taken: fused conv → relu as transform kernels + one batched GEMM.
+    let mut g = Graph::new("wino1");
+    let xt = r.tensor(DType::F32, &[1, 64, 9, 8], -1.0, 1.0);
+    let x = g.add_input("x", xt.ty());
+    let f = g.add_const(r.tensor(DType::F32, &[20, 64, 3, 3], -1.0, 1.0), None, None);
+    let bias = g.add_const(r.tensor(DType::F32, &[1, 20], -1.0, 1.0), None, None);
+    let a = ConvAttrs {
+        border: Border::Constant,
+        padding: Vec::new(),
+        stride: Vec::new(),
+        dilation: Vec::new(),
+        groups: 1,
+        output_shape: Vec::new(),
+    };
+    let c = node(&mut g, Op::Conv(a), &[x, f, bias]);
+    let y = node(&mut g, Op::Unary(crate::ir::UnaryOp::Relu), &[c]);
+    g.outputs.push(y);
+    let inputs = [xt];
+    let want = crate::ir::interp::run(&g, &inputs).expect("interp");
+    let m = load(&g, &opts("wino1"));
+    let k = &m.art.kernels;
+    assert!(k.contains("_wino_in\n") && k.contains("batches=16"), "{k}");
+    assert!(!k.contains("_relu\n"), "{k}");
+    let got = m.run(&inputs).expect("status 0");
+    assert_close("wino1", &got[0], &want[0]);
+}
+
 #[test]
 fn deconv_random() {
     let mut r = Rng::new(4);
@@ -441,8 +537,27 @@ fn fused_epilogues() {
     let zero = g.add_const(Tensor::f32(vec![], vec![0.0]), None, None);
     let six = g.add_const(Tensor::f32(vec![], vec![0.3]), None, None);
     let y4 = node(&mut g, Op::Clamp, &[c4, zero, six]);
-    g.outputs.extend([y1, y2, y3, y4]);
-    let inputs = [xt, rt];
+    // Depthwise stride 2 → clamp: fused, its stride-2 reads vectorized.
+    let f5 = g.add_const(r.tensor(DType::F32, &[6, 1, 3, 3], -1.0, 1.0), None, None);
+    let b5 = g.add_const(r.tensor(DType::F32, &[1, 6], -1.0, 1.0), None, None);
+    let a5 = ConvAttrs {
+        border: Border::Constant,
+        padding: Vec::new(),
+        stride: vec![2, 2],
+        dilation: Vec::new(),
+        groups: 0,
+        output_shape: Vec::new(),
+    };
+    let c5 = node(&mut g, Op::Conv(a5), &[x, f5, b5]);
+    let y5 = node(&mut g, Op::Clamp, &[c5, zero, six]);
+    // Depthwise (split into border/interior regions) → add residual → relu.
+    let r6t = r.tensor(DType::F32, &xs, -1.0, 1.0);
+    let r6 = g.add_input("r6", r6t.ty());
+    let c6 = conv(&mut g, &mut r, x, 6, 1, 3, 0);
+    let s6 = node(&mut g, Op::Binary(BinaryOp::Add), &[r6, c6]);
+    let y6 = node(&mut g, Op::Unary(UnaryOp::Relu), &[s6]);
+    g.outputs.extend([y1, y2, y3, y4, y5, y6]);
+    let inputs = [xt, rt, r6t];
     let want = crate::ir::interp::run(&g, &inputs).expect("interp");
     let m = load(&g, &opts("fuse"));
     let k = &m.art.kernels;
