@@ -35,10 +35,14 @@ fn benches(c: &mut Criterion) {
     let opts = Options::default();
 
     let mut group = c.benchmark_group("compile");
-    group.sample_size(10).measurement_time(Duration::from_secs(5));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(5));
     for m in &models {
         group.bench_function(&m.name, |b| {
-            b.iter(|| nnefc::compile_model(&m.nnef(), &opts, None).map(|c| c.artifacts.object.len()))
+            b.iter(|| {
+                nnefc::compile_model(&m.nnef(), &opts, None).map(|c| c.artifacts.object.len())
+            })
         });
     }
     group.finish();
@@ -58,7 +62,9 @@ fn benches(c: &mut Criterion) {
         };
         let inputs = [input];
         let mut outputs = model.output_buffers();
-        group.bench_function(&m.name, |b| b.iter(|| model.run_into(&inputs, &mut outputs)));
+        group.bench_function(&m.name, |b| {
+            b.iter(|| model.run_into(&inputs, &mut outputs))
+        });
     }
     group.finish();
 }

@@ -5,6 +5,6 @@
 
 mod cli;
 mod e2e;
+mod examples;
 mod khronos;
 mod tidy;
-mod examples;

@@ -169,7 +169,10 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         "    /// Bytes of workspace one call needs.\n    pub const WORKSPACE_SIZE: usize = {};",
         m.workspace_size
     );
-    let _ = writeln!(o, "    /// Alignment of the workspace in bytes.\n    pub const WORKSPACE_ALIGN: usize = 64;");
+    let _ = writeln!(
+        o,
+        "    /// Alignment of the workspace in bytes.\n    pub const WORKSPACE_ALIGN: usize = 64;"
+    );
     let _ = writeln!(
         o,
         "    /// Number of inputs.\n    pub const NUM_INPUTS: usize = {};\n    /// Number of outputs.\n    pub const NUM_OUTPUTS: usize = {};",
@@ -178,18 +181,30 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     );
     for (kind, list) in [("INPUT", &m.inputs), ("OUTPUT", &m.outputs)] {
         for (k, t) in list.iter().enumerate() {
-            let _ = writeln!(o, "    /// Name of {} {k} in the NNEF graph.", kind.to_ascii_lowercase());
+            let _ = writeln!(
+                o,
+                "    /// Name of {} {k} in the NNEF graph.",
+                kind.to_ascii_lowercase()
+            );
             let _ = writeln!(o, "    pub const {kind}{k}_NAME: &str = {:?};", t.name);
             let _ = writeln!(o, "    /// Elements of {} {k}.", kind.to_ascii_lowercase());
             let _ = writeln!(o, "    pub const {kind}{k}_SIZE: usize = {};", t.volume());
-            let _ = writeln!(o, "    /// Shape of {} {k} (row-major).", kind.to_ascii_lowercase());
+            let _ = writeln!(
+                o,
+                "    /// Shape of {} {k} (row-major).",
+                kind.to_ascii_lowercase()
+            );
             let _ = writeln!(
                 o,
                 "    pub const {kind}{k}_SHAPE: [usize; {}] = [{}];",
                 t.shape.len(),
                 dims(&t.shape)
             );
-            let _ = writeln!(o, "    /// Element type of {} {k}.", kind.to_ascii_lowercase());
+            let _ = writeln!(
+                o,
+                "    /// Element type of {} {k}.",
+                kind.to_ascii_lowercase()
+            );
             let dt = match t.dtype {
                 DType::F32 => "F32",
                 DType::I32 => "I32",
@@ -349,7 +364,10 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     let (ret_ty, ret_val) = if ret_ty.len() == 1 {
         (ret_ty.join(""), ret_val.join(""))
     } else {
-        (format!("({})", ret_ty.join(", ")), format!("({})", ret_val.join(", ")))
+        (
+            format!("({})", ret_ty.join(", ")),
+            format!("({})", ret_val.join(", ")),
+        )
     };
     let mut docs = String::new();
     for (kind, list) in [("input", &m.inputs), ("output", &m.outputs)] {

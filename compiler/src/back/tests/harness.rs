@@ -27,7 +27,14 @@ pub fn runtime_lib() -> &'static Path {
         let dir = target_dir().join("backend-tests");
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let st = Command::new(cargo)
-            .args(["build", "-q", "--release", "-p", "nnefc-runtime", "--target-dir"])
+            .args([
+                "build",
+                "-q",
+                "--release",
+                "-p",
+                "nnefc-runtime",
+                "--target-dir",
+            ])
             .arg(&dir)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()

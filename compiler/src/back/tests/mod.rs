@@ -3,6 +3,7 @@
 //! reference interpreter. `math_accuracy` measures the inline polynomials.
 
 mod abi;
+mod fast_paths;
 mod gemm;
 mod harness;
 mod int_bool;
@@ -11,5 +12,4 @@ mod models_smoke;
 mod ops;
 mod random;
 mod resample;
-mod fast_paths;
 mod window;
