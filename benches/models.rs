@@ -35,17 +35,23 @@ fn benches(c: &mut Criterion) {
     let opts = Options::default();
 
     let mut group = c.benchmark_group("compile");
-    group.sample_size(10).measurement_time(Duration::from_secs(5));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(5));
     for m in &models {
         group.bench_function(&m.name, |b| {
-            b.iter(|| nnefc::compile_model(&m.nnef(), &opts, None).map(|c| c.artifacts.object.len()))
+            b.iter(|| {
+                nnefc::compile_model(&m.nnef(), &opts, None).map(|c| c.artifacts.object.len())
+            })
         });
     }
     group.finish();
 
     let mut group = c.benchmark_group("run");
     // resnet18 takes ~60 ms per run: fewer samples keep the group within minutes.
-    group.sample_size(20).measurement_time(Duration::from_secs(5));
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(5));
     for m in &models {
         let loaded = nnefc::compile_model(&m.nnef(), &opts, None)
             .map_err(|e| e.render())
@@ -60,7 +66,9 @@ fn benches(c: &mut Criterion) {
         };
         let inputs = [input];
         let mut outputs = model.output_buffers();
-        group.bench_function(&m.name, |b| b.iter(|| model.run_into(&inputs, &mut outputs)));
+        group.bench_function(&m.name, |b| {
+            b.iter(|| model.run_into(&inputs, &mut outputs))
+        });
     }
     group.finish();
 }

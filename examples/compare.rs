@@ -11,6 +11,7 @@
 //!   --features onnx --root <cache>/tract`, run as `tract model.nnef -O --machine-friendly
 //!   bench -R` (single-threaded build; random input of the declared shape; it prints a
 //!   mean per run, so three runs are made and their median is reported).
+//!
 //! nnefc runs in-process (`nnefc::exec`), one thread, on `input.dat`.
 //!
 //! An engine that cannot load or run a model is reported as such in the table, never
@@ -68,12 +69,16 @@ fn cache_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("NNEFC_BENCH_CACHE") {
         return PathBuf::from(d);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
     home.join(".cache/nnefc-bench")
 }
 
 fn run(cmd: &mut Command) -> Result<String, String> {
-    let out = cmd.output().map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
@@ -85,7 +90,11 @@ fn run(cmd: &mut Command) -> Result<String, String> {
             .map(str::trim)
             .take_while(|l| !l.starts_with("Stack backtrace"))
             .filter(|l| !l.is_empty())
-            .map(|l| l.split_once("] ").filter(|(h, _)| h.starts_with('[')).map_or(l, |(_, m)| m))
+            .map(|l| {
+                l.split_once("] ")
+                    .filter(|(h, _)| h.starts_with('['))
+                    .map_or(l, |(_, m)| m)
+            })
             .collect::<Vec<_>>();
         lines.truncate(4);
         Err(format!("{} ({})", lines.join(" / "), out.status))
@@ -97,11 +106,22 @@ fn ort_python(cache: &Path) -> Result<PathBuf, String> {
     let venv = cache.join("venv");
     let python = venv.join("bin/python");
     let ready = python.is_file()
-        && Command::new(&python).args(["-c", "import onnxruntime, numpy"]).output().is_ok_and(|o| o.status.success());
+        && Command::new(&python)
+            .args(["-c", "import onnxruntime, numpy"])
+            .output()
+            .is_ok_and(|o| o.status.success());
     if !ready {
-        eprintln!("installing ONNX Runtime into {} (first run only)...", venv.display());
+        eprintln!(
+            "installing ONNX Runtime into {} (first run only)...",
+            venv.display()
+        );
         run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
-        run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "onnxruntime", "numpy"]))?;
+        run(Command::new(venv.join("bin/pip")).args([
+            "install",
+            "--quiet",
+            "onnxruntime",
+            "numpy",
+        ]))?;
     }
     Ok(python)
 }
@@ -111,9 +131,22 @@ fn tract(cache: &Path) -> Result<PathBuf, String> {
     let root = cache.join("tract");
     let exe = root.join("bin/tract");
     if !exe.is_file() {
-        eprintln!("installing tract-cli 0.23.9 into {} (first run only, takes minutes)...", root.display());
+        eprintln!(
+            "installing tract-cli 0.23.9 into {} (first run only, takes minutes)...",
+            root.display()
+        );
         run(Command::new("cargo")
-            .args(["install", "tract-cli", "--version", "0.23.9", "--locked", "--no-default-features", "--features", "onnx", "--root"])
+            .args([
+                "install",
+                "tract-cli",
+                "--version",
+                "0.23.9",
+                "--locked",
+                "--no-default-features",
+                "--features",
+                "onnx",
+                "--root",
+            ])
             .arg(&root))?;
     }
     Ok(exe)
@@ -124,17 +157,27 @@ fn time_nnefc(m: &ModelDir, budget_ms: f64) -> Cell {
         let text = e.render();
         format!("failed to compile: {}", text.lines().next().unwrap_or(""))
     })?;
-    let mut model = LoadedModel::load(&compiled.artifacts).map_err(|e| format!("failed to load: {e}"))?;
+    let mut model =
+        LoadedModel::load(&compiled.artifacts).map_err(|e| format!("failed to load: {e}"))?;
     let input = nnefc::datfile::read(&m.input()).map_err(|e| e.to_string())?;
     let inputs = [input];
     let t = Instant::now();
     model.time(&inputs, 0, 1).map_err(|e| e.to_string())?;
     let one = t.elapsed().as_secs_f64() * 1e3;
     let iterations = ((budget_ms / one.max(1e-4)) as usize).clamp(10, 5000);
-    Ok(model.time(&inputs, 10, iterations).map_err(|e| e.to_string())?.median_ms)
+    Ok(model
+        .time(&inputs, 10, iterations)
+        .map_err(|e| e.to_string())?
+        .median_ms)
 }
 
-fn time_ort(python: &Result<PathBuf, String>, script: &Path, m: &ModelDir, threads: usize, budget_ms: f64) -> Cell {
+fn time_ort(
+    python: &Result<PathBuf, String>,
+    script: &Path,
+    m: &ModelDir,
+    threads: usize,
+    budget_ms: f64,
+) -> Cell {
     let python = python.as_ref().map_err(|e| format!("not installed: {e}"))?;
     if !m.onnx().is_file() {
         return Err("no model.onnx".into());
@@ -160,7 +203,10 @@ fn time_tract(exe: &Result<PathBuf, String>, m: &ModelDir, budget_ms: f64) -> Ce
         .map_err(|e| format!("failed to load: {e}"))?;
         let secs = out
             .lines()
-            .find_map(|l| l.strip_prefix("real:").and_then(|v| v.trim().parse::<f64>().ok()))
+            .find_map(|l| {
+                l.strip_prefix("real:")
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+            })
             .ok_or_else(|| format!("unreadable output: {out}"))?;
         means.push(secs * 1e3);
     }
@@ -171,8 +217,14 @@ fn time_tract(exe: &Result<PathBuf, String>, m: &ModelDir, budget_ms: f64) -> Ce
 /// The number after `"key":` in a line of JSON.
 fn json_number(text: &str, key: &str) -> Option<f64> {
     let at = text.find(&format!("\"{key}\""))?;
-    let rest = text.get(at + key.len() + 2..)?.trim_start().strip_prefix(':')?.trim_start();
-    let end = rest.find(|c: char| !(c.is_ascii_digit() || "+-.eE".contains(c))).unwrap_or(rest.len());
+    let rest = text
+        .get(at + key.len() + 2..)?
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start();
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || "+-.eE".contains(c)))
+        .unwrap_or(rest.len());
     rest.get(..end)?.parse().ok()
 }
 
@@ -211,22 +263,49 @@ fn svg(rows: &[(String, Vec<Cell>)]) -> String {
     );
     for (k, name) in ENGINES.iter().enumerate() {
         let x = 10.0 + 150.0 * k as f64;
-        let _ = writeln!(o, r#"<rect x="{x}" y="32" width="12" height="12" fill="{}"/><text x="{}" y="42">{name}</text>"#, colors[k], x + 16.0);
+        let _ = writeln!(
+            o,
+            r#"<rect x="{x}" y="32" width="12" height="12" fill="{}"/><text x="{}" y="42">{name}</text>"#,
+            colors[k],
+            x + 16.0
+        );
     }
     for (r, (model, cells)) in rows.iter().enumerate() {
         let y0 = 60.0 + group_h * r as f64;
-        let _ = writeln!(o, r#"<text x="10" y="{}" font-weight="bold">{model}</text>"#, y0 + bar_h * 2.0 + 4.0);
-        let max = cells.iter().filter_map(|c| c.as_ref().ok()).fold(0f64, |m, &x| m.max(x));
+        let _ = writeln!(
+            o,
+            r#"<text x="10" y="{}" font-weight="bold">{model}</text>"#,
+            y0 + bar_h * 2.0 + 4.0
+        );
+        let max = cells
+            .iter()
+            .filter_map(|c| c.as_ref().ok())
+            .fold(0f64, |m, &x| m.max(x));
         for (k, c) in cells.iter().enumerate() {
             let y = y0 + bar_h * k as f64;
             match c {
                 Ok(ms) if max > 0.0 => {
                     let w = (ms / max * width).max(1.0);
-                    let _ = writeln!(o, r#"<rect x="{left}" y="{y}" width="{w:.1}" height="{}" fill="{}"/>"#, bar_h - 2.0, colors[k]);
-                    let _ = writeln!(o, r#"<text x="{:.1}" y="{}">{ms:.4}</text>"#, left + w + 4.0, y + bar_h - 4.0);
+                    let _ = writeln!(
+                        o,
+                        r#"<rect x="{left}" y="{y}" width="{w:.1}" height="{}" fill="{}"/>"#,
+                        bar_h - 2.0,
+                        colors[k]
+                    );
+                    let _ = writeln!(
+                        o,
+                        r#"<text x="{:.1}" y="{}">{ms:.4}</text>"#,
+                        left + w + 4.0,
+                        y + bar_h - 4.0
+                    );
                 }
                 _ => {
-                    let _ = writeln!(o, r##"<text x="{left}" y="{}" fill="#a00">{}</text>"##, y + bar_h - 4.0, cell_text(c));
+                    let _ = writeln!(
+                        o,
+                        r##"<text x="{left}" y="{}" fill="#a00">{}</text>"##,
+                        y + bar_h - 4.0,
+                        cell_text(c)
+                    );
                 }
             }
         }
@@ -258,7 +337,9 @@ fn main() {
                 }
             },
             "-h" | "--help" => {
-                println!("usage: cargo run --release --example compare [MODEL...] [--budget-ms N] [--svg FILE]");
+                println!(
+                    "usage: cargo run --release --example compare [MODEL...] [--budget-ms N] [--svg FILE]"
+                );
                 return;
             }
             name => wanted.push(name.to_string()),
@@ -276,7 +357,9 @@ fn main() {
                 }
             }
         }
-        None => eprintln!("shared models: ../shared/models not present; timing the shipped models only"),
+        None => {
+            eprintln!("shared models: ../shared/models not present; timing the shipped models only")
+        }
     }
     if !wanted.is_empty() {
         models.retain(|m| wanted.contains(&m.name));
@@ -294,13 +377,22 @@ fn main() {
     let python = ort_python(&cache);
     let tract = tract(&cache);
     let script = cache.join("time_ort.py");
-    let python = python.and_then(|p| std::fs::write(&script, ORT_SCRIPT).map(|_| p).map_err(|e| e.to_string()));
-    for (what, r) in [("ONNX Runtime", python.as_ref().map(|_| ())), ("tract", tract.as_ref().map(|_| ()))] {
+    let python = python.and_then(|p| {
+        std::fs::write(&script, ORT_SCRIPT)
+            .map(|_| p)
+            .map_err(|e| e.to_string())
+    });
+    for (what, r) in [
+        ("ONNX Runtime", python.as_ref().map(|_| ())),
+        ("tract", tract.as_ref().map(|_| ())),
+    ] {
         if let Err(e) = r {
             eprintln!("{what} is not available: {e}");
         }
     }
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
 
     let mut rows = Vec::new();
     for m in &models {
@@ -319,7 +411,9 @@ fn main() {
         rows.push((m.name.clone(), cells));
     }
 
-    println!("\nmedian ms per inference (nnefc and tract: 1 thread; ORT all threads = {threads})\n");
+    println!(
+        "\nmedian ms per inference (nnefc and tract: 1 thread; ORT all threads = {threads})\n"
+    );
     println!(
         "| model | {} | nnefc/ORT-1 | nnefc/ORT-all | nnefc/tract |",
         ENGINES.join(" | ")

@@ -33,7 +33,10 @@ impl fmt::Display for ArchiveError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ArchiveError::Name(n) => {
-                write!(f, "archive member name `{n}` must be 1-15 bytes without `/`")
+                write!(
+                    f,
+                    "archive member name `{n}` must be 1-15 bytes without `/`"
+                )
             }
             ArchiveError::Object { member, message } => {
                 write!(f, "cannot read the symbols of `{member}`: {message}")
@@ -47,14 +50,17 @@ impl std::error::Error for ArchiveError {}
 
 /// The global symbols an object defines (what the archive index must list).
 pub fn defined_symbols(member: &str, object: &[u8]) -> Result<Vec<String>, ArchiveError> {
-    let file = object::File::parse(object)
-        .map_err(|e| ArchiveError::Object { member: member.into(), message: e.to_string() })?;
+    let file = object::File::parse(object).map_err(|e| ArchiveError::Object {
+        member: member.into(),
+        message: e.to_string(),
+    })?;
     let mut names = Vec::new();
     for sym in file.symbols() {
         if sym.is_global() && sym.is_definition() {
-            let name = sym
-                .name()
-                .map_err(|e| ArchiveError::Object { member: member.into(), message: e.to_string() })?;
+            let name = sym.name().map_err(|e| ArchiveError::Object {
+                member: member.into(),
+                message: e.to_string(),
+            })?;
             names.push(name.to_string());
         }
     }
@@ -64,7 +70,10 @@ pub fn defined_symbols(member: &str, object: &[u8]) -> Result<Vec<String>, Archi
 fn header(out: &mut Vec<u8>, name: &str, size: usize) {
     // Fields are left-aligned ASCII padded with spaces: name 16, mtime 12, uid 6, gid 6,
     // mode 8, size 10, then the terminator "`\n".
-    let h = format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{size:<10}`\n", 0, 0, 0, "644");
+    let h = format!(
+        "{name:<16}{:<12}{:<6}{:<6}{:<8}{size:<10}`\n",
+        0, 0, 0, "644"
+    );
     out.extend_from_slice(h.as_bytes());
 }
 
@@ -122,8 +131,14 @@ mod tests {
     #[test]
     fn rejects_bad_names_and_non_objects() {
         assert_eq!(write(&[("", b"")]), Err(ArchiveError::Name(String::new())));
-        assert!(matches!(write(&[("a_very_long_name.o", b"")]), Err(ArchiveError::Name(_))));
-        assert!(matches!(write(&[("x.o", b"not an object")]), Err(ArchiveError::Object { .. })));
+        assert!(matches!(
+            write(&[("a_very_long_name.o", b"")]),
+            Err(ArchiveError::Name(_))
+        ));
+        assert!(matches!(
+            write(&[("x.o", b"not an object")]),
+            Err(ArchiveError::Object { .. })
+        ));
     }
 
     #[test]

@@ -1,10 +1,9 @@
 //! [`Build`]: compiling NNEF models from a Cargo build script, in the style of `cc::Build`.
 //!
 //! ```no_run
-//! // build.rs of a crate that depends on `nnefc-runtime` and build-depends on `nnefc`
-//! fn main() {
-//!     nnefc::Build::new().model("models/net").prefix("net").compile();
-//! }
+//! // In build.rs (`fn main`) of a crate that depends on `nnefc-runtime` and
+//! // build-depends on `nnefc`:
+//! nnefc::Build::new().model("models/net").prefix("net").compile();
 //! ```
 //!
 //! ```ignore
@@ -83,12 +82,14 @@ impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BuildError::NoModel => f.write_str("nnefc::Build: no model given (call .model(path))"),
-            BuildError::NoOutDir => {
-                f.write_str("nnefc::Build: OUT_DIR is not set (not run by Cargo?) and no .out_dir(...) given")
-            }
+            BuildError::NoOutDir => f.write_str(
+                "nnefc::Build: OUT_DIR is not set (not run by Cargo?) and no .out_dir(...) given",
+            ),
             BuildError::Compile(m) => f.write_str(m.trim_end()),
             BuildError::Archive(e) => write!(f, "nnefc::Build: {e}"),
-            BuildError::Io { path, source } => write!(f, "nnefc::Build: {}: {source}", path.display()),
+            BuildError::Io { path, source } => {
+                write!(f, "nnefc::Build: {}: {source}", path.display())
+            }
         }
     }
 }
@@ -97,7 +98,10 @@ impl std::error::Error for BuildError {}
 
 /// Turns a graph name into a C identifier usable as a prefix (`my-net` → `my_net`).
 pub fn c_identifier(name: &str) -> String {
-    let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let mut s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
     if s.is_empty() {
         s.push_str("model");
     }
@@ -109,7 +113,11 @@ pub fn c_identifier(name: &str) -> String {
 
 /// Compiles `path`; the prefix is `prefix` or, when `None`, the graph's name made into a C
 /// identifier. The other fields of `opts` are used as given.
-pub fn compile_model(path: &Path, opts: &Options, prefix: Option<&str>) -> Result<session::Compiled, session::Error> {
+pub fn compile_model(
+    path: &Path,
+    opts: &Options,
+    prefix: Option<&str>,
+) -> Result<session::Compiled, session::Error> {
     let mut opts = opts.clone();
     match prefix {
         Some(p) => {
@@ -122,12 +130,15 @@ pub fn compile_model(path: &Path, opts: &Options, prefix: Option<&str>) -> Resul
             let (lowered, report) = session::lower_and_optimize(path, &opts)?;
             opts.back.prefix = c_identifier(&lowered.graph.name);
             if !lowered.open_extents.is_empty() {
-                return Err(session::Error::Codegen(nnefc_compiler::back::CodegenError::UnknownShape(format!(
-                    "{}; fix them with --input-shape NAME=D0,D1,...",
-                    lowered.open_extents.join("; ")
-                ))));
+                return Err(session::Error::Codegen(
+                    nnefc_compiler::back::CodegenError::UnknownShape(format!(
+                        "{}; fix them with --input-shape NAME=D0,D1,...",
+                        lowered.open_extents.join("; ")
+                    )),
+                ));
             }
-            let artifacts = nnefc_compiler::back::compile(&lowered.graph, &opts.back).map_err(session::Error::Codegen)?;
+            let artifacts = nnefc_compiler::back::compile(&lowered.graph, &opts.back)
+                .map_err(session::Error::Codegen)?;
             Ok(session::Compiled {
                 graph: lowered.graph,
                 artifacts,
@@ -144,7 +155,11 @@ pub fn compile_model(path: &Path, opts: &Options, prefix: Option<&str>) -> Resul
 fn model_files(path: &Path) -> Vec<PathBuf> {
     let mut files = vec![path.to_path_buf()];
     if let Ok(entries) = std::fs::read_dir(path) {
-        let mut more: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_file()).collect();
+        let mut more: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
         more.sort();
         files.extend(more);
     }
@@ -182,7 +197,8 @@ impl Build {
 
     /// Fixes the shape of graph input `name` (needed when the model leaves an extent open).
     pub fn input_shape(&mut self, name: &str, dims: &[usize]) -> &mut Build {
-        self.input_shapes.insert(name.to_string(), dims.iter().map(|&d| Some(d)).collect());
+        self.input_shapes
+            .insert(name.to_string(), dims.iter().map(|&d| Some(d)).collect());
         self
     }
 
@@ -249,10 +265,20 @@ impl Build {
                 println!("cargo:rerun-if-changed={}", f.display());
             }
         }
-        let compiled = compile_model(model, &self.options(), self.prefix.as_deref())
-            .map_err(|e| BuildError::Compile(format!("nnefc::Build: cannot compile {}:\n{}", model.display(), e.render())))?;
+        let compiled =
+            compile_model(model, &self.options(), self.prefix.as_deref()).map_err(|e| {
+                BuildError::Compile(format!(
+                    "nnefc::Build: cannot compile {}:\n{}",
+                    model.display(),
+                    e.render()
+                ))
+            })?;
         if self.cargo_metadata && !compiled.warnings.is_empty() {
-            for line in compiled.render_warnings().lines().filter(|l| !l.trim().is_empty()) {
+            for line in compiled
+                .render_warnings()
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+            {
                 println!("cargo:warning={line}");
             }
         }
@@ -260,12 +286,22 @@ impl Build {
     }
 }
 
-fn write_outputs(out_dir: &Path, art: &Artifacts, cargo_metadata: bool) -> Result<BuildOutput, BuildError> {
+fn write_outputs(
+    out_dir: &Path,
+    art: &Artifacts,
+    cargo_metadata: bool,
+) -> Result<BuildOutput, BuildError> {
     let prefix = &art.interface.prefix;
-    std::fs::create_dir_all(out_dir).map_err(|source| BuildError::Io { path: out_dir.to_path_buf(), source })?;
+    std::fs::create_dir_all(out_dir).map_err(|source| BuildError::Io {
+        path: out_dir.to_path_buf(),
+        source,
+    })?;
     let write = |name: String, bytes: &[u8]| -> Result<PathBuf, BuildError> {
         let path = out_dir.join(name);
-        std::fs::write(&path, bytes).map_err(|source| BuildError::Io { path: path.clone(), source })?;
+        std::fs::write(&path, bytes).map_err(|source| BuildError::Io {
+            path: path.clone(),
+            source,
+        })?;
         Ok(path)
     };
     let object = write(format!("{prefix}.o"), &art.object)?;
@@ -278,7 +314,13 @@ fn write_outputs(out_dir: &Path, art: &Artifacts, cargo_metadata: bool) -> Resul
         println!("cargo:rustc-link-search=native={}", out_dir.display());
         println!("cargo:rustc-link-lib=static={prefix}");
     }
-    Ok(BuildOutput { library, object, header, rust, interface: art.interface.clone() })
+    Ok(BuildOutput {
+        library,
+        object,
+        header,
+        rust,
+        interface: art.interface.clone(),
+    })
 }
 
 #[cfg(test)]
@@ -294,8 +336,15 @@ mod tests {
 
     #[test]
     fn errors_without_model_or_out_dir() {
-        assert!(matches!(Build::new().out_dir("/tmp").try_compile(), Err(BuildError::NoModel)));
-        let e = Build::new().model("/nonexistent/model.nnef").out_dir("/tmp").cargo_metadata(false).try_compile();
+        assert!(matches!(
+            Build::new().out_dir("/tmp").try_compile(),
+            Err(BuildError::NoModel)
+        ));
+        let e = Build::new()
+            .model("/nonexistent/model.nnef")
+            .out_dir("/tmp")
+            .cargo_metadata(false)
+            .try_compile();
         match e {
             Err(BuildError::Compile(m)) => assert!(m.contains("/nonexistent/model.nnef"), "{m}"),
             other => panic!("expected a compile error, got {other:?}"),

@@ -48,17 +48,30 @@ pub fn shared_dir(repo: &Path) -> Option<PathBuf> {
         let p = PathBuf::from(p);
         return p.is_dir().then_some(p);
     }
-    ["../shared/models", "../../shared/models"].iter().map(|r| repo.join(r)).find(|p| p.is_dir())
+    ["../shared/models", "../../shared/models"]
+        .iter()
+        .map(|r| repo.join(r))
+        .find(|p| p.is_dir())
 }
 
 /// Model folders (with `model.nnef/` and `input.dat`) directly under `dir`, sorted by name.
 pub fn models_in(dir: &Path) -> Vec<ModelDir> {
     let mut v: Vec<ModelDir> = std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect::<Vec<_>>())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .collect::<Vec<_>>()
+        })
         .unwrap_or_default()
         .into_iter()
         .filter(|p| p.join("model.nnef").exists() && p.join("input.dat").is_file())
-        .map(|dir| ModelDir { name: dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), dir })
+        .map(|dir| ModelDir {
+            name: dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            dir,
+        })
         .collect();
     v.sort_by(|a, b| a.name.cmp(&b.name));
     v

@@ -40,7 +40,11 @@ impl fmt::Display for DatFileError {
             DatFileError::Io { path, source } => write!(f, "{}: {source}", path.display()),
             DatFileError::Format { path, source } => write!(f, "{}: {source}", path.display()),
             DatFileError::Quantized { path } => {
-                write!(f, "{}: holds quantized codes; a model input must be plain data", path.display())
+                write!(
+                    f,
+                    "{}: holds quantized codes; a model input must be plain data",
+                    path.display()
+                )
             }
         }
     }
@@ -50,10 +54,18 @@ impl std::error::Error for DatFileError {}
 
 /// Reads a `.dat` file into a tensor (f32, i32 or bool).
 pub fn read(path: &Path) -> Result<Tensor, DatFileError> {
-    let bytes = std::fs::read(path).map_err(|source| DatFileError::Io { path: path.to_path_buf(), source })?;
-    let t = dat::read_dat(&bytes).map_err(|source| DatFileError::Format { path: path.to_path_buf(), source })?;
+    let bytes = std::fs::read(path).map_err(|source| DatFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let t = dat::read_dat(&bytes).map_err(|source| DatFileError::Format {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if t.quant.is_some() {
-        return Err(DatFileError::Quantized { path: path.to_path_buf() });
+        return Err(DatFileError::Quantized {
+            path: path.to_path_buf(),
+        });
     }
     Ok(t.data)
 }
@@ -69,9 +81,16 @@ pub fn item_type(dtype: DType) -> ItemType {
 
 /// Writes a tensor as a `.dat` file.
 pub fn write(path: &Path, tensor: &Tensor) -> Result<(), DatFileError> {
-    let bytes = dat::write_dat(tensor, item_type(tensor.dtype()))
-        .map_err(|source| DatFileError::Format { path: path.to_path_buf(), source })?;
-    std::fs::write(path, bytes).map_err(|source| DatFileError::Io { path: path.to_path_buf(), source })
+    let bytes = dat::write_dat(tensor, item_type(tensor.dtype())).map_err(|source| {
+        DatFileError::Format {
+            path: path.to_path_buf(),
+            source,
+        }
+    })?;
+    std::fs::write(path, bytes).map_err(|source| DatFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -23,13 +23,26 @@ pub fn to_dot(g: &Graph) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "digraph {} {{", quote(&g.name));
     let _ = writeln!(o, "  rankdir=TB;");
-    let _ = writeln!(o, "  node [shape=box, style=\"rounded,filled\", fillcolor=\"#eef3fb\", fontname=\"Helvetica\", fontsize=10];");
-    let _ = writeln!(o, "  edge [fontname=\"Helvetica\", fontsize=8, color=\"#555555\"];");
+    let _ = writeln!(
+        o,
+        "  node [shape=box, style=\"rounded,filled\", fillcolor=\"#eef3fb\", fontname=\"Helvetica\", fontsize=10];"
+    );
+    let _ = writeln!(
+        o,
+        "  edge [fontname=\"Helvetica\", fontsize=8, color=\"#555555\"];"
+    );
     let value_name = |v: ValueId| -> String {
-        g.values.get(v.index()).and_then(|x| x.name.clone()).unwrap_or_else(|| format!("{v}"))
+        g.values
+            .get(v.index())
+            .and_then(|x| x.name.clone())
+            .unwrap_or_else(|| format!("{v}"))
     };
     for (i, &v) in g.inputs.iter().enumerate() {
-        let ty = g.values.get(v.index()).map(|x| x.ty.to_string()).unwrap_or_default();
+        let ty = g
+            .values
+            .get(v.index())
+            .map(|x| x.ty.to_string())
+            .unwrap_or_default();
         let _ = writeln!(
             o,
             "  in{i} [shape=oval, fillcolor=\"#dff0d8\", label=\"{}\\n{}\"];",
@@ -61,16 +74,28 @@ pub fn to_dot(g: &Graph) -> String {
                 let _ = write!(label, "\n· {}", val.ty);
             }
         }
-        let _ = writeln!(o, "  n{k} [label=\"{}\"];", esc(&label).replace('\n', "\\n"));
+        let _ = writeln!(
+            o,
+            "  n{k} [label=\"{}\"];",
+            esc(&label).replace('\n', "\\n")
+        );
         for &v in &node.inputs {
             if let Some(src) = source(v) {
-                let ty = g.values.get(v.index()).map(|x| x.ty.to_string()).unwrap_or_default();
+                let ty = g
+                    .values
+                    .get(v.index())
+                    .map(|x| x.ty.to_string())
+                    .unwrap_or_default();
                 let _ = writeln!(o, "  {src} -> n{k} [label=\"{}\"];", esc(&ty));
             }
         }
     }
     for (i, &v) in g.outputs.iter().enumerate() {
-        let ty = g.values.get(v.index()).map(|x| x.ty.to_string()).unwrap_or_default();
+        let ty = g
+            .values
+            .get(v.index())
+            .map(|x| x.ty.to_string())
+            .unwrap_or_default();
         let _ = writeln!(
             o,
             "  out{i} [shape=oval, fillcolor=\"#fcf8e3\", label=\"{}\\n{}\"];",
@@ -95,8 +120,16 @@ mod tests {
         let mut g = Graph::new("net");
         let x = g.add_input("x", TensorType::new(DType::F32, &[2]));
         let w = g.add_const(Tensor::f32(vec![2], vec![1.0, 2.0]), Some("w".into()), None);
-        let y = g.add_node(Op::Unary(UnaryOp::Exp), vec![x], vec![TensorType::new(DType::F32, &[2])])[0];
-        g.add_node(Op::Unary(UnaryOp::Neg), vec![w], vec![TensorType::new(DType::F32, &[2])]);
+        let y = g.add_node(
+            Op::Unary(UnaryOp::Exp),
+            vec![x],
+            vec![TensorType::new(DType::F32, &[2])],
+        )[0];
+        g.add_node(
+            Op::Unary(UnaryOp::Neg),
+            vec![w],
+            vec![TensorType::new(DType::F32, &[2])],
+        );
         g.outputs.push(y);
         expect_test::expect![[r##"
             digraph "net" {

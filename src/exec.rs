@@ -97,8 +97,10 @@ impl Scratch {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
-        std::fs::create_dir_all(&dir)
-            .map_err(|source| ExecError::Io { what: format!("creating {}", dir.display()), source })?;
+        std::fs::create_dir_all(&dir).map_err(|source| ExecError::Io {
+            what: format!("creating {}", dir.display()),
+            source,
+        })?;
         Ok(Scratch(dir))
     }
 }
@@ -148,12 +150,15 @@ impl LoadedModel {
         let scratch = Scratch::new()?;
         let obj = scratch.0.join("model.o");
         let so = scratch.0.join("model.so");
-        std::fs::write(&obj, &artifacts.object)
-            .map_err(|source| ExecError::Io { what: format!("writing {}", obj.display()), source })?;
+        std::fs::write(&obj, &artifacts.object).map_err(|source| ExecError::Io {
+            what: format!("writing {}", obj.display()),
+            source,
+        })?;
         link_shared(&obj, &so)?;
         // SAFETY: the library is an nnefc-compiled object; it has no initializers beyond
         // what the C toolchain adds for a shared object.
-        let library = unsafe { libloading::Library::new(&so) }.map_err(|e| ExecError::Load(e.to_string()))?;
+        let library =
+            unsafe { libloading::Library::new(&so) }.map_err(|e| ExecError::Load(e.to_string()))?;
         let prefix = &artifacts.interface.prefix;
         // SAFETY: `PREFIX_run` has this signature (the nnefc ABI).
         let run: RunFn = unsafe {
@@ -193,7 +198,11 @@ impl LoadedModel {
     ///
     /// [`run_into`]: LoadedModel::run_into
     pub fn output_buffers(&self) -> Vec<Tensor> {
-        self.interface.outputs.iter().map(|t| Tensor::zeros(t.dtype, t.shape.clone())).collect()
+        self.interface
+            .outputs
+            .iter()
+            .map(|t| Tensor::zeros(t.dtype, t.shape.clone()))
+            .collect()
     }
 
     /// Runs the model on `inputs` (in graph order) and returns the outputs.
@@ -275,8 +284,16 @@ pub fn synthetic_input(dtype: DType, shape: &[usize]) -> Tensor {
         s >> 8
     };
     match dtype {
-        DType::F32 => Tensor::f32(shape.to_vec(), (0..n).map(|_| next() as f32 / (1u32 << 23) as f32 - 1.0).collect()),
-        DType::I32 => Tensor::i32(shape.to_vec(), (0..n).map(|_| (next() % 4) as i32).collect()),
+        DType::F32 => Tensor::f32(
+            shape.to_vec(),
+            (0..n)
+                .map(|_| next() as f32 / (1u32 << 23) as f32 - 1.0)
+                .collect(),
+        ),
+        DType::I32 => Tensor::i32(
+            shape.to_vec(),
+            (0..n).map(|_| (next() % 4) as i32).collect(),
+        ),
         DType::Bool => Tensor::bool(shape.to_vec(), (0..n).map(|i| i % 2 == 0).collect()),
     }
 }
@@ -294,7 +311,12 @@ pub struct Timing {
 
 impl LoadedModel {
     /// Runs `warmup` untimed iterations, then times `iterations` runs one by one.
-    pub fn time(&mut self, inputs: &[Tensor], warmup: usize, iterations: usize) -> Result<Timing, ExecError> {
+    pub fn time(
+        &mut self,
+        inputs: &[Tensor],
+        warmup: usize,
+        iterations: usize,
+    ) -> Result<Timing, ExecError> {
         let mut outputs = self.output_buffers();
         for _ in 0..warmup {
             self.run_into(inputs, &mut outputs)?;

@@ -144,7 +144,13 @@ struct CompileArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
     /// What to write, comma-separated: obj, header, rust, ir, dot
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "obj", value_name = "KINDS")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "obj",
+        value_name = "KINDS"
+    )]
     emit: Vec<Emit>,
     /// Write the C header to FILE (implies --emit header)
     #[arg(long, value_name = "FILE")]
@@ -228,7 +234,10 @@ struct Failure {
 
 impl Failure {
     fn new(code: u8, message: impl Into<String>) -> Failure {
-        Failure { code, message: message.into() }
+        Failure {
+            code,
+            message: message.into(),
+        }
     }
 }
 
@@ -239,7 +248,10 @@ impl From<session::Error> for Failure {
             session::Error::Pass(_) => code::INTERNAL,
             session::Error::Codegen(_) => code::CODEGEN,
         };
-        Failure { code, message: e.render() }
+        Failure {
+            code,
+            message: e.render(),
+        }
     }
 }
 
@@ -249,18 +261,26 @@ impl From<ExecError> for Failure {
             ExecError::Input(_) => code::USAGE,
             _ => code::RUN,
         };
-        Failure { code, message: format!("error: {e}") }
+        Failure {
+            code,
+            message: format!("error: {e}"),
+        }
     }
 }
 
 impl From<datfile::DatFileError> for Failure {
     fn from(e: datfile::DatFileError) -> Failure {
-        Failure { code: code::IO, message: format!("error: {e}") }
+        Failure {
+            code: code::IO,
+            message: format!("error: {e}"),
+        }
     }
 }
 
 fn parse_shape(s: &str) -> Result<(String, Vec<Option<usize>>), String> {
-    let (name, dims) = s.split_once('=').ok_or("expected NAME=D0,D1,... (e.g. input=1,3,224,224)")?;
+    let (name, dims) = s
+        .split_once('=')
+        .ok_or("expected NAME=D0,D1,... (e.g. input=1,3,224,224)")?;
     if name.is_empty() {
         return Err("the input name is empty".into());
     }
@@ -270,7 +290,10 @@ fn parse_shape(s: &str) -> Result<(String, Vec<Option<usize>>), String> {
         dims.split(',')
             .map(|d| match d.trim() {
                 "?" => Ok(None),
-                d => d.parse::<usize>().map(Some).map_err(|_| format!("`{d}` is not an extent (a number or `?`)")),
+                d => d
+                    .parse::<usize>()
+                    .map(Some)
+                    .map_err(|_| format!("`{d}` is not an extent (a number or `?`)")),
             })
             .collect::<Result<_, _>>()?
     };
@@ -279,16 +302,26 @@ fn parse_shape(s: &str) -> Result<(String, Vec<Option<usize>>), String> {
 
 impl ModelArgs {
     fn path(&self) -> Result<&Path, Failure> {
-        let p = self.model.as_deref().ok_or_else(|| Failure::new(code::USAGE, "error: no MODEL given"))?;
+        let p = self
+            .model
+            .as_deref()
+            .ok_or_else(|| Failure::new(code::USAGE, "error: no MODEL given"))?;
         if !p.exists() {
-            return Err(Failure::new(code::IO, format!("error: {}: no such file or directory", p.display())));
+            return Err(Failure::new(
+                code::IO,
+                format!("error: {}: no such file or directory", p.display()),
+            ));
         }
         Ok(p)
     }
 
     fn options(&self) -> Options {
         let mut o = Options::default();
-        o.front.input_shapes = self.input_shapes.iter().cloned().collect::<BTreeMap<_, _>>();
+        o.front.input_shapes = self
+            .input_shapes
+            .iter()
+            .cloned()
+            .collect::<BTreeMap<_, _>>();
         o.optimize = self.opt != "0";
         if !o.optimize {
             o.back.opt_level = OptLevel::None;
@@ -314,8 +347,12 @@ fn compile(model: &ModelArgs, codegen: &CodegenArgs) -> Result<session::Compiled
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    std::fs::write(path, bytes)
-        .map_err(|e| Failure::new(code::IO, format!("error: cannot write {}: {e}", path.display())))
+    std::fs::write(path, bytes).map_err(|e| {
+        Failure::new(
+            code::IO,
+            format!("error: cannot write {}: {e}", path.display()),
+        )
+    })
 }
 
 fn cmd_compile(a: &CompileArgs) -> Result<(), Failure> {
@@ -326,7 +363,9 @@ fn cmd_compile(a: &CompileArgs) -> Result<(), Failure> {
     if a.rust.is_some() && !emit.contains(&Emit::Rust) {
         emit.push(Emit::Rust);
     }
-    let needs_code = emit.iter().any(|e| matches!(e, Emit::Obj | Emit::Header | Emit::Rust));
+    let needs_code = emit
+        .iter()
+        .any(|e| matches!(e, Emit::Obj | Emit::Header | Emit::Rust));
     let path = a.model.path()?;
     let (graph, artifacts) = if needs_code {
         let c = compile(&a.model, &a.codegen)?;
@@ -335,7 +374,10 @@ fn cmd_compile(a: &CompileArgs) -> Result<(), Failure> {
         let mut opts = a.model.options();
         a.codegen.apply(&mut opts);
         let (lowered, _) = session::lower_and_optimize(path, &opts)?;
-        eprint!("{}", nnefc::compiler::diag::render_all(&lowered.warnings, &lowered.sources));
+        eprint!(
+            "{}",
+            nnefc::compiler::diag::render_all(&lowered.warnings, &lowered.sources)
+        );
         (lowered.graph, None)
     };
     let object = a.output.clone().unwrap_or_else(|| {
@@ -350,10 +392,14 @@ fn cmd_compile(a: &CompileArgs) -> Result<(), Failure> {
     for e in &emit {
         match (e, &artifacts) {
             (Emit::Obj, Some(art)) => write_file(&object, &art.object)?,
-            (Emit::Header, Some(art)) => {
-                write_file(&a.header.clone().unwrap_or_else(|| sibling("h")), art.header.as_bytes())?
-            }
-            (Emit::Rust, Some(art)) => write_file(&a.rust.clone().unwrap_or_else(|| sibling("rs")), art.rust.as_bytes())?,
+            (Emit::Header, Some(art)) => write_file(
+                &a.header.clone().unwrap_or_else(|| sibling("h")),
+                art.header.as_bytes(),
+            )?,
+            (Emit::Rust, Some(art)) => write_file(
+                &a.rust.clone().unwrap_or_else(|| sibling("rs")),
+                art.rust.as_bytes(),
+            )?,
             (Emit::Ir, _) => write_file(&sibling("nnefir"), ir::print::print(&graph).as_bytes())?,
             (Emit::Dot, _) => write_file(&sibling("dot"), dot::to_dot(&graph).as_bytes())?,
             (_, None) => {}
@@ -366,7 +412,10 @@ fn cmd_check(a: &CheckArgs) -> Result<(), Failure> {
     let path = a.model.path()?;
     let lowered = nnefc::compiler::front::load_and_lower(path, &a.model.options().front)
         .map_err(|e| Failure::from(session::Error::Front(e)))?;
-    eprint!("{}", nnefc::compiler::diag::render_all(&lowered.warnings, &lowered.sources));
+    eprint!(
+        "{}",
+        nnefc::compiler::diag::render_all(&lowered.warnings, &lowered.sources)
+    );
     if let Err(errors) = ir::verify::verify(&lowered.graph) {
         return Err(Failure::new(
             code::INTERNAL,
@@ -392,7 +441,11 @@ fn cmd_check(a: &CheckArgs) -> Result<(), Failure> {
 
 /// Pairs `NAME=FILE` arguments (or a lone `FILE` when there is exactly one tensor) with the
 /// model's tensor names; returns the file per name.
-fn assign(kind: &str, args: &[String], names: &[String]) -> Result<BTreeMap<String, PathBuf>, Failure> {
+fn assign(
+    kind: &str,
+    args: &[String],
+    names: &[String],
+) -> Result<BTreeMap<String, PathBuf>, Failure> {
     let mut out = BTreeMap::new();
     for a in args {
         let (name, file) = match a.split_once('=') {
@@ -400,26 +453,45 @@ fn assign(kind: &str, args: &[String], names: &[String]) -> Result<BTreeMap<Stri
             Some((n, _)) if !Path::new(a).exists() => {
                 return Err(Failure::new(
                     code::USAGE,
-                    format!("error: the model has no {kind} `{n}` (its {kind}s: {})", names.join(", ")),
+                    format!(
+                        "error: the model has no {kind} `{n}` (its {kind}s: {})",
+                        names.join(", ")
+                    ),
                 ));
             }
             _ if names.len() == 1 => (names[0].clone(), PathBuf::from(a)),
             _ => {
                 return Err(Failure::new(
                     code::USAGE,
-                    format!("error: the model has {} {kind}s; write NAME=FILE (names: {})", names.len(), names.join(", ")),
+                    format!(
+                        "error: the model has {} {kind}s; write NAME=FILE (names: {})",
+                        names.len(),
+                        names.join(", ")
+                    ),
                 ));
             }
         };
         if out.insert(name.clone(), file).is_some() {
-            return Err(Failure::new(code::USAGE, format!("error: {kind} `{name}` given twice")));
+            return Err(Failure::new(
+                code::USAGE,
+                format!("error: {kind} `{name}` given twice"),
+            ));
         }
     }
     Ok(out)
 }
 
-fn read_inputs(model: &LoadedModel, args: &[String], synthesize: bool) -> Result<Vec<Tensor>, Failure> {
-    let names: Vec<String> = model.interface().inputs.iter().map(|t| t.name.clone()).collect();
+fn read_inputs(
+    model: &LoadedModel,
+    args: &[String],
+    synthesize: bool,
+) -> Result<Vec<Tensor>, Failure> {
+    let names: Vec<String> = model
+        .interface()
+        .inputs
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
     let files = assign("input", args, &names)?;
     let mut inputs = Vec::new();
     for t in &model.interface().inputs {
@@ -429,7 +501,10 @@ fn read_inputs(model: &LoadedModel, args: &[String], synthesize: bool) -> Result
             None => {
                 return Err(Failure::new(
                     code::USAGE,
-                    format!("error: missing --input {}=FILE.dat ({}{:?})", t.name, t.dtype, t.shape),
+                    format!(
+                        "error: missing --input {}=FILE.dat ({}{:?})",
+                        t.name, t.dtype, t.shape
+                    ),
                 ));
             }
         }
@@ -447,19 +522,31 @@ fn cmd_run(a: &RunArgs) -> Result<(), Failure> {
     let mut model = LoadedModel::load(&compiled.artifacts)?;
     let inputs = read_inputs(&model, &a.inputs, false)?;
     let outputs = model.run(&inputs)?;
-    std::fs::create_dir_all(&a.output_dir)
-        .map_err(|e| Failure::new(code::IO, format!("error: cannot create {}: {e}", a.output_dir.display())))?;
+    std::fs::create_dir_all(&a.output_dir).map_err(|e| {
+        Failure::new(
+            code::IO,
+            format!("error: cannot create {}: {e}", a.output_dir.display()),
+        )
+    })?;
     let infos = model.interface().outputs.clone();
     for (info, t) in infos.iter().zip(&outputs) {
         let file = output_file(&a.output_dir, &info.name);
         datfile::write(&file, t)?;
-        println!("{}: {}{:?} -> {}", info.name, info.dtype, info.shape, file.display());
+        println!(
+            "{}: {}{:?} -> {}",
+            info.name,
+            info.dtype,
+            info.shape,
+            file.display()
+        );
     }
     let names: Vec<String> = infos.iter().map(|t| t.name.clone()).collect();
     let mut failed = false;
     for (name, file) in assign("output", &a.compare, &names)? {
         let expected = datfile::read(&file)?;
-        let Some(k) = names.iter().position(|n| *n == name) else { continue };
+        let Some(k) = names.iter().position(|n| *n == name) else {
+            continue;
+        };
         let Some(ours) = outputs.get(k) else { continue };
         match tolerance::compare(ours, &expected) {
             Ok(c) => {
@@ -473,7 +560,10 @@ fn cmd_run(a: &RunArgs) -> Result<(), Failure> {
         }
     }
     if failed {
-        return Err(Failure::new(code::MISMATCH, "error: outputs differ from the reference"));
+        return Err(Failure::new(
+            code::MISMATCH,
+            "error: outputs differ from the reference",
+        ));
     }
     Ok(())
 }
@@ -487,7 +577,11 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), Failure> {
     let timing = model.time(&inputs, a.warmup, a.iterations)?;
     println!(
         "{}: median {:.4} ms, min {:.4} ms per inference ({} runs after {} warm-up; compiled in {:.2} s, workspace {} bytes)",
-        a.model.model.as_deref().map(|p| p.display().to_string()).unwrap_or_default(),
+        a.model
+            .model
+            .as_deref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
         timing.median_ms,
         timing.min_ms,
         timing.iterations,

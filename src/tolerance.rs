@@ -45,7 +45,11 @@ impl fmt::Display for Comparison {
             self.tolerance,
             self.max_abs_expected,
             self.len,
-            if self.nan_mismatch { ", NaN on one side" } else { "" }
+            if self.nan_mismatch {
+                ", NaN on one side"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -73,10 +77,16 @@ impl fmt::Display for CompareError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CompareError::Shape { ours, expected } => {
-                write!(f, "shape {ours:?} differs from the expected shape {expected:?}")
+                write!(
+                    f,
+                    "shape {ours:?} differs from the expected shape {expected:?}"
+                )
             }
             CompareError::DType { ours, expected } => {
-                write!(f, "element type {ours} differs from the expected {expected}")
+                write!(
+                    f,
+                    "element type {ours} differs from the expected {expected}"
+                )
             }
         }
     }
@@ -88,7 +98,10 @@ impl std::error::Error for CompareError {}
 /// extent of 1 is not ignored: shapes must be equal.
 pub fn compare(ours: &Tensor, expected: &Tensor) -> Result<Comparison, CompareError> {
     if ours.shape != expected.shape {
-        return Err(CompareError::Shape { ours: ours.shape.clone(), expected: expected.shape.clone() });
+        return Err(CompareError::Shape {
+            ours: ours.shape.clone(),
+            expected: expected.shape.clone(),
+        });
     }
     let as_f32 = |t: &Tensor| -> Vec<f32> {
         match &t.data {
@@ -98,10 +111,16 @@ pub fn compare(ours: &Tensor, expected: &Tensor) -> Result<Comparison, CompareEr
         }
     };
     if ours.dtype() != expected.dtype() {
-        return Err(CompareError::DType { ours: ours.dtype().to_string(), expected: expected.dtype().to_string() });
+        return Err(CompareError::DType {
+            ours: ours.dtype().to_string(),
+            expected: expected.dtype().to_string(),
+        });
     }
     let (a, b) = (as_f32(ours), as_f32(expected));
-    let max_abs_expected = b.iter().filter(|x| x.is_finite()).fold(0f32, |m, x| m.max(x.abs()));
+    let max_abs_expected = b
+        .iter()
+        .filter(|x| x.is_finite())
+        .fold(0f32, |m, x| m.max(x.abs()));
     let mut c = Comparison {
         max_abs_diff: 0.0,
         max_abs_expected,
@@ -117,7 +136,11 @@ pub fn compare(ours: &Tensor, expected: &Tensor) -> Result<Comparison, CompareEr
             continue;
         }
         // Equal infinities and NaN on both sides agree.
-        let d = if x == y || (x.is_nan() && y.is_nan()) { 0.0 } else { (x - y).abs() };
+        let d = if x == y || (x.is_nan() && y.is_nan()) {
+            0.0
+        } else {
+            (x - y).abs()
+        };
         if d > c.max_abs_diff || d.is_nan() {
             c.max_abs_diff = d;
             c.worst_index = i;
@@ -140,15 +163,27 @@ mod tests {
         assert!(!c.passed());
         assert_eq!(c.worst_index, 2);
         let small = Tensor::f32(vec![1], vec![0.5]);
-        assert!(compare(&Tensor::f32(vec![1], vec![0.50009]), &small).expect("same shape").passed());
-        assert!(!compare(&Tensor::f32(vec![1], vec![0.5002]), &small).expect("same shape").passed());
+        assert!(
+            compare(&Tensor::f32(vec![1], vec![0.50009]), &small)
+                .expect("same shape")
+                .passed()
+        );
+        assert!(
+            !compare(&Tensor::f32(vec![1], vec![0.5002]), &small)
+                .expect("same shape")
+                .passed()
+        );
     }
 
     #[test]
     fn shape_and_nan_are_mismatches() {
         let e = Tensor::f32(vec![2], vec![1.0, 2.0]);
         assert!(compare(&Tensor::f32(vec![1, 2], vec![1.0, 2.0]), &e).is_err());
-        assert!(!compare(&Tensor::f32(vec![2], vec![f32::NAN, 2.0]), &e).expect("same shape").passed());
+        assert!(
+            !compare(&Tensor::f32(vec![2], vec![f32::NAN, 2.0]), &e)
+                .expect("same shape")
+                .passed()
+        );
         let nan = Tensor::f32(vec![1], vec![f32::NAN]);
         assert!(compare(&nan, &nan).expect("same shape").passed());
     }

@@ -3,5 +3,8 @@
 //! includes. Nothing else happens here.
 
 fn main() {
-    nnefc::Build::new().model("../models/tiny_cnn/model.nnef").prefix("tiny_cnn").compile();
+    nnefc::Build::new()
+        .model("../models/tiny_cnn/model.nnef")
+        .prefix("tiny_cnn")
+        .compile();
 }

@@ -6,11 +6,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn nnefc(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nnefc")).args(args).current_dir(cwd).output().expect("nnefc runs")
+    Command::new(env!("CARGO_BIN_EXE_nnefc"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("nnefc runs")
 }
 
 fn tiny_cnn() -> String {
-    repo().join("examples/models/tiny_cnn/model.nnef").display().to_string()
+    repo()
+        .join("examples/models/tiny_cnn/model.nnef")
+        .display()
+        .to_string()
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -19,8 +26,13 @@ fn text(bytes: &[u8]) -> String {
 
 /// Exit code, stdout and stderr on one string, with the scratch directory replaced.
 fn summary(out: &Output, dir: &Path) -> String {
-    format!("exit {}\n--- stdout\n{}--- stderr\n{}", out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
-        .replace(&dir.display().to_string(), "$DIR")
+    format!(
+        "exit {}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code().unwrap_or(-1),
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+    .replace(&dir.display().to_string(), "$DIR")
 }
 
 /// A model whose graph uses a misspelled name.
@@ -41,28 +53,66 @@ fn default_action_writes_an_object() {
     let out = nnefc(&[&tiny_cnn(), "-o", "model.o"], dir.path());
     assert!(out.status.success(), "{}", summary(&out, dir.path()));
     let obj = std::fs::read(dir.path().join("model.o")).expect("model.o written");
-    assert!(obj.starts_with(b"\x7fELF") || obj.len() > 4, "not an object");
+    assert!(
+        obj.starts_with(b"\x7fELF") || obj.len() > 4,
+        "not an object"
+    );
     // Nothing else is written by default.
-    let names: Vec<String> =
-        std::fs::read_dir(dir.path()).expect("ls").filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("ls")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
     assert_eq!(names, ["model.o"]);
 }
 
 #[test]
 fn emit_header_and_rust_next_to_the_object() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = nnefc(&["compile", &tiny_cnn(), "-o", "out/net.o", "--prefix", "net", "--emit", "obj,header,rust,ir,dot"], dir.path());
+    let out = nnefc(
+        &[
+            "compile",
+            &tiny_cnn(),
+            "-o",
+            "out/net.o",
+            "--prefix",
+            "net",
+            "--emit",
+            "obj,header,rust,ir,dot",
+        ],
+        dir.path(),
+    );
     // out/ does not exist: an I/O error, exit 4.
     assert_eq!(out.status.code(), Some(4), "{}", summary(&out, dir.path()));
     std::fs::create_dir(dir.path().join("out")).expect("mkdir");
-    let out = nnefc(&["compile", &tiny_cnn(), "-o", "out/net.o", "--prefix", "net", "--emit", "obj,header,rust,ir,dot"], dir.path());
+    let out = nnefc(
+        &[
+            "compile",
+            &tiny_cnn(),
+            "-o",
+            "out/net.o",
+            "--prefix",
+            "net",
+            "--emit",
+            "obj,header,rust,ir,dot",
+        ],
+        dir.path(),
+    );
     assert!(out.status.success(), "{}", summary(&out, dir.path()));
     let read = |name: &str| std::fs::read_to_string(dir.path().join("out").join(name)).expect(name);
     let h = read("net.h");
-    assert!(h.contains("int net_run(const void *const *inputs, void *const *outputs, void *workspace);"), "{h}");
+    assert!(
+        h.contains(
+            "int net_run(const void *const *inputs, void *const *outputs, void *workspace);"
+        ),
+        "{h}"
+    );
     assert!(h.contains("#define NET_INPUT0_SHAPE {1, 1, 28, 28}"), "{h}");
     let rs = read("net.rs");
-    assert!(rs.contains("pub mod net {") && rs.contains("pub const INPUT0_DTYPE: DType = DType::F32;"), "{rs}");
+    assert!(
+        rs.contains("pub mod net {") && rs.contains("pub const INPUT0_DTYPE: DType = DType::F32;"),
+        "{rs}"
+    );
     assert!(read("net.nnefir").starts_with("nnefir 1\n"));
     assert!(read("net.dot").starts_with("digraph "));
     assert!(dir.path().join("out/net.o").is_file());
@@ -74,8 +124,15 @@ fn check_prints_the_lowered_graph() {
     let out = nnefc(&["check", &tiny_cnn()], dir.path());
     assert!(out.status.success(), "{}", summary(&out, dir.path()));
     let ir = text(&out.stdout);
-    assert!(ir.starts_with("nnefir 1\ngraph main_graph(%v0 \"input\": f32[1,1,28,28])"), "{ir}");
-    assert!(text(&out.stderr).contains("is a valid model (18 nodes, 1 inputs, 1 outputs)"), "{}", text(&out.stderr));
+    assert!(
+        ir.starts_with("nnefir 1\ngraph main_graph(%v0 \"input\": f32[1,1,28,28])"),
+        "{ir}"
+    );
+    assert!(
+        text(&out.stderr).contains("is a valid model (18 nodes, 1 inputs, 1 outputs)"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -111,25 +168,56 @@ fn exit_codes() {
     assert_eq!(code(&["--help"]), Some(0));
     assert_eq!(code(&["check", "--help"]), Some(0));
     assert_eq!(code(&[]), Some(2), "no model");
-    assert_eq!(code(&[&tc, "--input-shape", "oops"]), Some(2), "bad shape syntax");
-    assert_eq!(code(&["dump", "--stage", "nope", &tc]), Some(2), "bad stage");
-    assert_eq!(code(&[&tc, "--prefix", "1x"]), Some(3), "prefix is not a C identifier");
-    assert_eq!(code(&[&tc, "--target", "foo-bar-baz"]), Some(3), "unknown target");
+    assert_eq!(
+        code(&[&tc, "--input-shape", "oops"]),
+        Some(2),
+        "bad shape syntax"
+    );
+    assert_eq!(
+        code(&["dump", "--stage", "nope", &tc]),
+        Some(2),
+        "bad stage"
+    );
+    assert_eq!(
+        code(&[&tc, "--prefix", "1x"]),
+        Some(3),
+        "prefix is not a C identifier"
+    );
+    assert_eq!(
+        code(&[&tc, "--target", "foo-bar-baz"]),
+        Some(3),
+        "unknown target"
+    );
     assert_eq!(code(&["check", "no/such/model"]), Some(4), "missing model");
     let run_missing_input = nnefc(&["run", &tc], dir.path());
     assert_eq!(run_missing_input.status.code(), Some(2));
-    assert!(text(&run_missing_input.stderr).contains("missing --input input=FILE.dat (f32[1, 1, 28, 28])"));
+    assert!(
+        text(&run_missing_input.stderr)
+            .contains("missing --input input=FILE.dat (f32[1, 1, 28, 28])")
+    );
 }
 
 #[test]
 fn help_explains_the_options() {
     let dir = tempfile::tempdir().expect("temp dir");
     let help = text(&nnefc(&["--help"], dir.path()).stdout);
-    for needle in ["Usage: nnefc [OPTIONS] <MODEL>", "--emit <KINDS>", "--input-shape <NAME=DIMS>", "--target <TRIPLE>", "--prefix <NAME>", "-O <LEVEL>", "Exit codes:", "  3  cannot generate code"] {
+    for needle in [
+        "Usage: nnefc [OPTIONS] <MODEL>",
+        "--emit <KINDS>",
+        "--input-shape <NAME=DIMS>",
+        "--target <TRIPLE>",
+        "--prefix <NAME>",
+        "-O <LEVEL>",
+        "Exit codes:",
+        "  3  cannot generate code",
+    ] {
         assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
     }
     let run_help = text(&nnefc(&["run", "--help"], dir.path()).stdout);
-    assert!(run_help.contains("--output-dir <DIR>") && run_help.contains("--compare <NAME=FILE>"), "{run_help}");
+    assert!(
+        run_help.contains("--output-dir <DIR>") && run_help.contains("--compare <NAME=FILE>"),
+        "{run_help}"
+    );
 }
 
 #[test]
@@ -138,12 +226,32 @@ fn run_writes_outputs_and_compares() {
     let m = repo().join("examples/models/tiny_cnn");
     let input = format!("input={}", m.join("input.dat").display());
     let expected = m.join("expected.dat").display().to_string();
-    let out = nnefc(&["run", &m.join("model.nnef").display().to_string(), "--input", &input, "--output-dir", "outs", "--compare", &expected], dir.path());
+    let out = nnefc(
+        &[
+            "run",
+            &m.join("model.nnef").display().to_string(),
+            "--input",
+            &input,
+            "--output-dir",
+            "outs",
+            "--compare",
+            &expected,
+        ],
+        dir.path(),
+    );
     assert!(out.status.success(), "{}", summary(&out, dir.path()));
     let ours = nnefc::datfile::read(&dir.path().join("outs/output.dat")).expect("output written");
     let reference = nnefc::datfile::read(Path::new(&expected)).expect("expected");
-    assert!(nnefc::tolerance::compare(&ours, &reference).expect("same shape").passed());
-    assert!(text(&out.stdout).contains("output vs"), "{}", text(&out.stdout));
+    assert!(
+        nnefc::tolerance::compare(&ours, &reference)
+            .expect("same shape")
+            .passed()
+    );
+    assert!(
+        text(&out.stdout).contains("output vs"),
+        "{}",
+        text(&out.stdout)
+    );
 
     // A reference that differs: exit 6.
     let mut wrong = reference.clone();
@@ -151,7 +259,19 @@ fn run_writes_outputs_and_compares() {
         v[0] += 1.0;
     }
     nnefc::datfile::write(&dir.path().join("wrong.dat"), &wrong).expect("write");
-    let out = nnefc(&["run", &m.join("model.nnef").display().to_string(), "-i", &input, "--output-dir", "outs", "--compare", "wrong.dat"], dir.path());
+    let out = nnefc(
+        &[
+            "run",
+            &m.join("model.nnef").display().to_string(),
+            "-i",
+            &input,
+            "--output-dir",
+            "outs",
+            "--compare",
+            "wrong.dat",
+        ],
+        dir.path(),
+    );
     assert_eq!(out.status.code(), Some(6), "{}", summary(&out, dir.path()));
     assert!(text(&out.stdout).contains("MISMATCH"));
 }
@@ -159,16 +279,34 @@ fn run_writes_outputs_and_compares() {
 #[test]
 fn bench_and_dump() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = nnefc(&["bench", &tiny_cnn(), "--warmup", "1", "-n", "3"], dir.path());
+    let out = nnefc(
+        &["bench", &tiny_cnn(), "--warmup", "1", "-n", "3"],
+        dir.path(),
+    );
     assert!(out.status.success(), "{}", summary(&out, dir.path()));
-    assert!(text(&out.stdout).contains("ms per inference (3 runs after 1 warm-up"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("ms per inference (3 runs after 1 warm-up"),
+        "{}",
+        text(&out.stdout)
+    );
     for stage in ["ast", "lowered", "optimized", "plan", "kernels"] {
         let out = nnefc(&["dump", "--stage", stage, &tiny_cnn()], dir.path());
-        assert!(out.status.success() && !out.stdout.is_empty(), "stage {stage}: {}", summary(&out, dir.path()));
+        assert!(
+            out.status.success() && !out.stdout.is_empty(),
+            "stage {stage}: {}",
+            summary(&out, dir.path())
+        );
     }
-    let out = nnefc(&["dump", "-O0", "--stage", "optimized", &tiny_cnn()], dir.path());
+    let out = nnefc(
+        &["dump", "-O0", "--stage", "optimized", &tiny_cnn()],
+        dir.path(),
+    );
     let lowered = nnefc(&["dump", "--stage", "lowered", &tiny_cnn()], dir.path());
-    assert_eq!(text(&out.stdout), text(&lowered.stdout), "-O0 leaves the graph as lowered");
+    assert_eq!(
+        text(&out.stdout),
+        text(&lowered.stdout),
+        "-O0 leaves the graph as lowered"
+    );
 }
 
 #[test]
@@ -182,7 +320,14 @@ fn input_shape_override_is_applied() {
         "version 1.0;\n\ngraph g( x ) -> ( y )\n{\n    x = external<scalar>(shape = [1, 4]);\n    y = relu(x);\n}\n",
     )
     .expect("write");
-    let out = nnefc(&["check", "--input-shape", "x=2,4", &m.display().to_string()], dir.path());
+    let out = nnefc(
+        &["check", "--input-shape", "x=2,4", &m.display().to_string()],
+        dir.path(),
+    );
     assert!(out.status.success(), "{}", summary(&out, dir.path()));
-    assert!(text(&out.stdout).contains("f32[2,4]"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("f32[2,4]"),
+        "{}",
+        text(&out.stdout)
+    );
 }

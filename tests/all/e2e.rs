@@ -7,9 +7,9 @@
 //! checked against the outputs ONNX Runtime produced.
 
 use nnefc::compiler::session::Options;
+use nnefc::corpus::{self, ModelDir};
 use nnefc::exec::LoadedModel;
 use nnefc::{datfile, tolerance};
-use nnefc::corpus::{self, ModelDir};
 use std::path::PathBuf;
 
 /// The repository root.
@@ -27,7 +27,10 @@ fn check_model(m: &ModelDir) -> Result<String, String> {
     let expected = datfile::read(&m.expected()).map_err(|e| format!("{name}: {e}"))?;
     let outputs = model.run(&[input]).map_err(|e| format!("{name}: {e}"))?;
     let [ours] = outputs.as_slice() else {
-        return Err(format!("{name}: expected one output, got {}", outputs.len()));
+        return Err(format!(
+            "{name}: expected one output, got {}",
+            outputs.len()
+        ));
     };
     let c = tolerance::compare(ours, &expected).map_err(|e| format!("{name}: {e}"))?;
     if !c.passed() {
@@ -40,10 +43,18 @@ fn check_model(m: &ModelDir) -> Result<String, String> {
     let iface = model.interface();
     assert_eq!(inputs.len(), iface.inputs.len(), "{name}");
     assert_eq!(outputs.len(), iface.outputs.len(), "{name}");
-    for (d, t) in inputs.iter().chain(outputs).zip(iface.inputs.iter().chain(&iface.outputs)) {
+    for (d, t) in inputs
+        .iter()
+        .chain(outputs)
+        .zip(iface.inputs.iter().chain(&iface.outputs))
+    {
         // SAFETY: as above.
         let (dname, dims) = unsafe { (d.name().to_string_lossy().into_owned(), d.dims().to_vec()) };
-        assert_eq!((dname.as_str(), dims.as_slice()), (t.name.as_str(), t.shape.as_slice()), "{name}");
+        assert_eq!(
+            (dname.as_str(), dims.as_slice()),
+            (t.name.as_str(), t.shape.as_slice()),
+            "{name}"
+        );
     }
     assert_eq!(info.workspace_size, iface.workspace_size, "{name}");
     Ok(format!("{name}: {c}"))
@@ -57,13 +68,21 @@ fn check_all(dirs: &[ModelDir]) {
             Err(e) => failures.push(e),
         }
     }
-    assert!(failures.is_empty(), "{} model(s) failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} model(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
 fn shipped_models_match_expected() {
     let dirs = corpus::shipped(&repo());
-    assert!(dirs.len() >= 2, "examples/models should hold tiny_cnn and unetish: {dirs:?}");
+    assert!(
+        dirs.len() >= 2,
+        "examples/models should hold tiny_cnn and unetish: {dirs:?}"
+    );
     check_all(&dirs);
 }
 
@@ -83,17 +102,25 @@ fn shared_models_match_expected() {
 #[test]
 fn concurrent_runs_agree() {
     let dir = repo().join("examples/models/tiny_cnn");
-    let compiled = nnefc::compile_model(&dir.join("model.nnef"), &Options::default(), Some("par")).expect("compiles");
+    let compiled = nnefc::compile_model(&dir.join("model.nnef"), &Options::default(), Some("par"))
+        .expect("compiles");
     let input = datfile::read(&dir.join("input.dat")).expect("input");
     let results: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..2)
             .map(|_| {
                 let mut m = LoadedModel::load(&compiled.artifacts).expect("loads");
                 let input = input.clone();
-                s.spawn(move || (0..20).map(|_| m.run(std::slice::from_ref(&input)).expect("runs")).last())
+                s.spawn(move || {
+                    (0..20)
+                        .map(|_| m.run(std::slice::from_ref(&input)).expect("runs"))
+                        .last()
+                })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect()
     });
     assert_eq!(results[0], results[1]);
 }
@@ -102,9 +129,11 @@ fn concurrent_runs_agree() {
 #[test]
 fn wrong_input_is_an_error() {
     let dir = repo().join("examples/models/tiny_cnn");
-    let compiled = nnefc::compile_model(&dir.join("model.nnef"), &Options::default(), None).expect("compiles");
+    let compiled =
+        nnefc::compile_model(&dir.join("model.nnef"), &Options::default(), None).expect("compiles");
     let mut m = LoadedModel::load(&compiled.artifacts).expect("loads");
     let bad = nnefc::compiler::ir::Tensor::f32(vec![1, 28, 28], vec![0.0; 784]);
     let e = m.run(&[bad]).expect_err("shape mismatch");
-    expect_test::expect!["input `input` must be f32[1, 1, 28, 28], got f32[1, 28, 28]"].assert_eq(&e.to_string());
+    expect_test::expect!["input `input` must be f32[1, 1, 28, 28], got f32[1, 28, 28]"]
+        .assert_eq(&e.to_string());
 }

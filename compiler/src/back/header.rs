@@ -169,7 +169,10 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         "    /// Bytes of workspace one call needs.\n    pub const WORKSPACE_SIZE: usize = {};",
         m.workspace_size
     );
-    let _ = writeln!(o, "    /// Alignment of the workspace in bytes.\n    pub const WORKSPACE_ALIGN: usize = 64;");
+    let _ = writeln!(
+        o,
+        "    /// Alignment of the workspace in bytes.\n    pub const WORKSPACE_ALIGN: usize = 64;"
+    );
     let _ = writeln!(
         o,
         "    /// Number of inputs.\n    pub const NUM_INPUTS: usize = {};\n    /// Number of outputs.\n    pub const NUM_OUTPUTS: usize = {};",
@@ -178,18 +181,30 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     );
     for (kind, list) in [("INPUT", &m.inputs), ("OUTPUT", &m.outputs)] {
         for (k, t) in list.iter().enumerate() {
-            let _ = writeln!(o, "    /// Name of {} {k} in the NNEF graph.", kind.to_ascii_lowercase());
+            let _ = writeln!(
+                o,
+                "    /// Name of {} {k} in the NNEF graph.",
+                kind.to_ascii_lowercase()
+            );
             let _ = writeln!(o, "    pub const {kind}{k}_NAME: &str = {:?};", t.name);
             let _ = writeln!(o, "    /// Elements of {} {k}.", kind.to_ascii_lowercase());
             let _ = writeln!(o, "    pub const {kind}{k}_SIZE: usize = {};", t.volume());
-            let _ = writeln!(o, "    /// Shape of {} {k} (row-major).", kind.to_ascii_lowercase());
+            let _ = writeln!(
+                o,
+                "    /// Shape of {} {k} (row-major).",
+                kind.to_ascii_lowercase()
+            );
             let _ = writeln!(
                 o,
                 "    pub const {kind}{k}_SHAPE: [usize; {}] = [{}];",
                 t.shape.len(),
                 dims(&t.shape)
             );
-            let _ = writeln!(o, "    /// Element type of {} {k}.", kind.to_ascii_lowercase());
+            let _ = writeln!(
+                o,
+                "    /// Element type of {} {k}.",
+                kind.to_ascii_lowercase()
+            );
             let dt = match t.dtype {
                 DType::F32 => "F32",
                 DType::I32 => "I32",
@@ -210,6 +225,38 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     pub fn info() -> &'static nnefc_runtime::ModelInfo {{
         // SAFETY: the object defines this symbol as an immutable, 'static ModelInfo.
         unsafe {{ &*core::ptr::addr_of!({p}_info) }}
+    }}
+
+    /// One input or output as the exported descriptor states it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct TensorDesc {{
+        /// The name in the NNEF graph.
+        pub name: &'static str,
+        /// The element type (`None` for a code this runtime does not know).
+        pub dtype: Option<DType>,
+        /// The extents, outermost first.
+        pub dims: &'static [usize],
+    }}
+
+    fn describe(list: &'static [nnefc_runtime::TensorInfo]) -> impl Iterator<Item = TensorDesc> {{
+        list.iter().map(|t| {{
+            // SAFETY: nnefc descriptors hold NUL-terminated UTF-8 names and `rank` dims in
+            // static data of the object.
+            let (name, dims) = unsafe {{ (t.name().to_str().unwrap_or("?"), t.dims()) }};
+            TensorDesc {{ name, dtype: t.dtype(), dims }}
+        }})
+    }}
+
+    /// The inputs, read from the exported descriptor at run time.
+    pub fn inputs() -> impl Iterator<Item = TensorDesc> {{
+        // SAFETY: as in `describe`.
+        describe(unsafe {{ info().inputs() }})
+    }}
+
+    /// The outputs, read from the exported descriptor at run time.
+    pub fn outputs() -> impl Iterator<Item = TensorDesc> {{
+        // SAFETY: as in `describe`.
+        describe(unsafe {{ info().outputs() }})
     }}
 
     /// Why a call failed.
@@ -349,7 +396,10 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     let (ret_ty, ret_val) = if ret_ty.len() == 1 {
         (ret_ty.join(""), ret_val.join(""))
     } else {
-        (format!("({})", ret_ty.join(", ")), format!("({})", ret_val.join(", ")))
+        (
+            format!("({})", ret_ty.join(", ")),
+            format!("({})", ret_val.join(", ")),
+        )
     };
     let mut docs = String::new();
     for (kind, list) in [("input", &m.inputs), ("output", &m.outputs)] {

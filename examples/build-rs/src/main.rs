@@ -16,7 +16,9 @@ include!(concat!(env!("OUT_DIR"), "/tiny_cnn.rs"));
 fn read_f32_dat(path: &PathBuf) -> Result<(Vec<usize>, Vec<f32>), Box<dyn Error>> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let word = |at: usize| -> Result<usize, String> {
-        let b = bytes.get(at..at + 4).ok_or_else(|| format!("{}: truncated header", path.display()))?;
+        let b = bytes
+            .get(at..at + 4)
+            .ok_or_else(|| format!("{}: truncated header", path.display()))?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
     };
     if bytes.get(..2) != Some(&[0x4e, 0xef][..]) {
@@ -24,9 +26,15 @@ fn read_f32_dat(path: &PathBuf) -> Result<(Vec<usize>, Vec<f32>), Box<dyn Error>
     }
     let rank = word(8)?;
     if rank > 8 || word(44)? != 32 || word(48)? != 0 {
-        return Err(format!("{}: only float32 tensors of rank <= 8 are read here", path.display()).into());
+        return Err(format!(
+            "{}: only float32 tensors of rank <= 8 are read here",
+            path.display()
+        )
+        .into());
     }
-    let shape = (0..rank).map(|i| word(12 + 4 * i)).collect::<Result<Vec<_>, _>>()?;
+    let shape = (0..rank)
+        .map(|i| word(12 + 4 * i))
+        .collect::<Result<Vec<_>, _>>()?;
     let data: Vec<f32> = bytes
         .get(128..)
         .unwrap_or_default()
@@ -34,7 +42,11 @@ fn read_f32_dat(path: &PathBuf) -> Result<(Vec<usize>, Vec<f32>), Box<dyn Error>
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
     if data.len() != shape.iter().product::<usize>() {
-        return Err(format!("{}: data length does not match the shape {shape:?}", path.display()).into());
+        return Err(format!(
+            "{}: data length does not match the shape {shape:?}",
+            path.display()
+        )
+        .into());
     }
     Ok((shape, data))
 }
@@ -46,17 +58,25 @@ fn main() -> Result<(), Box<dyn Error>> {
         .iter()
         .find(|a| !a.starts_with("--"))
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/tiny_cnn/input.dat"));
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/tiny_cnn/input.dat")
+        });
     let (shape, input) = read_f32_dat(&path)?;
     if shape != tiny_cnn::INPUT0_SHAPE {
-        return Err(format!("input shape {shape:?}, the model takes {:?}", tiny_cnn::INPUT0_SHAPE).into());
+        return Err(format!(
+            "input shape {shape:?}, the model takes {:?}",
+            tiny_cnn::INPUT0_SHAPE
+        )
+        .into());
     }
 
-    // The descriptor the object exports, readable at run time.
-    let info = tiny_cnn::info();
-    // SAFETY: nnefc descriptors hold valid names and dims.
-    let (name, first_in) = unsafe { (info.name().to_string_lossy(), info.inputs()[0].name().to_string_lossy()) };
-    eprintln!("model {name}: input `{first_in}` {:?}, workspace {} bytes", tiny_cnn::INPUT0_SHAPE, info.workspace_size);
+    // The inputs and outputs as the object's exported descriptor lists them at run time.
+    for t in tiny_cnn::inputs() {
+        eprintln!("input `{}`: {:?} {:?}", t.name, t.dtype, t.dims);
+    }
+    for t in tiny_cnn::outputs() {
+        eprintln!("output `{}`: {:?} {:?}", t.name, t.dtype, t.dims);
+    }
 
     // Two threads, two models (two workspaces), the same compiled code.
     let outputs = std::thread::scope(|s| {
@@ -66,7 +86,10 @@ fn main() -> Result<(), Box<dyn Error>> {
                 s.spawn(move || tiny_cnn::Model::new().infer(input))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().map_err(|_| "a worker thread panicked")).collect::<Result<Vec<_>, _>>()
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| "a worker thread panicked"))
+            .collect::<Result<Vec<_>, _>>()
     })?;
     let [a, b] = <[_; 2]>::try_from(outputs).map_err(|_| "expected two results")?;
     let (a, b) = (a?, b?);
