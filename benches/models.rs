@@ -48,6 +48,10 @@ fn benches(c: &mut Criterion) {
     group.finish();
 
     let mut group = c.benchmark_group("run");
+    // resnet18 takes ~60 ms per run: fewer samples keep the group within minutes.
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(5));
     for m in &models {
         let loaded = nnefc::compile_model(&m.nnef(), &opts, None)
             .map_err(|e| e.render())

@@ -11,6 +11,7 @@
 //!   --features onnx --root <cache>/tract`, run as `tract model.nnef -O --machine-friendly
 //!   bench -R` (single-threaded build; random input of the declared shape; it prints a
 //!   mean per run, so three runs are made and their median is reported).
+//!
 //! nnefc runs in-process (`nnefc::exec`), one thread, on `input.dat`.
 //!
 //! An engine that cannot load or run a model is reported as such in the table, never

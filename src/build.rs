@@ -1,10 +1,9 @@
 //! [`Build`]: compiling NNEF models from a Cargo build script, in the style of `cc::Build`.
 //!
 //! ```no_run
-//! // build.rs of a crate that depends on `nnefc-runtime` and build-depends on `nnefc`
-//! fn main() {
-//!     nnefc::Build::new().model("models/net").prefix("net").compile();
-//! }
+//! // In build.rs (`fn main`) of a crate that depends on `nnefc-runtime` and
+//! // build-depends on `nnefc`:
+//! nnefc::Build::new().model("models/net").prefix("net").compile();
 //! ```
 //!
 //! ```ignore

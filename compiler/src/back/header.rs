@@ -227,6 +227,38 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         unsafe {{ &*core::ptr::addr_of!({p}_info) }}
     }}
 
+    /// One input or output as the exported descriptor states it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct TensorDesc {{
+        /// The name in the NNEF graph.
+        pub name: &'static str,
+        /// The element type (`None` for a code this runtime does not know).
+        pub dtype: Option<DType>,
+        /// The extents, outermost first.
+        pub dims: &'static [usize],
+    }}
+
+    fn describe(list: &'static [nnefc_runtime::TensorInfo]) -> impl Iterator<Item = TensorDesc> {{
+        list.iter().map(|t| {{
+            // SAFETY: nnefc descriptors hold NUL-terminated UTF-8 names and `rank` dims in
+            // static data of the object.
+            let (name, dims) = unsafe {{ (t.name().to_str().unwrap_or("?"), t.dims()) }};
+            TensorDesc {{ name, dtype: t.dtype(), dims }}
+        }})
+    }}
+
+    /// The inputs, read from the exported descriptor at run time.
+    pub fn inputs() -> impl Iterator<Item = TensorDesc> {{
+        // SAFETY: as in `describe`.
+        describe(unsafe {{ info().inputs() }})
+    }}
+
+    /// The outputs, read from the exported descriptor at run time.
+    pub fn outputs() -> impl Iterator<Item = TensorDesc> {{
+        // SAFETY: as in `describe`.
+        describe(unsafe {{ info().outputs() }})
+    }}
+
     /// Why a call failed.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum Error {{

@@ -70,20 +70,13 @@ fn main() -> Result<(), Box<dyn Error>> {
         .into());
     }
 
-    // The descriptor the object exports, readable at run time.
-    let info = tiny_cnn::info();
-    // SAFETY: nnefc descriptors hold valid names and dims.
-    let (name, first_in) = unsafe {
-        (
-            info.name().to_string_lossy(),
-            info.inputs()[0].name().to_string_lossy(),
-        )
-    };
-    eprintln!(
-        "model {name}: input `{first_in}` {:?}, workspace {} bytes",
-        tiny_cnn::INPUT0_SHAPE,
-        info.workspace_size
-    );
+    // The inputs and outputs as the object's exported descriptor lists them at run time.
+    for t in tiny_cnn::inputs() {
+        eprintln!("input `{}`: {:?} {:?}", t.name, t.dtype, t.dims);
+    }
+    for t in tiny_cnn::outputs() {
+        eprintln!("output `{}`: {:?} {:?}", t.name, t.dtype, t.dims);
+    }
 
     // Two threads, two models (two workspaces), the same compiled code.
     let outputs = std::thread::scope(|s| {
