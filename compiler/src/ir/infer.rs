@@ -207,6 +207,43 @@ pub fn resolved_window_padding(attrs: &WindowAttrs, input_dims: &[usize]) -> Vec
 
 /// The padding a transposed window op (`debox`, `desample`) uses on every dim: the
 /// explicit one, or the automatic padding of the forward op mapping `output_dims` back to
+/// Where coordinate `x` (relative to the start of an extent of `n`) reads under a
+/// border mode (spec §5.6): itself when inside; for `replicate`, `reflect` and
+/// `reflect-even` the mapped coordinate; `Ok(None)` for the filling borders (`constant`,
+/// `ignore`), whose outside taps read no element. An error when the mapping leaves the
+/// extent (a mirror further than one image away, or an empty extent). The interpreter and
+/// the back end both use this, so they agree on every padded read.
+pub fn border_source(x: i64, n: usize, border: Border) -> Result<Option<usize>, InferError> {
+    let n = n as i64;
+    if (0..n).contains(&x) {
+        return Ok(Some(x as usize));
+    }
+    let mapped = match border {
+        Border::Constant | Border::Ignore => return Ok(None),
+        Border::Replicate => x.clamp(0, (n - 1).max(0)),
+        Border::Reflect => {
+            if x < 0 {
+                -x
+            } else {
+                2 * (n - 1) - x
+            }
+        }
+        Border::ReflectEven => {
+            if x < 0 {
+                -x - 1
+            } else {
+                2 * n - 1 - x
+            }
+        }
+    };
+    if !(0..n).contains(&mapped) {
+        return fail(format!(
+            "{} border cannot reach coordinate {x} of an extent of {n}",
+            border.mnemonic()
+        ));
+    }
+    Ok(Some(mapped as usize))
+}
 /// `input_dims`.
 pub fn resolved_transposed_window_padding(
     attrs: &WindowAttrs,

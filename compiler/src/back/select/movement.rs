@@ -239,38 +239,16 @@ pub(super) fn tile(lw: &mut Lowering<'_>, ins: &[ValueId], outs: &[ValueId]) -> 
     copy_kernel(lw, "tile", x, 0, sx, y, 0, sy, &ext)
 }
 
-/// The interpreter's border rule: where output coordinate `x` (relative to the input
-/// start) reads, for the non-constant borders.
+/// Where output coordinate `x` (relative to the input start) reads, for the mapping
+/// borders (`ir::infer::border_source`, the interpreter's rule).
 fn border_map(x: i64, n: usize, border: Border) -> Result<usize, CodegenError> {
-    let n = n as i64;
-    if (0..n).contains(&x) {
-        return Ok(x as usize);
-    }
-    let m = match border {
-        Border::Replicate => x.clamp(0, n - 1),
-        Border::Reflect => {
-            if x < 0 {
-                -x
-            } else {
-                2 * (n - 1) - x
-            }
-        }
-        Border::ReflectEven => {
-            if x < 0 {
-                -x - 1
-            } else {
-                2 * n - 1 - x
-            }
-        }
-        Border::Constant | Border::Ignore => -1,
-    };
-    if (0..n).contains(&m) {
-        Ok(m as usize)
-    } else {
-        Err(CodegenError::Invalid(format!(
-            "{} padding cannot reach coordinate {x} of an extent of {n}",
+    match crate::ir::infer::border_source(x, n, border) {
+        Ok(Some(i)) => Ok(i),
+        Ok(None) => Err(CodegenError::Internal(format!(
+            "{} is not a mapping border",
             border.mnemonic()
-        )))
+        ))),
+        Err(e) => Err(CodegenError::Invalid(e.message)),
     }
 }
 

@@ -138,41 +138,15 @@ impl Geometry {
 }
 
 /// Where padded coordinate `x` (already shifted by the front padding) reads in an extent
-/// of `n` under a mapping border; the same rule as `ir::interp`.
+/// of `n` under a mapping border (`ir::infer::border_source`, the interpreter's rule).
 fn border_index(x: i64, n: usize, border: Border) -> Result<i64, CodegenError> {
-    let n = n as i64;
-    if (0..n).contains(&x) {
-        return Ok(x);
+    match crate::ir::infer::border_source(x, n, border) {
+        Ok(Some(i)) => Ok(i as i64),
+        Ok(None) => Err(CodegenError::Internal(
+            "border_index on a filling border".into(),
+        )),
+        Err(e) => Err(CodegenError::Invalid(e.message)),
     }
-    let m = match border {
-        Border::Replicate => x.clamp(0, n - 1),
-        Border::Reflect => {
-            if x < 0 {
-                -x
-            } else {
-                2 * (n - 1) - x
-            }
-        }
-        Border::ReflectEven => {
-            if x < 0 {
-                -x - 1
-            } else {
-                2 * n - 1 - x
-            }
-        }
-        Border::Constant | Border::Ignore => {
-            return Err(CodegenError::Internal(
-                "border_index on a filling border".into(),
-            ));
-        }
-    };
-    if n == 0 || !(0..n).contains(&m) {
-        return Err(CodegenError::Invalid(format!(
-            "{} border cannot reach coordinate {x} of an extent of {n}",
-            border.mnemonic()
-        )));
-    }
-    Ok(m)
 }
 
 /// An i32 const table.

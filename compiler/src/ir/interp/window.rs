@@ -111,51 +111,15 @@ impl Geometry {
     }
 }
 
-/// Where tap coordinate `x` reads in an extent of `n` (§5.6).
+/// Where tap coordinate `x` reads in an extent of `n` (§5.6); the rule is
+/// `ir::infer::border_source`, shared with the back end.
 pub(super) fn border_map(
     op: &'static str,
     x: i64,
     n: usize,
     border: Border,
 ) -> Result<Option<usize>> {
-    let n = n as i64;
-    if (0..n).contains(&x) {
-        return Ok(Some(x as usize));
-    }
-    let mapped = match border {
-        Border::Constant | Border::Ignore => return Ok(None),
-        _ if n == 0 => {
-            return Err(invalid(
-                op,
-                format!("{} border on an empty extent", border.mnemonic()),
-            ));
-        }
-        Border::Replicate => x.clamp(0, n - 1),
-        Border::Reflect => {
-            if x < 0 {
-                -x
-            } else {
-                2 * (n - 1) - x
-            }
-        }
-        Border::ReflectEven => {
-            if x < 0 {
-                -x - 1
-            } else {
-                2 * n - 1 - x
-            }
-        }
-    };
-    if !(0..n).contains(&mapped) {
-        return Err(invalid(
-            op,
-            format!(
-                "{} border cannot reach coordinate {x} of an extent of {n}",
-                border.mnemonic()
-            ),
-        ));
-    }
-    Ok(Some(mapped as usize))
+    crate::ir::infer::border_source(x, n, border).map_err(|e| invalid(op, e.message))
 }
 
 /// Advances a row-major multi-index; false once it wraps around.
