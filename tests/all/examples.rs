@@ -154,6 +154,8 @@ struct Compiled {
     label: String,
     model: ModelDir,
     dir: PathBuf,
+    /// Seconds `nnefc` took.
+    compile_secs: f64,
 }
 
 fn output_text(out: &Output) -> String {
@@ -204,6 +206,7 @@ fn compiled_models() -> &'static [Result<Compiled, String>] {
                 let dir = root.join(label.replace('/', "-"));
                 let _ = std::fs::remove_dir_all(&dir);
                 std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                let t0 = Instant::now();
                 run_ok(
                     Command::new(env!("CARGO_BIN_EXE_nnefc"))
                         .arg(model.nnef())
@@ -211,7 +214,12 @@ fn compiled_models() -> &'static [Result<Compiled, String>] {
                         .arg(dir.join("model.o")),
                     &format!("{label}: nnefc"),
                 )?;
-                Ok(Compiled { label, model, dir })
+                Ok(Compiled {
+                    label,
+                    model,
+                    dir,
+                    compile_secs: t0.elapsed().as_secs_f64(),
+                })
             })
             .collect()
     })
@@ -223,8 +231,9 @@ fn shared_skip_notice() {
     }
 }
 
-/// Runs `link_and_run` on every compiled model, printing one line per model; fails with
-/// every model's error at the end.
+/// Runs `link_and_run` on every compiled model, printing one line per model (with the
+/// seconds nnefc took, then those linking and running took); fails with every model's
+/// error at the end.
 fn for_every_model(link_and_run: impl Fn(&Compiled) -> Result<String, String>) {
     shared_skip_notice();
     let models = compiled_models();
@@ -232,8 +241,15 @@ fn for_every_model(link_and_run: impl Fn(&Compiled) -> Result<String, String>) {
     let mut failures = Vec::new();
     for m in models {
         let t0 = Instant::now();
-        match m.as_ref().map_err(Clone::clone).and_then(&link_and_run) {
-            Ok(line) => println!("{line} ({:.1} s)", t0.elapsed().as_secs_f64()),
+        match m
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|m| link_and_run(m).map(|line| (line, m.compile_secs)))
+        {
+            Ok((line, compile)) => println!(
+                "{line} (nnefc {compile:.1} s, link+run {:.1} s)",
+                t0.elapsed().as_secs_f64()
+            ),
             Err(e) => failures.push(e),
         }
     }
