@@ -4,11 +4,15 @@
  * `nnefc MODEL --prefix model --emit obj,header -o build/model.o` and links build/model.o
  * with the runtime's static library libnnefc_runtime.a.
  *
- * Usage: main INPUT.dat [ITERATIONS]
+ * Usage: main INPUT.dat [ITERATIONS] [EXPECTED.dat]
  * Reads a float32 NNEF .dat tensor, runs the model, prints its first output's top-5
- * entries and the median time per inference. Handles models whose first input and first
- * output are float32; it does not convert other element types. */
+ * entries and the median time per inference. With EXPECTED.dat it also compares the first
+ * output with that tensor, elementwise, under |ours - expected| <= 1e-4 * max(1, max|expected|),
+ * prints the largest difference and exits with status 3 on a mismatch. Handles models
+ * whose first input and first output are float32; it does not convert other element
+ * types, and checks no output but the first. */
 #define _POSIX_C_SOURCE 200112L
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +69,28 @@ static double now_ms(void) {
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+/* Compares `n` floats with the reference under the tolerance of the nnefc test suite and
+ * prints the largest difference. Returns 0 when every element is within it. */
+static int check_expected(const float *ours, const float *expected, size_t n) {
+    double max_ref = 0, max_diff = 0, tol;
+    size_t worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double r = fabs((double)expected[i]);
+        if (r > max_ref) max_ref = r;
+    }
+    tol = 1e-4 * (max_ref > 1 ? max_ref : 1);
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)ours[i] - (double)expected[i]);
+        /* A NaN difference is a mismatch: `d > max_diff` is false for NaN, so test it apart. */
+        if (d != d) { max_diff = d; worst = i; break; }
+        if (d > max_diff) { max_diff = d; worst = i; }
+    }
+    int ok = max_diff <= tol; /* false for NaN */
+    printf("expected: %s, max |diff| %.3g at %zu (tolerance %.3g, %zu values)\n",
+           ok ? "match" : "MISMATCH", max_diff, worst, tol, n);
+    return ok ? 0 : -1;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -72,11 +98,12 @@ static int cmp_double(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s INPUT.dat [ITERATIONS]\n", argv[0]);
+        fprintf(stderr, "usage: %s INPUT.dat [ITERATIONS] [EXPECTED.dat]\n", argv[0]);
         return 2;
     }
     int iterations = argc > 2 ? atoi(argv[2]) : 100;
     if (iterations < 1) iterations = 1;
+    const char *expected_path = argc > 3 ? argv[3] : NULL;
 
     /* The descriptor: what the model takes and returns, readable at run time. */
     const nnefc_tensor_info *in0 = &model_info.inputs[0], *out0 = &model_info.outputs[0];
@@ -127,6 +154,16 @@ int main(int argc, char **argv) {
     printf("top-%zu of `%s`:\n", k_max, out0->name);
     for (size_t k = 0; k < k_max; k++) printf("  class %zu: %.6f\n", top[k], scores[top[k]]);
 
+    /* The optional check against a reference output (before timing, which reruns the model). */
+    int mismatch = 0;
+    if (expected_path) {
+        float *expected = malloc(sizeof(float) * n + 1);
+        if (!expected) { fprintf(stderr, "out of memory\n"); return 1; }
+        if (read_dat(expected_path, expected, n, out0->dims, out0->rank) != 0) return 1;
+        mismatch = check_expected(scores, expected, n) != 0;
+        free(expected);
+    }
+
     /* Time per inference: median of `iterations` runs after a few warm-up runs. */
     double *ms = malloc(sizeof(double) * iterations);
     if (!ms) { fprintf(stderr, "out of memory\n"); return 1; }
@@ -143,5 +180,5 @@ int main(int argc, char **argv) {
     free(workspace);
     for (size_t k = 0; k < MODEL_NUM_OUTPUTS; k++) free(outputs[k]);
     free(input);
-    return 0;
+    return mismatch ? 3 : 0;
 }

@@ -2,11 +2,20 @@
 //! runtime static library + cc), and `examples/build-rs` through Cargo (`nnefc::Build` in a
 //! build script). Both are run on the shipped `tiny_cnn` input and checked against its
 //! `expected.dat`.
+//!
+//! Then every shipped and shared model (`nnefc::corpus`) the way a user links one: compiled
+//! by the `nnefc` binary, linked statically (no dlopen) into the C program of `examples/c`
+//! and into a Rust program around the generated bindings (`link_driver.rs`, built by
+//! `rustc`), each run on `input.dat` and checked against `expected.dat` by the program
+//! itself. Each model is compiled once for both linking tests.
 
 use crate::e2e::repo;
 use nnefc::compiler::ir::Tensor;
+use nnefc::corpus::{self, ModelDir};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::Instant;
 
 /// The directory of the executables of this build (`target/debug` or `target/release`).
 fn bin_dir() -> PathBuf {
@@ -136,4 +145,210 @@ fn build_rs_example_matches_expected() {
     // Without --raw it prints the top-5.
     let out = Command::new(&exe).output().expect("example runs");
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("top-5 of `output` [1, 10]:"));
+}
+
+/// A model compiled by the `nnefc` binary for the linking tests: `model.o`, `model.h` and
+/// `model.rs` (prefix `model`) in `dir`.
+struct Compiled {
+    /// `examples/tiny_cnn` or `shared/resnet18`.
+    label: String,
+    model: ModelDir,
+    dir: PathBuf,
+    /// Seconds `nnefc` took.
+    compile_secs: f64,
+}
+
+fn output_text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs `cmd`; an error (with everything it printed) unless it exits with status 0.
+fn run_ok(cmd: &mut Command, what: &str) -> Result<Output, String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("{what}: cannot run: {e}"))?;
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(format!(
+            "{what} failed ({}):\n{}",
+            out.status,
+            output_text(&out)
+        ))
+    }
+}
+
+/// Every shipped model and, when `../shared/models` is present, every shared one, each
+/// compiled once per test run (whichever linking test comes first compiles, the other
+/// waits) into `<target>/<profile>/e2e-link/<label>/`.
+fn compiled_models() -> &'static [Result<Compiled, String>] {
+    static COMPILED: OnceLock<Vec<Result<Compiled, String>>> = OnceLock::new();
+    COMPILED.get_or_init(|| {
+        let mut models: Vec<(String, ModelDir)> = corpus::shipped(&repo())
+            .into_iter()
+            .map(|m| (format!("examples/{}", m.name), m))
+            .collect();
+        if let Some(shared) = corpus::shared_dir(&repo()) {
+            models.extend(
+                corpus::models_in(&shared)
+                    .into_iter()
+                    .map(|m| (format!("shared/{}", m.name), m)),
+            );
+        }
+        let root = bin_dir().join("e2e-link");
+        models
+            .into_iter()
+            .map(|(label, model)| {
+                let dir = root.join(label.replace('/', "-"));
+                let _ = std::fs::remove_dir_all(&dir);
+                std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                let t0 = Instant::now();
+                run_ok(
+                    Command::new(env!("CARGO_BIN_EXE_nnefc"))
+                        .arg(model.nnef())
+                        .args(["--prefix", "model", "--emit", "obj,header,rust", "-o"])
+                        .arg(dir.join("model.o")),
+                    &format!("{label}: nnefc"),
+                )?;
+                Ok(Compiled {
+                    label,
+                    model,
+                    dir,
+                    compile_secs: t0.elapsed().as_secs_f64(),
+                })
+            })
+            .collect()
+    })
+}
+
+fn shared_skip_notice() {
+    if corpus::shared_dir(&repo()).is_none() {
+        println!("skipped: ../shared/models not present (shipped models only)");
+    }
+}
+
+/// Runs `link_and_run` on every compiled model, printing one line per model (with the
+/// seconds nnefc took, then those linking and running took); fails with every model's
+/// error at the end.
+fn for_every_model(link_and_run: impl Fn(&Compiled) -> Result<String, String>) {
+    shared_skip_notice();
+    let models = compiled_models();
+    assert!(models.len() >= 2, "no models found");
+    let mut failures = Vec::new();
+    for m in models {
+        let t0 = Instant::now();
+        match m
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|m| link_and_run(m).map(|line| (line, m.compile_secs)))
+        {
+            Ok((line, compile)) => println!(
+                "{line} (nnefc {compile:.1} s, link+run {:.1} s)",
+                t0.elapsed().as_secs_f64()
+            ),
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} model(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// `examples/c/main.c` linked with each model's object and `libnnefc_runtime.a`, run on
+/// `input.dat` with `expected.dat` (the program compares and exits non-zero on a mismatch).
+#[test]
+fn c_program_links_every_model() {
+    if !tool_exists("cc") {
+        println!("skipped: cc not installed");
+        return;
+    }
+    cargo_build(&["nnefc-runtime"]);
+    let runtime = bin_dir().join("libnnefc_runtime.a");
+    let main_c = repo().join("examples/c/main.c");
+    for_every_model(|m| {
+        let exe = m.dir.join("main-c");
+        run_ok(
+            Command::new("cc")
+                .args(["-O2", "-Wall", "-Wextra", "-std=c11", "-I"])
+                .arg(&m.dir)
+                .arg(&main_c)
+                .arg(m.dir.join("model.o"))
+                .arg(&runtime)
+                .args(["-lm", "-lpthread", "-ldl", "-o"])
+                .arg(&exe),
+            &format!("{}: cc", m.label),
+        )?;
+        // One timed run after main.c's warm-up runs: this checks results, not speed.
+        let out = run_ok(
+            Command::new(&exe)
+                .arg(m.model.input())
+                .arg("1")
+                .arg(m.model.expected()),
+            &format!("{}: C program", m.label),
+        )?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let verdict = stdout
+            .lines()
+            .find(|l| l.starts_with("expected: match"))
+            .ok_or_else(|| format!("{}: no match line:\n{stdout}", m.label))?;
+        Ok(format!("C    {}: {verdict}", m.label))
+    });
+}
+
+/// A Rust program (`link_driver.rs`) that `include!`s each model's generated bindings,
+/// built by `rustc` against the runtime rlib with the object as a link argument, run on
+/// `input.dat` and `expected.dat`.
+#[test]
+fn rust_program_links_every_model() {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    if !Command::new(&rustc)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        println!("skipped: rustc not installed");
+        return;
+    }
+    cargo_build(&["nnefc-runtime"]);
+    let rlib = bin_dir().join("libnnefc_runtime.rlib");
+    let deps = bin_dir().join("deps");
+    for_every_model(|m| {
+        let src = m.dir.join("driver.rs");
+        std::fs::write(&src, include_str!("link_driver.rs"))
+            .map_err(|e| format!("{}: {e}", src.display()))?;
+        let exe = m.dir.join("main-rs");
+        run_ok(
+            Command::new(&rustc)
+                .current_dir(&m.dir)
+                .args(["--edition", "2024", "-C", "debuginfo=0"])
+                .arg(&src)
+                .arg("-o")
+                .arg(&exe)
+                .arg("-C")
+                .arg(format!("link-arg={}", m.dir.join("model.o").display()))
+                .arg("--extern")
+                .arg(format!("nnefc_runtime={}", rlib.display()))
+                .arg("-L")
+                .arg(format!("dependency={}", deps.display())),
+            &format!("{}: rustc", m.label),
+        )?;
+        let out = run_ok(
+            Command::new(&exe)
+                .arg(m.model.input())
+                .arg(m.model.expected()),
+            &format!("{}: Rust program", m.label),
+        )?;
+        Ok(format!(
+            "Rust {}: {}",
+            m.label,
+            String::from_utf8_lossy(&out.stdout).trim()
+        ))
+    });
 }

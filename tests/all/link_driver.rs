@@ -1,0 +1,92 @@
+//! The Rust program of the `rust_program_links_every_model` test (in `examples.rs`), built
+//! by `rustc` next to a model compiled with `nnefc --prefix model --emit obj,rust`: it
+//! `include!`s the generated bindings, runs the model once through the safe wrapper
+//! (`model::Model::infer`) on `INPUT.dat` and compares output 0 with `EXPECTED.dat` under
+//! `|ours − expected| ≤ 1e-4 · max(1, max|expected|)`. It is not a module of the test
+//! binary, and it handles only models with one float32 input and one float32 output.
+//!
+//! Usage: `driver INPUT.dat EXPECTED.dat`; prints the largest difference, exits non-zero on
+//! a mismatch or an unreadable file.
+
+include!("model.rs");
+
+/// Reads a float32 NNEF `.dat` file: a 128-byte header (magic `4e ef`, rank at byte 8,
+/// extents from byte 12, bits per item at 44, item code at 48) then little-endian data.
+fn read_f32_dat(path: &str) -> Result<(Vec<usize>, Vec<f32>), String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+    let word = |at: usize| -> Result<usize, String> {
+        let b = bytes
+            .get(at..at + 4)
+            .ok_or_else(|| format!("{path}: truncated header"))?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    };
+    if bytes.get(..2) != Some(&[0x4e, 0xef][..]) {
+        return Err(format!("{path}: not an NNEF .dat file"));
+    }
+    let rank = word(8)?;
+    if rank > 8 || word(44)? != 32 || word(48)? != 0 {
+        return Err(format!("{path}: not a float32 tensor of rank <= 8"));
+    }
+    let shape = (0..rank)
+        .map(|i| word(12 + 4 * i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let data: Vec<f32> = bytes
+        .get(128..)
+        .unwrap_or_default()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    if data.len() != shape.iter().product::<usize>() {
+        return Err(format!("{path}: {} values for shape {shape:?}", data.len()));
+    }
+    Ok((shape, data))
+}
+
+fn check() -> Result<String, String> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, input, expected] = args.as_slice() else {
+        return Err("usage: driver INPUT.dat EXPECTED.dat".into());
+    };
+    let (in_shape, input) = read_f32_dat(input)?;
+    let (out_shape, expected) = read_f32_dat(expected)?;
+    if in_shape != model::INPUT0_SHAPE || out_shape != model::OUTPUT0_SHAPE {
+        return Err(format!(
+            "files hold {in_shape:?} -> {out_shape:?}, the model is {:?} -> {:?}",
+            model::INPUT0_SHAPE,
+            model::OUTPUT0_SHAPE
+        ));
+    }
+    let mut m = model::Model::new();
+    let ours = m.infer(&input).map_err(|e| e.to_string())?;
+    let max_ref = expected.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let tolerance = 1e-4 * max_ref.max(1.0);
+    // `!(d <= max)` also catches NaN, which must count as a mismatch.
+    let max_diff = ours
+        .data()
+        .iter()
+        .zip(&expected)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, |m, d| if d <= m { m } else { d });
+    let line = format!(
+        "max |diff| {max_diff:.3e}, tolerance {tolerance:.3e}, {} values",
+        expected.len()
+    );
+    if max_diff <= tolerance {
+        Ok(line)
+    } else {
+        Err(format!("MISMATCH: {line}"))
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    match check() {
+        Ok(line) => {
+            println!("{line}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
