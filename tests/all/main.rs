@@ -4,6 +4,7 @@
 //! hygiene.
 
 mod cli;
+mod documents;
 mod e2e;
 mod examples;
 mod khronos;
