@@ -73,7 +73,10 @@ fn tolerance_ok(ours: &[f32], expected: &[f32]) -> bool {
 #[test]
 fn c_example_prints_the_expected_top5() {
     if !tool_exists("make") || !tool_exists("cc") {
-        println!("skipped: make or cc not installed");
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            (format!("skipped: make or cc not installed") + "\n").as_bytes(),
+        );
         return;
     }
     cargo_build(&["nnefc-runtime"]);
@@ -227,7 +230,11 @@ fn compiled_models() -> &'static [Result<Compiled, String>] {
 
 fn shared_skip_notice() {
     if corpus::shared_dir(&repo()).is_none() {
-        println!("skipped: ../shared/models not present (shipped models only)");
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            (format!("skipped: ../shared/models not present (shipped models only)") + "\n")
+                .as_bytes(),
+        );
     }
 }
 
@@ -266,7 +273,10 @@ fn for_every_model(link_and_run: impl Fn(&Compiled) -> Result<String, String>) {
 #[test]
 fn c_program_links_every_model() {
     if !tool_exists("cc") {
-        println!("skipped: cc not installed");
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            (format!("skipped: cc not installed") + "\n").as_bytes(),
+        );
         return;
     }
     cargo_build(&["nnefc-runtime"]);
@@ -313,7 +323,10 @@ fn rust_program_links_every_model() {
         .output()
         .is_ok_and(|o| o.status.success())
     {
-        println!("skipped: rustc not installed");
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            (format!("skipped: rustc not installed") + "\n").as_bytes(),
+        );
         return;
     }
     cargo_build(&["nnefc-runtime"]);

@@ -47,7 +47,13 @@ fn shapes_agree_with_the_khronos_reference_parser() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_nnef {
-        println!("skipped: the Khronos `nnef` Python package is not installed (run .ci/setup)");
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            (format!(
+                "skipped: the Khronos `nnef` Python package is not installed (run .ci/setup)"
+            ) + "\n")
+                .as_bytes(),
+        );
         return;
     }
     let docs = documents();

@@ -783,7 +783,10 @@ mod tests {
             .map(|a| a.join("shared/models"))
             .find(|p| p.is_dir());
         let Some(Ok(dirs)) = models.map(fs::read_dir) else {
-            println!("skipped: ../shared not present");
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                (format!("skipped: ../shared not present") + "\n").as_bytes(),
+            );
             return;
         };
         let mut seen = Vec::new();

@@ -126,7 +126,10 @@ fn shared_models_lower() {
         .find(|d| d.is_dir())
         .map(std::fs::read_dir)
     else {
-        println!("skipped: ../shared/models not present");
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            (format!("skipped: ../shared/models not present") + "\n").as_bytes(),
+        );
         return;
     };
     let mut names: Vec<_> = entries
@@ -167,7 +170,10 @@ fn open_extent_from_override() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let model = manifest.join("../../../shared/models/mlp/model.nnef");
     if !model.is_dir() {
-        println!("skipped: ../shared/models not present");
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            (format!("skipped: ../shared/models not present") + "\n").as_bytes(),
+        );
         return;
     }
     let mut opts = FrontOptions::default();

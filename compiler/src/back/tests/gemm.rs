@@ -132,7 +132,11 @@ fn tiled_gemm_fused_conv_accumulates() {
 #[test]
 fn tiled_gemm_on_aarch64_under_qemu() {
     if !aarch64_tools() {
-        println!("skipped: aarch64 cross tools not installed (run .ci/setup)");
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            (format!("skipped: aarch64 cross tools not installed (run .ci/setup)") + "\n")
+                .as_bytes(),
+        );
         return;
     }
     check_on_aarch64(gemm_batch(63), "xg");

@@ -245,7 +245,11 @@ fn upsample_with_reflect_border_is_unsupported() {
 #[test]
 fn resample_and_roi_on_aarch64_under_qemu() {
     if !super::window::aarch64_tools() {
-        println!("skipped: aarch64 cross tools not installed (run .ci/setup)");
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            (format!("skipped: aarch64 cross tools not installed (run .ci/setup)") + "\n")
+                .as_bytes(),
+        );
         return;
     }
     let mut r = Rng::new(13);

@@ -756,7 +756,11 @@ fn tool(name: &str) -> bool {
 #[test]
 fn aarch64_under_qemu() {
     if !aarch64_tools() {
-        println!("skipped: aarch64 cross tools not installed (run .ci/setup)");
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            (format!("skipped: aarch64 cross tools not installed (run .ci/setup)") + "\n")
+                .as_bytes(),
+        );
         return;
     }
     check_on_aarch64(cross_batch(41), "xa");
