@@ -880,6 +880,42 @@ fn zero_insert(
     })
 }
 
+/// Zero-inserts operand `x` for the adjoint of the forward window `fwd` (which maps the
+/// adjoint's output extents to its input extents): the layout of every dim follows from
+/// `fwd`. Shared by `debox` and `desample`.
+fn zero_insert_adjoint(
+    lw: &mut Lowering<'_>,
+    x: ValueId,
+    fwd: &Geometry,
+    scale: Option<f32>,
+    scale_tables: &[(usize, crate::back::kernel::BufId)],
+) -> Result<(Vec<Inserted>, View), CodegenError> {
+    let dims: Vec<Inserted> = (0..fwd.input.len())
+        .map(|d| {
+            inserted(
+                fwd.output[d],
+                fwd.input[d],
+                fwd.size[d],
+                fwd.stride[d],
+                fwd.dilation[d],
+                fwd.front[d],
+            )
+        })
+        .collect();
+    let src = value_view(lw, x)?;
+    let q = zero_insert(
+        lw,
+        &src,
+        &dims,
+        &fwd.stride,
+        DType::F32,
+        Lit::F32(0.0),
+        scale,
+        scale_tables,
+    )?;
+    Ok((dims, q))
+}
+
 fn transposed_border(b: Border, op: &str) -> Result<(), CodegenError> {
     match b {
         Border::Constant | Border::Ignore => Ok(()),
@@ -1050,29 +1086,7 @@ pub(super) fn debox(
             scale = Some(1.0 / fwd.volume() as f32);
         }
     }
-    let dims: Vec<Inserted> = (0..rank)
-        .map(|d| {
-            inserted(
-                xs[d],
-                ys[d],
-                fwd.size[d],
-                fwd.stride[d],
-                fwd.dilation[d],
-                pad[d].0,
-            )
-        })
-        .collect();
-    let src = value_view(lw, x)?;
-    let q = zero_insert(
-        lw,
-        &src,
-        &dims,
-        &fwd.stride,
-        DType::F32,
-        Lit::F32(0.0),
-        scale,
-        &tables,
-    )?;
+    let (dims, q) = zero_insert_adjoint(lw, x, &fwd, scale, &tables)?;
     let shift: i64 = (0..rank).map(|d| dims[d].shift as i64 * q.strides[d]).sum();
     let view = View {
         buf: q.buf,
@@ -1119,29 +1133,7 @@ pub(super) fn desample(
     let pad = resolved_transposed_window_padding(w, &xs, &ys);
     let fwd = Geometry::new(&ys, &xs, &w.size, &w.stride, &w.dilation, &pad)?;
     let rank = xs.len();
-    let dims: Vec<Inserted> = (0..rank)
-        .map(|d| {
-            inserted(
-                xs[d],
-                ys[d],
-                fwd.size[d],
-                fwd.stride[d],
-                fwd.dilation[d],
-                pad[d].0,
-            )
-        })
-        .collect();
-    let src = value_view(lw, x)?;
-    let q = zero_insert(
-        lw,
-        &src,
-        &dims,
-        &fwd.stride,
-        DType::F32,
-        Lit::F32(0.0),
-        None,
-        &[],
-    )?;
+    let (dims, q) = zero_insert_adjoint(lw, x, &fwd, None, &[])?;
     let isrc = value_view(lw, idx)?;
     let qi = zero_insert(
         lw,

@@ -492,18 +492,20 @@ pub(super) fn box_filter(
     window_combine(lw, "box", &p, &geo, Combine::Sum, scale, &tables, out)
 }
 
-/// `max_pool`: window maximum (outside taps read 0 with `constant`, are skipped with `ignore`).
-pub(super) fn max_pool(
+/// The geometry and the padded input of a maximum over windows (`max_pool`,
+/// `argmax_pool`): outside taps read 0 with `constant` and −∞ (never the maximum) with
+/// `ignore`. `None` when the output is empty.
+fn max_window_input(
     lw: &mut Lowering<'_>,
     w: &WindowAttrs,
-    ins: &[ValueId],
-    outs: &[ValueId],
-) -> Result<(), CodegenError> {
-    let (x, y) = single(ins, outs, "max_pool")?;
-    f32_only(lw, x, "max_pool")?;
+    x: ValueId,
+    y: ValueId,
+    op: &str,
+) -> Result<Option<(Geometry, View)>, CodegenError> {
+    f32_only(lw, x, op)?;
     let geo = Geometry::from_window(w, &lw.shape(x)?, &lw.shape(y)?)?;
     if geo.empty() {
-        return Ok(());
+        return Ok(None);
     }
     let src = value_view(lw, x)?;
     let fill = if w.border == Border::Ignore {
@@ -512,6 +514,20 @@ pub(super) fn max_pool(
         0.0
     };
     let p = padded(lw, src, &geo, w.border, fill)?;
+    Ok(Some((geo, p)))
+}
+
+/// `max_pool`: window maximum (outside taps read 0 with `constant`, are skipped with `ignore`).
+pub(super) fn max_pool(
+    lw: &mut Lowering<'_>,
+    w: &WindowAttrs,
+    ins: &[ValueId],
+    outs: &[ValueId],
+) -> Result<(), CodegenError> {
+    let (x, y) = single(ins, outs, "max_pool")?;
+    let Some((geo, p)) = max_window_input(lw, w, x, y, "max_pool")? else {
+        return Ok(());
+    };
     let out = lw.buf(y)?;
     window_combine(lw, "max_pool", &p, &geo, Combine::Max, None, &[], out)
 }
@@ -524,18 +540,9 @@ pub(super) fn argmax_pool(
     outs: &[ValueId],
 ) -> Result<(), CodegenError> {
     let (x, y) = single(ins, outs, "argmax_pool")?;
-    f32_only(lw, x, "argmax_pool")?;
-    let geo = Geometry::from_window(w, &lw.shape(x)?, &lw.shape(y)?)?;
-    if geo.empty() {
+    let Some((geo, p)) = max_window_input(lw, w, x, y, "argmax_pool")? else {
         return Ok(());
-    }
-    let src = value_view(lw, x)?;
-    let fill = if w.border == Border::Ignore {
-        f32::NEG_INFINITY
-    } else {
-        0.0
     };
-    let p = padded(lw, src, &geo, w.border, fill)?;
     let out = lw.buf(y)?;
     let rank = geo.input.len();
     let mut ext = geo.output.clone();
