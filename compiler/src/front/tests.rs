@@ -113,23 +113,28 @@ fn model_cases() {
     run_dir("models");
 }
 
-#[test]
-fn shared_models_lower() {
+/// The shared model corpus: the repo sits next to `shared/` (main) or two levels below it
+/// (worktrees). `None` (after saying so on stderr) when neither exists.
+fn shared_models() -> Option<std::path::PathBuf> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    // The repo sits next to `shared/` (main) or two levels below it (worktrees).
-    let candidates = [
+    let found = [
         manifest.join("../../shared/models"),
         manifest.join("../../../shared/models"),
-    ];
-    let Some(Ok(entries)) = candidates
-        .iter()
-        .find(|d| d.is_dir())
-        .map(std::fs::read_dir)
-    else {
+    ]
+    .into_iter()
+    .find(|d| d.is_dir());
+    if found.is_none() {
         let _ = std::io::Write::write_all(
             &mut std::io::stderr(),
-            (format!("skipped: ../shared/models not present") + "\n").as_bytes(),
+            b"skipped: ../shared/models not present\n",
         );
+    }
+    found
+}
+
+#[test]
+fn shared_models_lower() {
+    let Some(Ok(entries)) = shared_models().map(std::fs::read_dir) else {
         return;
     };
     let mut names: Vec<_> = entries
@@ -167,15 +172,10 @@ fn shared_models_lower() {
 /// An open batch extent propagates to the output and is reported.
 #[test]
 fn open_extent_from_override() {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let model = manifest.join("../../../shared/models/mlp/model.nnef");
-    if !model.is_dir() {
-        let _ = std::io::Write::write_all(
-            &mut std::io::stderr(),
-            (format!("skipped: ../shared/models not present") + "\n").as_bytes(),
-        );
+    let Some(models) = shared_models() else {
         return;
-    }
+    };
+    let model = models.join("mlp/model.nnef");
     let mut opts = FrontOptions::default();
     opts.input_shapes
         .insert("input".into(), vec![None, Some(784)]);
