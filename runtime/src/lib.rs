@@ -7,12 +7,15 @@
 //!   code calls through the C ABI ([`nnefc_sgemm`], [`nnefc_sgemm_packed_a`]), with
 //!   hand-vectorized micro-kernels (AVX-512F, AVX2+FMA, NEON, portable Rust) chosen once
 //!   by CPU detection;
+//! - [`Parallel`] (`nnefc_parallel`): the parallel-for a caller hands a model's
+//!   `PREFIX_run_parallel`, and (with `std`) [`ThreadPool`], the default implementation;
 //! - [`Status`] / [`Error`]: the status codes a compiled `*_run` function returns;
 //! - [`DType`], [`TensorInfo`], [`ModelInfo`]: the descriptor a compiled model exposes;
 //! - [`TensorView`], [`TensorViewMut`] (and, with `std`, [`Tensor`]): safe shaped views the
 //!   generated Rust bindings hand out.
 //!
-//! It does not allocate at run time, start threads or hold global mutable state other than
+//! It does not allocate at run time (a [`ThreadPool`] allocates and starts its threads once,
+//! when created), start threads of its own accord or hold global mutable state other than
 //! the cached kernel choice. It builds for `no_std` (disable the default `std` feature); CPU
 //! detection then falls back to the features enabled at compile time (`-C target-feature`),
 //! and [`pack_a`] / [`Tensor`] (which allocate) are left out. A `no_std` user links the rlib
@@ -24,15 +27,20 @@
 
 pub mod gemm;
 mod model;
+pub mod parallel;
 mod status;
 mod tensor;
 
 pub use gemm::{
-    GemmEpilogue, nnefc_sgemm, nnefc_sgemm_packed_a, packed_a_len, sgemm_scratch_bytes,
+    GemmArgs, GemmEpilogue, nnefc_sgemm, nnefc_sgemm_packed_a, nnefc_sgemm_parallel, packed_a_len,
+    sgemm_scratch_bytes,
 };
 #[cfg(feature = "std")]
 pub use gemm::{pack_a, try_pack_a};
 pub use model::{DType, ModelInfo, TensorInfo};
+pub use parallel::{Parallel, ParallelForFn, TaskFn};
+#[cfg(feature = "std")]
+pub use parallel::{ThreadPool, nnefc_pool_free, nnefc_pool_new, nnefc_pool_parallel};
 pub use status::{Error, Status, check};
 #[cfg(feature = "std")]
 pub use tensor::Tensor;

@@ -22,6 +22,7 @@ pub(crate) enum ASrc {
 }
 
 /// One GEMM call's operands (see `nnefc_sgemm`).
+#[derive(Clone, Copy)]
 pub(crate) struct Problem {
     pub m: usize,
     pub n: usize,
@@ -56,6 +57,73 @@ impl ScratchLayout {
     }
 }
 
+/// Which routine computes a problem. Decided once on the whole problem, so that every part
+/// of a split problem ([`sgemm_part`]) runs the same routine, with the same kernel, as the
+/// serial call: that is what makes the result independent of the number of parts.
+#[derive(Clone, Copy)]
+pub(crate) enum Route {
+    /// `m == 0` or `n == 0`: nothing to do.
+    Empty,
+    /// `k == 0`: only the epilogue.
+    EpilogueOnly,
+    /// One of the matrix-vector forms, with this kernel's GEMV bodies.
+    Gemv(GemvKind, &'static Kernel),
+    /// The cache-blocked loops with this kernel.
+    Blocked(&'static Kernel),
+}
+
+/// The matrix-vector forms of [`run_gemv`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GemvKind {
+    /// `m == 1`, B with unit column stride: axpy over the columns.
+    RowAxpy,
+    /// `m == 1`, B with unit row stride and contiguous A row: dot products.
+    RowDot,
+    /// `n == 1`, strided A with unit row stride: axpy over the rows.
+    ColAxpy,
+    /// `n == 1`, strided A with unit column stride and B column contiguous: dots.
+    ColDot,
+    /// Packed A and `n ≤ 4`: one streaming pass over the panels per column.
+    Panel,
+}
+
+impl Route {
+    /// The routine for `p` with the CPU's kernel `kern`.
+    pub(crate) fn of(kern: &'static Kernel, p: &Problem) -> Route {
+        if p.m == 0 || p.n == 0 {
+            return Route::Empty;
+        }
+        if p.k == 0 {
+            return Route::EpilogueOnly;
+        }
+        if p.m == 1 {
+            let incx = match p.a {
+                ASrc::Strided { csa, .. } => csa,
+                ASrc::Packed(_) => MR as isize,
+            };
+            if p.csb == 1 {
+                return Route::Gemv(GemvKind::RowAxpy, kern);
+            }
+            if p.rsb == 1 && incx == 1 {
+                return Route::Gemv(GemvKind::RowDot, kern);
+            }
+        }
+        match p.a {
+            ASrc::Strided { rsa, csa, .. } if p.n == 1 => {
+                if rsa == 1 {
+                    return Route::Gemv(GemvKind::ColAxpy, kern);
+                }
+                if csa == 1 && p.rsb == 1 {
+                    return Route::Gemv(GemvKind::ColDot, kern);
+                }
+            }
+            ASrc::Packed(_) if p.n <= 4 => return Route::Gemv(GemvKind::Panel, kern),
+            _ => {}
+        }
+        Route::Blocked(super::kernels::for_width(kern, p.n))
+    }
+}
+
 /// Runs one GEMM with kernel `kern`.
 ///
 /// # Safety
@@ -67,6 +135,16 @@ pub(crate) unsafe fn sgemm(
     epi: &GemmEpilogue,
     scratch: *mut u8,
 ) {
+    let route = Route::of(kern, &p);
+    // SAFETY: forwarded caller contract.
+    unsafe { run_route(route, &p, epi, scratch) }
+}
+
+/// Runs `p` with the routine `route` (decided on `p` or on a problem `p` is a part of).
+///
+/// # Safety
+/// As for [`sgemm`]; `route` is `Route::of` of `p` or of a problem `p` is a part of.
+pub(crate) unsafe fn run_route(route: Route, p: &Problem, epi: &GemmEpilogue, scratch: *mut u8) {
     if p.m == 0 || p.n == 0 {
         return;
     }
@@ -74,17 +152,15 @@ pub(crate) unsafe fn sgemm(
     let bias_row = if epi.bias_kind == 1 { epi.bias } else { nul };
     let bias_col = if epi.bias_kind == 2 { epi.bias } else { nul };
     let accumulate = epi.accumulate != 0;
-    // SAFETY (all calls below): forwarded caller contract; each routine's extra stride
-    // precondition is checked right before it is called.
+    // SAFETY (all calls below): forwarded caller contract; the route's stride
+    // preconditions hold for every part of the problem they were checked on.
     unsafe {
-        if p.k == 0 {
-            epilogue_only(&p, bias_row, bias_col, epi);
-            return;
+        match route {
+            Route::Empty => {}
+            Route::EpilogueOnly => epilogue_only(p, bias_row, bias_col, epi),
+            Route::Gemv(kind, kern) => run_gemv(kern, kind, p, bias_row, bias_col, epi),
+            Route::Blocked(kern) => blocked(kern, p, bias_row, bias_col, accumulate, epi, scratch),
         }
-        if try_gemv(kern, &p, bias_row, bias_col, epi) {
-            return;
-        }
-        blocked(kern, &p, bias_row, bias_col, accumulate, epi, scratch);
     }
 }
 
@@ -116,17 +192,18 @@ unsafe fn epilogue_only(
     }
 }
 
-/// Matrix-vector shapes: returns whether the problem was handled.
+/// The matrix-vector form `kind` (chosen by [`Route::of`]).
 ///
 /// # Safety
-/// The problem's operands are valid.
-unsafe fn try_gemv(
+/// The problem's operands are valid and satisfy the stride precondition of `kind`.
+unsafe fn run_gemv(
     kern: &Kernel,
+    kind: GemvKind,
     p: &Problem,
     bias_row: *const f32,
     bias_col: *const f32,
     epi: &GemmEpilogue,
-) -> bool {
+) {
     // Bias along the GEMV output (`along`) or one value for all outputs (`across`).
     let pick = |along: *const f32, across: *const f32| -> (*const f32, isize) {
         if !along.is_null() {
@@ -161,36 +238,34 @@ unsafe fn try_gemv(
         hi: epi.hi,
     };
     // SAFETY (all calls): the GEMV descriptions below address exactly the elements of A, B,
-    // C and the bias the GEMM would; each form's stride precondition is tested first.
+    // C and the bias the GEMM would; each form's stride precondition held when `kind` was
+    // chosen.
     unsafe {
-        if p.m == 1 {
-            // y = row 0 of C, x = row 0 of A, M = B.
-            let (x, incx) = match p.a {
-                ASrc::Strided { a, csa, .. } => (a, csa),
-                ASrc::Packed(ap) => (ap, MR as isize),
-            };
-            let g = base(
-                p.n,
-                x,
-                incx,
-                p.b,
-                p.rsb,
-                p.csb,
-                p.c,
-                1,
-                pick(bias_col, bias_row),
-            );
-            if p.csb == 1 {
-                (kern.gemv_axpy)(&g);
-                return true;
+        match (kind, p.a) {
+            (GemvKind::RowAxpy | GemvKind::RowDot, a_src) => {
+                // y = row 0 of C, x = row 0 of A, M = B.
+                let (x, incx) = match a_src {
+                    ASrc::Strided { a, csa, .. } => (a, csa),
+                    ASrc::Packed(ap) => (ap, MR as isize),
+                };
+                let g = base(
+                    p.n,
+                    x,
+                    incx,
+                    p.b,
+                    p.rsb,
+                    p.csb,
+                    p.c,
+                    1,
+                    pick(bias_col, bias_row),
+                );
+                if kind == GemvKind::RowAxpy {
+                    (kern.gemv_axpy)(&g);
+                } else {
+                    (kern.gemv_dot)(&g);
+                }
             }
-            if p.rsb == 1 && incx == 1 {
-                (kern.gemv_dot)(&g);
-                return true;
-            }
-        }
-        match p.a {
-            ASrc::Strided { a, rsa, csa } if p.n == 1 => {
+            (GemvKind::ColAxpy | GemvKind::ColDot, ASrc::Strided { a, rsa, csa }) => {
                 // y = column 0 of C, x = column 0 of B, M = Aᵀ.
                 let g = base(
                     p.m,
@@ -203,16 +278,13 @@ unsafe fn try_gemv(
                     p.rsc,
                     pick(bias_row, bias_col),
                 );
-                if rsa == 1 {
+                if kind == GemvKind::ColAxpy {
                     (kern.gemv_axpy)(&g);
-                    return true;
-                }
-                if csa == 1 && p.rsb == 1 {
+                } else {
                     (kern.gemv_dot)(&g);
-                    return true;
                 }
             }
-            ASrc::Packed(ap) if p.n <= 4 => {
+            (GemvKind::Panel, ASrc::Packed(ap)) => {
                 // One streaming pass over packed A per column of B.
                 for j in 0..p.n {
                     let col_bias = if bias_col.is_null() {
@@ -233,12 +305,12 @@ unsafe fn try_gemv(
                     );
                     (kern.gemv_panel)(&g);
                 }
-                return true;
             }
+            // Route::of never pairs a column form with packed A or the panel form with
+            // strided A.
             _ => {}
         }
     }
-    false
 }
 
 fn nul_f32() -> *const f32 {
@@ -258,7 +330,6 @@ unsafe fn blocked(
     epi: &GemmEpilogue,
     scratch: *mut u8,
 ) {
-    let kern = super::kernels::for_width(kern, p.n);
     let (m, n, k, nr) = (p.m, p.n, p.k, kern.nr);
     let layout = ScratchLayout::new(m, n, k);
     let bpack = scratch.cast::<f32>();

@@ -19,13 +19,15 @@
 //! (AVX-512, AVX2, NEON, portable) reads exactly this format.
 //!
 //! # What it does not do
-//! No threading, no allocation inside the `extern "C"` functions, no integer or f16
+//! No threads of its own ([`nnefc_sgemm_parallel`] splits a product into parts for a
+//! caller's `parallel_for`, see `split`), no allocation inside the `extern "C"` functions, no integer or f16
 //! types, no strided C columns.
 
 mod driver;
 mod gemv;
 mod kernels;
 mod pack;
+mod split;
 #[cfg(all(test, feature = "std"))]
 mod tests;
 
@@ -175,6 +177,99 @@ pub unsafe extern "C" fn nnefc_sgemm_packed_a(
             },
             &epi,
             scratch,
+        );
+    }
+}
+
+/// `nnefc_gemm_args`: the operands of one [`nnefc_sgemm_parallel`] call (the arguments of
+/// [`nnefc_sgemm`] / [`nnefc_sgemm_packed_a`] in one struct). 13 pointer-sized fields,
+/// 104 bytes on 64-bit targets, in this order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct GemmArgs {
+    /// Rows of A and C.
+    pub m: usize,
+    /// Columns of B and C.
+    pub n: usize,
+    /// Columns of A, rows of B.
+    pub k: usize,
+    /// A (strided, or packed by [`pack_a`] when `a_packed != 0`).
+    pub a: *const f32,
+    /// Row stride of A in elements (ignored when packed).
+    pub rsa: isize,
+    /// Column stride of A in elements (ignored when packed).
+    pub csa: isize,
+    /// Non-zero: `a` is in the packed-A format.
+    pub a_packed: usize,
+    /// B.
+    pub b: *const f32,
+    /// Row stride of B.
+    pub rsb: isize,
+    /// Column stride of B.
+    pub csb: isize,
+    /// C (unit column stride).
+    pub c: *mut f32,
+    /// Row stride of C.
+    pub rsc: isize,
+    /// Epilogue, or null for none.
+    pub epilogue: *const GemmEpilogue,
+}
+
+/// [`nnefc_sgemm`] / [`nnefc_sgemm_packed_a`] split over the workers of `par` (null or
+/// serial: one call on this thread). Worker `w` uses the scratch at `scratch + w·stride`.
+///
+/// The product is cut into ranges of rows or columns of C computed by the same routine as
+/// the serial call, so C is bit-identical whatever the worker count and task order.
+/// Products too small to be worth a hand-off run inline.
+///
+/// # Safety
+/// - `args` points to a valid [`GemmArgs`] whose operands satisfy the [`nnefc_sgemm`]
+///   contract (or [`nnefc_sgemm_packed_a`]'s when `a_packed`);
+/// - `par` is null or points to a valid [`Parallel`](crate::Parallel) honouring its
+///   contract;
+/// - `scratch` is 64-byte aligned and holds `stride · workers` writable bytes, where
+///   `stride ≥ sgemm_scratch_bytes(m, n, k)` is a multiple of 64 (`workers` being 1 for a
+///   serial `par`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nnefc_sgemm_parallel(
+    args: *const GemmArgs,
+    par: *const crate::Parallel,
+    scratch: *mut u8,
+    stride: usize,
+) {
+    if args.is_null() {
+        return;
+    }
+    // SAFETY: the caller upholds this function's contract, which is the driver's.
+    unsafe {
+        let g = args.read_unaligned();
+        let epi = read_epilogue(g.epilogue);
+        let a = if g.a_packed != 0 {
+            driver::ASrc::Packed(g.a)
+        } else {
+            driver::ASrc::Strided {
+                a: g.a,
+                rsa: g.rsa,
+                csa: g.csa,
+            }
+        };
+        split::sgemm_parallel(
+            kernels::selected(),
+            driver::Problem {
+                m: g.m,
+                n: g.n,
+                k: g.k,
+                a,
+                b: g.b,
+                rsb: g.rsb,
+                csb: g.csb,
+                c: g.c,
+                rsc: g.rsc,
+            },
+            &epi,
+            par,
+            scratch,
+            stride,
         );
     }
 }

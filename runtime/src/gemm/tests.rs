@@ -423,3 +423,221 @@ fn scratch_is_bounded_and_zero_when_unused() {
     assert!(big <= 1 << 20, "{big}");
     assert_eq!(big % 64, 0);
 }
+
+/// A `parallel_for` that runs the tasks on this thread in reverse order, each with worker
+/// index `i % workers`: a different order and scratch assignment than serial code.
+unsafe extern "C" fn reverse_for(
+    pool: *mut core::ffi::c_void,
+    task: crate::TaskFn,
+    ctx: *mut core::ffi::c_void,
+    n: usize,
+) {
+    let workers = pool as usize;
+    for i in (0..n).rev() {
+        // SAFETY: the parallel_for contract, forwarded.
+        unsafe { task(ctx, i, i % workers) };
+    }
+}
+
+/// Every routine (blocked, every GEMV form, epilogue only), cut into 2–5 parts along the
+/// axis the planner picks, gives C bit for bit equal to the serial call, for every kernel.
+#[test]
+fn split_products_are_bit_identical_to_serial() {
+    let shapes: [(usize, usize, usize); 12] = [
+        (96, 700, 67),  // blocked, columns
+        (512, 49, 300), // blocked, rows (few columns)
+        (13, 1000, 33), // blocked, odd rows
+        (1, 4000, 100), // m == 1: row GEMV
+        (3000, 1, 80),  // n == 1: column GEMV
+        (700, 3, 90),   // packed A, n ≤ 4: panel GEMV
+        (37, 3000, 5),
+        (200, 200, 200),
+        (2, 20000, 8),
+        (600, 17, 31),
+        (8, 8, 0), // epilogue only
+        (0, 50, 50),
+    ];
+    let layouts = [Layout::RowMajor, Layout::ColMajor, Layout::Strided];
+    for id in available_kernels() {
+        let kern = kernel(id).expect("available");
+        let mut rng = Rng(0x1234_5678 ^ id as u64);
+        for (si, &(m, n, k)) in shapes.iter().enumerate() {
+            for variant in 0..6 {
+                let la = layouts[variant % 3];
+                let lb = layouts[(variant + si) % 3];
+                let packed = variant % 2 == 1;
+                let epi = EPIS[(variant + si) % EPIS.len()];
+                let (rsa, csa, alen) = la.strides(m, k);
+                let (rsb, csb, blen) = lb.strides(k, n);
+                let a = rng.vec(alen.max(1));
+                let b = rng.vec(blen.max(1));
+                let rsc = n + 3;
+                let c0 = rng.vec((m * rsc).max(1));
+                let bias = rng.vec(m.max(n).max(1));
+                let packed_a = if packed {
+                    pack_a(m, k, &a, rsa, csa)
+                } else {
+                    Vec::new()
+                };
+                let problem = |c: &mut Vec<f32>| Problem {
+                    m,
+                    n,
+                    k,
+                    a: if packed {
+                        ASrc::Packed(packed_a.as_ptr())
+                    } else {
+                        ASrc::Strided {
+                            a: a.as_ptr(),
+                            rsa: rsa as isize,
+                            csa: csa as isize,
+                        }
+                    },
+                    b: b.as_ptr(),
+                    rsb: rsb as isize,
+                    csb: csb as isize,
+                    c: c.as_mut_ptr(),
+                    rsc: rsc as isize,
+                };
+                let ge = GemmEpilogue {
+                    bias: if epi.bias_kind == 0 {
+                        core::ptr::null()
+                    } else {
+                        bias.as_ptr()
+                    },
+                    bias_kind: epi.bias_kind,
+                    activation: epi.activation,
+                    lo: -0.25,
+                    hi: 0.5,
+                    accumulate: epi.accumulate as u32,
+                };
+                let stride = sgemm_scratch_bytes(m, n, k).div_ceil(64) * 64;
+                let mut serial = c0.clone();
+                let mut scratch = std::vec![Line([0; 64]); (stride * 5).div_ceil(64).max(1)];
+                // SAFETY: buffers sized for the strides; scratch holds 5 strides.
+                unsafe {
+                    driver::sgemm(kern, problem(&mut serial), &ge, scratch.as_mut_ptr().cast())
+                };
+                for workers in 2..=5usize {
+                    let par = crate::Parallel {
+                        pool: workers as *mut core::ffi::c_void,
+                        workers,
+                        parallel_for: Some(reverse_for),
+                    };
+                    let mut c = c0.clone();
+                    // SAFETY: as above.
+                    unsafe {
+                        super::split::sgemm_parallel(
+                            kern,
+                            problem(&mut c),
+                            &ge,
+                            &par,
+                            scratch.as_mut_ptr().cast(),
+                            stride,
+                        )
+                    };
+                    let same = c
+                        .iter()
+                        .zip(&serial)
+                        .all(|(x, y)| x.to_bits() == y.to_bits());
+                    assert!(
+                        same,
+                        "{id:?} m={m} n={n} k={k} {la:?}/{lb:?} packed={packed} {epi:?} \
+                         workers={workers}: differs from the serial product"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The planner actually cuts the large shapes (the test above would pass vacuously if
+/// everything ran as one part).
+#[test]
+fn large_products_are_cut_into_parts() {
+    use super::split::{Axis, Plan};
+    let kern = kernels::selected();
+    let a = [0.0f32; 1];
+    let p = |m, n, k| Problem {
+        m,
+        n,
+        k,
+        a: ASrc::Strided {
+            a: a.as_ptr(),
+            rsa: k as isize,
+            csa: 1,
+        },
+        b: a.as_ptr(),
+        rsb: n as isize,
+        csb: 1,
+        c: core::ptr::null_mut(),
+        rsc: n as isize,
+    };
+    let plan = |m, n, k, w| {
+        let q = p(m, n, k);
+        Plan::new(driver::Route::of(kern, &q), &q, w)
+    };
+    assert_eq!(plan(96, 700, 67, 2).parts, 2);
+    assert_eq!(plan(6, 700, 67, 2).axis, Axis::Cols);
+    assert_eq!(plan(512, 49, 300, 4).axis, Axis::Rows);
+    assert_eq!(plan(1, 4000, 100, 3).parts, 3);
+    assert_eq!(plan(8, 8, 8, 4).parts, 1, "small products stay inline");
+    let pl = plan(13, 1000, 33, 3);
+    let mut covered = 0;
+    for i in 0..pl.parts {
+        let (lo, hi) = pl.range(i);
+        assert_eq!(lo, covered);
+        covered = hi;
+    }
+    assert_eq!(covered, pl.total);
+}
+
+/// The runtime's pool runs every task exactly once, with worker indices below `workers`
+/// and never two tasks at once on one index, across many calls.
+#[test]
+fn thread_pool_runs_every_task_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    struct Ctx {
+        hits: Vec<AtomicUsize>,
+        busy: Vec<AtomicUsize>,
+        bad: AtomicUsize,
+    }
+    unsafe extern "C" fn task(ctx: *mut core::ffi::c_void, i: usize, w: usize) {
+        // SAFETY: ctx is the test's Ctx.
+        let c = unsafe { &*(ctx as *const Ctx) };
+        if w >= c.busy.len() || c.busy[w].fetch_add(1, Ordering::SeqCst) != 0 {
+            c.bad.fetch_add(1, Ordering::SeqCst);
+        }
+        c.hits[i].fetch_add(1, Ordering::SeqCst);
+        for _ in 0..(i % 7) * 50 {
+            core::hint::spin_loop();
+        }
+        if w < c.busy.len() {
+            c.busy[w].fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    for threads in [1usize, 2, 3, 4] {
+        let pool = crate::ThreadPool::new(threads).expect("threads start");
+        assert_eq!(pool.workers(), threads);
+        for n in [0usize, 1, 2, 3, 17, 100] {
+            for _ in 0..20 {
+                let ctx = Ctx {
+                    hits: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+                    busy: (0..threads).map(|_| AtomicUsize::new(0)).collect(),
+                    bad: AtomicUsize::new(0),
+                };
+                let par = pool.parallel();
+                // SAFETY: task only touches the Ctx, which outlives the call.
+                unsafe {
+                    (par.parallel_for.expect("pool callback"))(
+                        par.pool,
+                        task,
+                        &ctx as *const Ctx as *mut core::ffi::c_void,
+                        n,
+                    )
+                };
+                assert!(ctx.hits.iter().all(|h| h.load(Ordering::SeqCst) == 1));
+                assert_eq!(ctx.bad.load(Ordering::SeqCst), 0);
+            }
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! The parallel-for contract between compiled models and whoever owns the threads, and
+//! (with `std`) the runtime's own thread pool that implements it.
+//!
+//! A compiled model's `PREFIX_run_parallel` takes a [`Parallel`] (`nnefc_parallel` in C):
+//! a pool pointer, the number of workers and a `parallel_for(pool, task, ctx, n_tasks)`
+//! callback. The callback must call `task(ctx, i, worker)` exactly once for every
+//! `i in 0..n_tasks`, in any order and on any threads, with a `worker` index below
+//! `workers` that no two concurrently running tasks share (the model uses it to pick its
+//! per-worker scratch in the workspace), and return once every task has finished. Tasks
+//! never fail and never unwind. Splitting is the model's business: tasks write disjoint
+//! outputs and compute each element exactly as the serial code does, so results do not
+//! depend on the thread count or on the order the callback chooses.
+//!
+//! [`ThreadPool`] is the default implementation: `workers − 1` threads started once, which
+//! spin briefly and then park between calls; the calling thread is worker 0. A call
+//! allocates nothing. A pool serves one `parallel_for` at a time; a concurrent second
+//! caller runs its tasks inline on its own thread (worker 0 of its own workspace), so
+//! sharing a pool between threads is safe, merely not faster.
+//!
+//! Not here: how a model splits its work (the compiler's `back::object` and the GEMM
+//! driver's [`crate::gemm`] parts).
+
+use core::ffi::c_void;
+
+/// A task of a parallel-for: `task(ctx, index, worker)`.
+pub type TaskFn = unsafe extern "C" fn(ctx: *mut c_void, index: usize, worker: usize);
+
+/// `parallel_for(pool, task, ctx, n_tasks)`: runs `task(ctx, i, worker)` for every
+/// `i < n_tasks` (see the module docs for the contract) and returns when all are done.
+pub type ParallelForFn =
+    unsafe extern "C" fn(pool: *mut c_void, task: TaskFn, ctx: *mut c_void, n_tasks: usize);
+
+/// `nnefc_parallel`: how a compiled model may run work in parallel. Passing null (or a
+/// value with `workers ≤ 1` or no callback) means serial.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Parallel {
+    /// Handed back to `parallel_for` unchanged.
+    pub pool: *mut c_void,
+    /// Number of distinct `worker` indices `parallel_for` may pass (≥ 1). The workspace
+    /// must be sized for this many workers (`PREFIX_WORKSPACE_SIZE_FOR(workers)`).
+    pub workers: usize,
+    /// The callback; `None` (a null function pointer in C) means serial.
+    pub parallel_for: Option<ParallelForFn>,
+}
+
+impl Parallel {
+    /// Serial execution (one worker, no callback).
+    pub const SERIAL: Parallel = Parallel {
+        pool: core::ptr::null_mut(),
+        workers: 1,
+        parallel_for: None,
+    };
+}
+
+/// Number of workers `par` offers (1 for null or serial).
+///
+/// # Safety
+/// `par` is null or points to a valid [`Parallel`].
+pub(crate) unsafe fn workers(par: *const Parallel) -> usize {
+    if par.is_null() {
+        return 1;
+    }
+    // SAFETY: non-null and valid by the caller's contract.
+    let p = unsafe { &*par };
+    match p.parallel_for {
+        Some(_) => p.workers.max(1),
+        None => 1,
+    }
+}
+
+/// Runs `task(ctx, i, w)` for `i in 0..n` through `par`, or inline (worker 0) when `par`
+/// is serial or `n ≤ 1`.
+///
+/// # Safety
+/// `par` is null or valid; `task` may be called with `ctx` from several threads at once.
+pub(crate) unsafe fn run(par: *const Parallel, task: TaskFn, ctx: *mut c_void, n: usize) {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        if n > 1 && workers(par) > 1 {
+            let p = &*par;
+            if let Some(f) = p.parallel_for {
+                f(p.pool, task, ctx, n);
+                return;
+            }
+        }
+        for i in 0..n {
+            task(ctx, i, 0);
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+pub use pool::{ThreadPool, nnefc_pool_free, nnefc_pool_new, nnefc_pool_parallel};
+
+#[cfg(feature = "std")]
+mod pool {
+    use super::{Parallel, TaskFn};
+    use core::ffi::c_void;
+    use std::boxed::Box;
+    use std::cell::UnsafeCell;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::thread::{self, JoinHandle, Thread};
+    use std::vec::Vec;
+
+    /// Spin iterations a helper waits for the next job before parking. Jobs of one
+    /// inference come microseconds apart, and waking a parked thread costs tens of
+    /// microseconds, so helpers stay awake through an inference and sleep between them.
+    const SPIN: u32 = 1 << 16;
+
+    /// The job the caller publishes; written only while no helper runs one.
+    #[derive(Clone, Copy)]
+    struct Job {
+        task: Option<TaskFn>,
+        ctx: *mut c_void,
+        n: usize,
+    }
+
+    #[repr(align(64))]
+    struct Slot {
+        /// 1 while a job is posted to this helper, 0 otherwise.
+        posted: AtomicUsize,
+    }
+
+    struct Inner {
+        workers: usize,
+        busy: AtomicBool,
+        shutdown: AtomicBool,
+        job: UnsafeCell<Job>,
+        next: AtomicUsize,
+        /// Helpers that have not finished the current job.
+        remaining: AtomicUsize,
+        slots: Box<[Slot]>,
+        threads: std::sync::OnceLock<Vec<Thread>>,
+    }
+
+    // SAFETY: `job` is written by the one caller holding `busy`, only while no helper reads
+    // it (every helper posted to has decremented `remaining`); helpers read it between the
+    // `posted` Acquire and the `remaining` Release. The raw ctx pointer is the caller's,
+    // valid for the duration of the call by the `parallel_for` contract.
+    unsafe impl Sync for Inner {}
+    // SAFETY: as above; nothing in Inner is tied to a thread.
+    unsafe impl Send for Inner {}
+
+    impl Inner {
+        /// Takes tasks until none are left.
+        ///
+        /// # Safety
+        /// A job is published and `worker` is unique among the threads running it.
+        unsafe fn drain(&self, worker: usize) {
+            // SAFETY: the job is stable while this thread participates.
+            let job = unsafe { *self.job.get() };
+            let Some(task) = job.task else { return };
+            loop {
+                let i = self.next.fetch_add(1, Ordering::Relaxed);
+                if i >= job.n {
+                    break;
+                }
+                // SAFETY: the parallel_for contract of the caller who posted the job.
+                unsafe { task(job.ctx, i, worker) };
+            }
+        }
+
+        fn helper(&self, index: usize) {
+            let slot = &self.slots[index];
+            loop {
+                let mut spins = 0u32;
+                while slot.posted.load(Ordering::Acquire) == 0 {
+                    if self.shutdown.load(Ordering::Acquire) {
+                        return;
+                    }
+                    if spins < SPIN {
+                        spins += 1;
+                        core::hint::spin_loop();
+                    } else {
+                        thread::park();
+                    }
+                }
+                // SAFETY: a job is published to this slot; helper `index` is worker index+1.
+                unsafe { self.drain(index + 1) };
+                slot.posted.store(0, Ordering::Relaxed);
+                self.remaining.fetch_sub(1, Ordering::Release);
+            }
+        }
+
+        /// # Safety
+        /// The `parallel_for` contract.
+        unsafe fn parallel_for(&self, task: TaskFn, ctx: *mut c_void, n: usize) {
+            let helpers = self.slots.len().min(n.saturating_sub(1));
+            if helpers == 0
+                || self
+                    .busy
+                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .is_err()
+            {
+                for i in 0..n {
+                    // SAFETY: caller's contract; inline on this thread as worker 0.
+                    unsafe { task(ctx, i, 0) };
+                }
+                return;
+            }
+            // SAFETY: `busy` is ours and no helper is running a job (the previous call
+            // waited for `remaining == 0`), so nobody reads `job` now.
+            unsafe {
+                *self.job.get() = Job {
+                    task: Some(task),
+                    ctx,
+                    n,
+                }
+            };
+            self.next.store(0, Ordering::Relaxed);
+            self.remaining.store(helpers, Ordering::Relaxed);
+            let threads = self.threads.get();
+            for (s, slot) in self.slots.iter().take(helpers).enumerate() {
+                slot.posted.store(1, Ordering::Release);
+                if let Some(t) = threads.and_then(|t| t.get(s)) {
+                    t.unpark();
+                }
+            }
+            // SAFETY: the job is published; this thread is worker 0.
+            unsafe { self.drain(0) };
+            let mut spins = 0u32;
+            while self.remaining.load(Ordering::Acquire) != 0 {
+                if spins < SPIN {
+                    spins += 1;
+                    core::hint::spin_loop();
+                } else {
+                    thread::yield_now();
+                }
+            }
+            self.busy.store(false, Ordering::Release);
+        }
+    }
+
+    /// The runtime's thread pool: `workers − 1` helper threads plus the calling thread.
+    ///
+    /// Created once and reused; [`ThreadPool::parallel`] hands compiled models the
+    /// [`Parallel`] that drives it. Dropping the pool stops and joins the helpers.
+    pub struct ThreadPool {
+        inner: Arc<Inner>,
+        handles: Vec<JoinHandle<()>>,
+    }
+
+    impl ThreadPool {
+        /// A pool of `threads` workers in all (the caller counts as one); 0 means
+        /// [`std::thread::available_parallelism`].
+        ///
+        /// # Errors
+        /// The operating system refused to start a thread.
+        pub fn new(threads: usize) -> std::io::Result<ThreadPool> {
+            let workers = if threads == 0 {
+                thread::available_parallelism().map_or(1, |n| n.get())
+            } else {
+                threads
+            };
+            let inner = Arc::new(Inner {
+                workers,
+                busy: AtomicBool::new(false),
+                shutdown: AtomicBool::new(false),
+                job: UnsafeCell::new(Job {
+                    task: None,
+                    ctx: core::ptr::null_mut(),
+                    n: 0,
+                }),
+                next: AtomicUsize::new(0),
+                remaining: AtomicUsize::new(0),
+                slots: (1..workers)
+                    .map(|_| Slot {
+                        posted: AtomicUsize::new(0),
+                    })
+                    .collect(),
+                threads: std::sync::OnceLock::new(),
+            });
+            let mut pool = ThreadPool {
+                inner: inner.clone(),
+                handles: Vec::new(),
+            };
+            for s in 0..workers - 1 {
+                let inner = inner.clone();
+                let h = thread::Builder::new()
+                    .name(std::format!("nnefc-worker-{}", s + 1))
+                    .spawn(move || inner.helper(s))?;
+                pool.handles.push(h);
+            }
+            let _ = inner
+                .threads
+                .set(pool.handles.iter().map(|h| h.thread().clone()).collect());
+            Ok(pool)
+        }
+
+        /// Number of workers, the calling thread included.
+        pub fn workers(&self) -> usize {
+            self.inner.workers
+        }
+
+        /// The descriptor to pass to `PREFIX_run_parallel`; valid while the pool lives.
+        pub fn parallel(&self) -> Parallel {
+            Parallel {
+                pool: Arc::as_ptr(&self.inner) as *mut c_void,
+                workers: self.inner.workers,
+                parallel_for: Some(pool_parallel_for),
+            }
+        }
+
+        /// Runs `task(ctx, i, worker)` for `i in 0..n` on the pool.
+        ///
+        /// # Safety
+        /// `task` may be called concurrently with `ctx` from `workers()` threads.
+        pub unsafe fn parallel_for(&self, task: TaskFn, ctx: *mut c_void, n: usize) {
+            // SAFETY: forwarded.
+            unsafe { self.inner.parallel_for(task, ctx, n) }
+        }
+    }
+
+    impl Drop for ThreadPool {
+        fn drop(&mut self) {
+            self.inner.shutdown.store(true, Ordering::Release);
+            for h in &self.handles {
+                h.thread().unpark();
+            }
+            for h in self.handles.drain(..) {
+                let _ = h.join();
+            }
+        }
+    }
+
+    impl core::fmt::Debug for ThreadPool {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.debug_struct("ThreadPool")
+                .field("workers", &self.inner.workers)
+                .finish()
+        }
+    }
+
+    /// The [`ParallelForFn`](super::ParallelForFn) of [`ThreadPool`].
+    unsafe extern "C" fn pool_parallel_for(
+        pool: *mut c_void,
+        task: TaskFn,
+        ctx: *mut c_void,
+        n: usize,
+    ) {
+        // SAFETY: `pool` came from `ThreadPool::parallel`, whose pool outlives the call.
+        unsafe { (*(pool as *const Inner)).parallel_for(task, ctx, n) }
+    }
+
+    /// C: `nnefc_pool *nnefc_pool_new(size_t threads)`: a pool of `threads` workers (0 =
+    /// all cores), or null if a thread could not be started.
+    #[unsafe(no_mangle)]
+    pub extern "C" fn nnefc_pool_new(threads: usize) -> *mut ThreadPool {
+        match ThreadPool::new(threads) {
+            Ok(p) => Box::into_raw(Box::new(p)),
+            Err(_) => core::ptr::null_mut(),
+        }
+    }
+
+    /// C: `void nnefc_pool_free(nnefc_pool *)`: stops the helpers (null is ignored).
+    ///
+    /// # Safety
+    /// `pool` is null or came from [`nnefc_pool_new`] and is not used afterwards.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn nnefc_pool_free(pool: *mut ThreadPool) {
+        if !pool.is_null() {
+            // SAFETY: allocated by nnefc_pool_new.
+            drop(unsafe { Box::from_raw(pool) });
+        }
+    }
+
+    /// C: `nnefc_parallel nnefc_pool_parallel(const nnefc_pool *)`: the descriptor for
+    /// `PREFIX_run_parallel` (serial for null).
+    ///
+    /// # Safety
+    /// `pool` is null or a live pool from [`nnefc_pool_new`].
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn nnefc_pool_parallel(pool: *const ThreadPool) -> Parallel {
+        if pool.is_null() {
+            Parallel::SERIAL
+        } else {
+            // SAFETY: live pool by the caller's contract.
+            unsafe { (*pool).parallel() }
+        }
+    }
+}
