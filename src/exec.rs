@@ -7,7 +7,8 @@
 //! undefined in that library and resolve against the running executable, which must export
 //! them: this package's `build.rs` links its binaries, tests, benches and examples with
 //! `-rdynamic`, and [`load`](LoadedModel::load) references the runtime so it is linked
-//! in. A program outside this package that uses `exec` needs the same `-rdynamic` link
+//! in. Runs go through `PREFIX_run_parallel`, with a runtime `ThreadPool` after
+//! [`set_threads`](LoadedModel::set_threads). A program outside this package that uses `exec` needs the same `-rdynamic` link
 //! argument.
 //!
 //! This module does not compile models (see [`nnefc_compiler::session`]) and does not
@@ -54,7 +55,12 @@ impl fmt::Display for ExecError {
 
 impl std::error::Error for ExecError {}
 
-type RunFn = unsafe extern "C" fn(*const *const u8, *const *mut u8, *mut u8) -> i32;
+type RunFn = unsafe extern "C" fn(
+    *const *const u8,
+    *const *mut u8,
+    *mut u8,
+    *const nnefc_runtime::Parallel,
+) -> i32;
 
 /// One 64-byte aligned block; the workspace is a vector of these so it is aligned to
 /// `WORKSPACE_ALIGN` without unsafe allocation code.
@@ -71,6 +77,8 @@ pub struct LoadedModel {
     info: *const nnefc_runtime::ModelInfo,
     interface: ModelInterface,
     workspace: Vec<Block>,
+    /// The thread pool runs use (`None`: the calling thread only).
+    pool: Option<nnefc_runtime::ThreadPool>,
     // Declared last so it is dropped after the function pointers above are unusable.
     _library: libloading::Library,
 }
@@ -141,6 +149,7 @@ pub fn link_shared(object: &Path, so: &Path) -> Result<(), ExecError> {
 fn keep_runtime_linked() {
     std::hint::black_box(nnefc_runtime::nnefc_sgemm as *const ());
     std::hint::black_box(nnefc_runtime::nnefc_sgemm_packed_a as *const ());
+    std::hint::black_box(nnefc_runtime::nnefc_sgemm_parallel as *const ());
 }
 
 impl LoadedModel {
@@ -160,11 +169,11 @@ impl LoadedModel {
         let library =
             unsafe { libloading::Library::new(&so) }.map_err(|e| ExecError::Load(e.to_string()))?;
         let prefix = &artifacts.interface.prefix;
-        // SAFETY: `PREFIX_run` has this signature (the nnefc ABI).
+        // SAFETY: `PREFIX_run_parallel` has this signature (the nnefc ABI).
         let run: RunFn = unsafe {
             *library
-                .get::<RunFn>(format!("{prefix}_run\0").as_bytes())
-                .map_err(|e| ExecError::Load(format!("symbol {prefix}_run: {e}")))?
+                .get::<RunFn>(format!("{prefix}_run_parallel\0").as_bytes())
+                .map_err(|e| ExecError::Load(format!("symbol {prefix}_run_parallel: {e}")))?
         };
         // SAFETY: `PREFIX_info` is a static `nnefc_runtime::ModelInfo`; we take its address.
         let info: *const nnefc_runtime::ModelInfo = unsafe {
@@ -178,8 +187,32 @@ impl LoadedModel {
             info,
             interface: artifacts.interface.clone(),
             workspace: vec![Block([0; 64]); blocks],
+            pool: None,
             _library: library,
         })
+    }
+
+    /// Runs use `threads` workers (the calling thread included; 0 = all cores) from a
+    /// pool of this model's own, or only the calling thread for 1. Outputs do not depend
+    /// on the choice.
+    pub fn set_threads(&mut self, threads: usize) -> Result<(), ExecError> {
+        self.pool = None;
+        let pool = nnefc_runtime::ThreadPool::new(threads).map_err(|source| ExecError::Io {
+            what: "starting worker threads".into(),
+            source,
+        })?;
+        let workers = pool.workers();
+        if workers > 1 {
+            self.pool = Some(pool);
+        }
+        let blocks = self.interface.workspace_size_for(workers).div_ceil(64);
+        self.workspace = vec![Block([0; 64]); blocks];
+        Ok(())
+    }
+
+    /// Workers a run uses.
+    pub fn threads(&self) -> usize {
+        self.pool.as_ref().map_or(1, |p| p.workers())
     }
 
     /// The interface the compiler reported (names, dtypes, shapes, workspace size).
@@ -221,10 +254,15 @@ impl LoadedModel {
         let in_ptrs: Vec<*const u8> = inputs.iter().map(data_ptr).collect();
         let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(data_ptr_mut).collect();
         let ws = self.workspace.as_mut_ptr() as *mut u8;
+        let par = self.pool.as_ref().map(|p| p.parallel());
+        let par_ptr = par
+            .as_ref()
+            .map_or(std::ptr::null(), |p| p as *const nnefc_runtime::Parallel);
         // SAFETY: every pointer covers a tensor of the dtype and shape the model expects
-        // (checked above), the workspace has workspace_size bytes aligned to 64, and the
+        // (checked above), the workspace has workspace_size_for(workers) bytes aligned to
+        // 64 (set_threads sized it), `par` is null or describes our live pool, and the
         // function has the nnefc ABI.
-        let status = unsafe { (self.run)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), ws) };
+        let status = unsafe { (self.run)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), ws, par_ptr) };
         nnefc_runtime::check(status).map_err(ExecError::Run)
     }
 }

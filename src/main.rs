@@ -22,9 +22,10 @@ struct EntryPoint(#[allow(dead_code)] *const ());
 // SAFETY: only the addresses are stored; nothing is ever called or read through them.
 unsafe impl Sync for EntryPoint {}
 #[used]
-static RUNTIME_ENTRY_POINTS: [EntryPoint; 2] = [
+static RUNTIME_ENTRY_POINTS: [EntryPoint; 3] = [
     EntryPoint(nnefc::runtime::nnefc_sgemm as *const ()),
     EntryPoint(nnefc::runtime::nnefc_sgemm_packed_a as *const ()),
+    EntryPoint(nnefc::runtime::nnefc_sgemm_parallel as *const ()),
 ];
 
 const EXIT_CODES: &str = "\
@@ -182,6 +183,10 @@ struct RunArgs {
     /// output; fails (exit 6) beyond |ours - expected| <= 1e-4 * max(1, max|expected|)
     #[arg(long = "compare", value_name = "NAME=FILE")]
     compare: Vec<String>,
+    /// Workers that large layers are split over, the calling thread included (0 = all
+    /// cores); outputs are bit-identical whatever the number
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    threads: usize,
 }
 
 #[derive(Args)]
@@ -199,6 +204,10 @@ struct BenchArgs {
     /// Timed runs
     #[arg(long, short = 'n', default_value_t = 100, value_name = "N")]
     iterations: usize,
+    /// Workers that large layers are split over, the calling thread included (0 = all
+    /// cores)
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    threads: usize,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -520,6 +529,7 @@ fn output_file(dir: &Path, name: &str) -> PathBuf {
 fn cmd_run(a: &RunArgs) -> Result<(), Failure> {
     let compiled = compile(&a.model, &a.codegen)?;
     let mut model = LoadedModel::load(&compiled.artifacts)?;
+    model.set_threads(a.threads)?;
     let inputs = read_inputs(&model, &a.inputs, false)?;
     let outputs = model.run(&inputs)?;
     std::fs::create_dir_all(&a.output_dir).map_err(|e| {
@@ -573,10 +583,11 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), Failure> {
     let compiled = compile(&a.model, &a.codegen)?;
     let compile_s = t.elapsed().as_secs_f64();
     let mut model = LoadedModel::load(&compiled.artifacts)?;
+    model.set_threads(a.threads)?;
     let inputs = read_inputs(&model, &a.inputs, true)?;
     let timing = model.time(&inputs, a.warmup, a.iterations)?;
     println!(
-        "{}: median {:.4} ms, min {:.4} ms per inference ({} runs after {} warm-up; compiled in {:.2} s, workspace {} bytes)",
+        "{}: median {:.4} ms, min {:.4} ms per inference ({} runs after {} warm-up, {} thread{}; compiled in {:.2} s, workspace {} bytes)",
         a.model
             .model
             .as_deref()
@@ -586,8 +597,10 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), Failure> {
         timing.min_ms,
         timing.iterations,
         a.warmup,
+        model.threads(),
+        if model.threads() == 1 { "" } else { "s" },
         compile_s,
-        compiled.artifacts.workspace_size
+        model.interface().workspace_size_for(model.threads())
     );
     Ok(())
 }

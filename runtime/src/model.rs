@@ -125,9 +125,17 @@ pub struct ModelInfo {
     pub workspace_size: usize,
     /// Required alignment of the workspace in bytes.
     pub workspace_align: usize,
+    /// Bytes of workspace each worker beyond the first adds for `PREFIX_run_parallel`.
+    pub workspace_per_worker: usize,
 }
 
 impl ModelInfo {
+    /// Bytes of workspace a run with `workers` workers needs (`workers` 0 counts as 1).
+    pub fn workspace_size_for(&self, workers: usize) -> usize {
+        self.workspace_size
+            .saturating_add(self.workspace_per_worker.saturating_mul(workers.max(1) - 1))
+    }
+
     /// The model's name.
     ///
     /// # Safety
@@ -204,6 +212,7 @@ mod tests {
             outputs: core::ptr::null(),
             workspace_size: 64,
             workspace_align: 64,
+            workspace_per_worker: 0,
         };
         // SAFETY: every pointer above points to live, correctly sized data.
         unsafe {

@@ -18,8 +18,8 @@ use cranelift_object::ObjectModule;
 pub use nnefc_runtime::Status;
 
 /// Byte size of `ModelInfo`: name, num_inputs, inputs, num_outputs, outputs,
-/// workspace_size, workspace_align (7 × 8).
-pub const MODEL_INFO_SIZE: usize = 56;
+/// workspace_size, workspace_align, workspace_per_worker (8 × 8).
+pub const MODEL_INFO_SIZE: usize = 64;
 /// Byte size of `TensorInfo`: name ptr, dtype u32, rank u32, dims ptr.
 pub const TENSOR_INFO_SIZE: usize = 24;
 
@@ -61,6 +61,7 @@ pub(crate) fn info_image(iface: &ModelInterface) -> (Vec<u8>, Vec<(usize, usize)
     relocs.push((32, tensors_at + iface.inputs.len() * TENSOR_INFO_SIZE));
     put(&mut img, 40, &(iface.workspace_size as u64).to_le_bytes());
     put(&mut img, 48, &64u64.to_le_bytes());
+    put(&mut img, 56, &(iface.worker_workspace as u64).to_le_bytes());
     // TensorInfo records and their extents.
     let mut dim_cursor = dims_at;
     for (i, t) in all.iter().enumerate() {

@@ -2,7 +2,9 @@
 //! disagree with each other or with the object.
 //!
 //! The C header has the macros of `design.md` (`PREFIX_NUM_INPUTS`, `…_WORKSPACE_SIZE`,
-//! `…_INPUTk_NAME/SIZE/DTYPE/RANK/SHAPE`, …) and the `PREFIX_run` prototype. The Rust
+//! `…_INPUTk_NAME/SIZE/DTYPE/RANK/SHAPE`, …), `…_WORKSPACE_SIZE_FOR(w)`, the
+//! `nnefc_parallel` type with the runtime pool's C API, and the `PREFIX_run` and
+//! `PREFIX_run_parallel` prototypes. The Rust
 //! text is a module with the same constants (dtypes as `nnefc_runtime::DType`), the
 //! `extern "C"` declaration and a safe wrapper: `Model` owns an aligned workspace
 //! (`Model::run` on slices, `run_views` on `nnefc_runtime` tensor views, `infer` returning
@@ -68,6 +70,15 @@ pub fn c_header(m: &ModelInterface) -> String {
         m.workspace_size
     );
     let _ = writeln!(o, "#define {up}_WORKSPACE_ALIGN 64");
+    let _ = writeln!(
+        o,
+        "#define {up}_WORKSPACE_PER_WORKER {} /* bytes each worker beyond the first adds */",
+        m.worker_workspace
+    );
+    let _ = writeln!(
+        o,
+        "/* Workspace bytes for {p}_run_parallel with w workers. */\n#define {up}_WORKSPACE_SIZE_FOR(w) ((size_t){up}_WORKSPACE_SIZE + ((w) > 1 ? ((size_t)(w) - 1) * (size_t){up}_WORKSPACE_PER_WORKER : 0))"
+    );
     let tensor = |o: &mut String, kind: &str, k: usize, t: &TensorInfo| {
         let dt = match t.dtype {
             DType::F32 => "NNEFC_DTYPE_F32",
@@ -112,7 +123,28 @@ typedef struct nnefc_model_info {{
     const nnefc_tensor_info *outputs;
     size_t workspace_size;
     size_t workspace_align;
+    size_t workspace_per_worker;
 }} nnefc_model_info;
+#endif
+
+#ifndef NNEFC_PARALLEL_DEFINED
+#define NNEFC_PARALLEL_DEFINED
+/* How a model may run work in parallel (layout of nnefc_runtime::Parallel).
+   parallel_for must call task(ctx, i, worker) once for every i < n_tasks, in any order,
+   on any threads, with worker < workers and no two concurrently running tasks sharing a
+   worker index, and return when all have finished. */
+typedef void (*nnefc_task_fn)(void *ctx, size_t index, size_t worker);
+typedef struct nnefc_parallel {{
+    void *pool;
+    size_t workers;
+    void (*parallel_for)(void *pool, nnefc_task_fn task, void *ctx, size_t n_tasks);
+}} nnefc_parallel;
+/* The runtime's thread pool (libnnefc_runtime): threads = workers in all, the calling
+   thread included (0 = all cores); created once, reused by every run; NULL on failure. */
+typedef struct nnefc_pool nnefc_pool;
+nnefc_pool *nnefc_pool_new(size_t threads);
+void nnefc_pool_free(nnefc_pool *pool);
+nnefc_parallel nnefc_pool_parallel(const nnefc_pool *pool);
 #endif
 
 /* Names, dtypes and shapes of the inputs and outputs, readable at run time. */
@@ -125,7 +157,13 @@ extern const nnefc_model_info {p}_info;"
    Returns 0 on success, a non-zero status otherwise (1: null pointer, 2: misaligned
    workspace). Reentrant: concurrent calls are safe when each has its own workspace
    and outputs. No allocation, no globals written. */
-int {p}_run(const void *const *inputs, void *const *outputs, void *workspace);"
+int {p}_run(const void *const *inputs, void *const *outputs, void *workspace);
+
+/* {p}_run with the work of large layers split over par->workers workers (par NULL:
+   serial, exactly {p}_run). workspace holds {up}_WORKSPACE_SIZE_FOR(par->workers) bytes.
+   Outputs are bit-identical whatever the number of workers. */
+int {p}_run_parallel(const void *const *inputs, void *const *outputs, void *workspace,
+                     const nnefc_parallel *par);"
     );
     let _ = writeln!(o, "\n#ifdef __cplusplus\n}}\n#endif\n\n#endif /* {up}_H */");
     o
@@ -175,6 +213,15 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     );
     let _ = writeln!(
         o,
+        "    /// Bytes of workspace each worker beyond the first adds.\n    pub const WORKSPACE_PER_WORKER: usize = {};",
+        m.worker_workspace
+    );
+    let _ = writeln!(
+        o,
+        "    /// Bytes of workspace a run with `workers` workers needs (0 counts as 1).\n    pub const fn workspace_size_for(workers: usize) -> usize {{\n        WORKSPACE_SIZE + if workers > 1 {{ (workers - 1) * WORKSPACE_PER_WORKER }} else {{ 0 }}\n    }}"
+    );
+    let _ = writeln!(
+        o,
         "    /// Number of inputs.\n    pub const NUM_INPUTS: usize = {};\n    /// Number of outputs.\n    pub const NUM_OUTPUTS: usize = {};",
         m.inputs.len(),
         m.outputs.len()
@@ -218,6 +265,7 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         r#"
     unsafe extern "C" {{
         fn {p}_run(inputs: *const *const u8, outputs: *const *mut u8, workspace: *mut u8) -> i32;
+        fn {p}_run_parallel(inputs: *const *const u8, outputs: *const *mut u8, workspace: *mut u8, par: *const nnefc_runtime::Parallel) -> i32;
         static {p}_info: nnefc_runtime::ModelInfo;
     }}
 
@@ -277,7 +325,7 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
             match self {{
                 Error::Length {{ tensor, expected, got }} => write!(f, "tensor `{{tensor}}` needs {{expected}} elements, got {{got}}"),
                 Error::Shape {{ tensor }} => write!(f, "tensor `{{tensor}}` has the wrong shape"),
-                Error::Workspace => write!(f, "workspace must be {{WORKSPACE_SIZE}} bytes aligned to {{WORKSPACE_ALIGN}}"),
+                Error::Workspace => write!(f, "workspace must be workspace_size_for(workers) bytes (WORKSPACE_SIZE = {{WORKSPACE_SIZE}} for one) aligned to {{WORKSPACE_ALIGN}}"),
                 Error::Model(e) => write!(f, "model `{p}` failed: {{e}}"),
             }}
         }}
@@ -301,15 +349,19 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     #[derive(Clone, Copy)]
     struct Block([u8; 64]);
 
-    /// An owned, aligned workspace of `WORKSPACE_SIZE` bytes.
+    /// An owned, aligned workspace (`WORKSPACE_SIZE` bytes, or `workspace_size_for(w)`).
     pub struct Workspace {{
         blocks: Box<[Block]>,
     }}
 
     impl Workspace {{
-        /// A zeroed workspace.
+        /// A zeroed workspace for one worker.
         pub fn new() -> Self {{
-            Workspace {{ blocks: vec![Block([0; 64]); WORKSPACE_SIZE.div_ceil(64)].into_boxed_slice() }}
+            Self::for_workers(1)
+        }}
+        /// A zeroed workspace for runs with up to `workers` workers.
+        pub fn for_workers(workers: usize) -> Self {{
+            Workspace {{ blocks: vec![Block([0; 64]); workspace_size_for(workers).div_ceil(64)].into_boxed_slice() }}
         }}
         /// The bytes, for [`run_with_workspace`].
         pub fn as_bytes_mut(&mut self) -> &mut [u8] {{
@@ -325,10 +377,12 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         }}
     }}
 
-    /// The model with its own workspace. `Send`: run one `Model` per thread for parallel
-    /// inference (the compiled code keeps no state).
+    /// The model with its own workspace, and optionally a thread pool that large layers
+    /// are split over. `Send`: run one `Model` per thread for parallel inference (the
+    /// compiled code keeps no state).
     pub struct Model {{
         workspace: Workspace,
+        pool: Option<std::sync::Arc<nnefc_runtime::ThreadPool>>,
     }}
 
     impl Default for Model {{
@@ -416,14 +470,35 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     let _ = writeln!(
         o,
         r#"    impl Model {{
-        /// A model with a fresh workspace.
+        /// A model with a fresh workspace that runs on the calling thread.
         pub fn new() -> Self {{
-            Model {{ workspace: Workspace::new() }}
+            Model {{ workspace: Workspace::new(), pool: None }}
+        }}
+
+        /// A model that splits large layers over `threads` workers (the calling thread
+        /// included; 0 = all cores) of a pool of its own, started now and reused by every
+        /// run. Outputs are bit-identical to [`Model::new`]'s.
+        pub fn with_threads(threads: usize) -> std::io::Result<Self> {{
+            Ok(Self::with_pool(std::sync::Arc::new(nnefc_runtime::ThreadPool::new(threads)?)))
+        }}
+
+        /// A model that runs on a shared pool (one `run` at a time uses it; a concurrent
+        /// run of another model on the same pool runs serially rather than waiting).
+        pub fn with_pool(pool: std::sync::Arc<nnefc_runtime::ThreadPool>) -> Self {{
+            Model {{ workspace: Workspace::for_workers(pool.workers()), pool: Some(pool) }}
+        }}
+
+        /// Workers a run uses (1 without a pool).
+        pub fn workers(&self) -> usize {{
+            self.pool.as_ref().map_or(1, |p| p.workers())
         }}
 
         /// Runs the model on dense row-major slices (arrays coerce), writing the outputs:
 {docs}        pub fn run(&mut self, {params}) -> Result<(), Error> {{
-            run_with_workspace(self.workspace.as_bytes_mut(), {args})
+            match &self.pool {{
+                Some(pool) => run_parallel_with_workspace(self.workspace.as_bytes_mut(), &pool.parallel(), {args}),
+                None => run_with_workspace(self.workspace.as_bytes_mut(), {args}),
+            }}
         }}
 
         /// Runs the model on shaped views; shapes must equal the `*_SHAPE` constants.
@@ -441,7 +516,15 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     /// Runs the model with a borrowed workspace of at least `WORKSPACE_SIZE` bytes
     /// aligned to `WORKSPACE_ALIGN` (e.g. [`Workspace::as_bytes_mut`]).
     pub fn run_with_workspace(workspace: &mut [u8], {params}) -> Result<(), Error> {{
-        if workspace.len() < WORKSPACE_SIZE || (workspace.as_ptr() as usize) % WORKSPACE_ALIGN != 0 {{
+        run_parallel_with_workspace(workspace, &nnefc_runtime::Parallel::SERIAL, {args})
+    }}
+
+    /// Runs the model with `par`'s workers (e.g. `ThreadPool::parallel`) and a borrowed
+    /// workspace of at least `workspace_size_for(par.workers)` bytes aligned to
+    /// `WORKSPACE_ALIGN`.
+    pub fn run_parallel_with_workspace(workspace: &mut [u8], par: &nnefc_runtime::Parallel, {params}) -> Result<(), Error> {{
+        let workers = if par.parallel_for.is_some() {{ par.workers.max(1) }} else {{ 1 }};
+        if workspace.len() < workspace_size_for(workers) || (workspace.as_ptr() as usize) % WORKSPACE_ALIGN != 0 {{
             return Err(Error::Workspace);
         }}
         fn check(tensor: &'static str, expected: usize, got: usize) -> Result<(), Error> {{
@@ -451,7 +534,8 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         let outputs: [*mut u8; {no}] = [{op}];
         // SAFETY: every pointer covers its tensor (lengths checked), the workspace is large
         // enough and aligned (checked), and `{p}_run` has the nnefc ABI.
-        let status = unsafe {{ {p}_run(inputs.as_ptr(), outputs.as_ptr(), workspace.as_mut_ptr()) }};
+        // `par` is valid for the call and its workspace need was checked above.
+        let status = unsafe {{ {p}_run_parallel(inputs.as_ptr(), outputs.as_ptr(), workspace.as_mut_ptr(), par) }};
         nnefc_runtime::check(status).map_err(Error::Model)
     }}
 }}"#,

@@ -136,6 +136,11 @@ pub struct Loop {
     /// Elements per step: 1 (scalar) or 4 (f32x4/i32x4, innermost loop only; the
     /// emitter adds a scalar tail for `extent % 4`).
     pub vector: usize,
+    /// The loop's iterations may run as parallel tasks (outermost loop only; set by
+    /// `schedule`): iterations write disjoint elements and no reduction crosses them.
+    /// The kernel function then takes `(ctx, task, worker)` and runs the task's share
+    /// `[task·E/n, (task+1)·E/n)` of this loop (see `back::object`).
+    pub parallel: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -176,7 +181,8 @@ pub struct GemmCall {
     pub batches: Vec<[i64; 3]>,
     /// Optional bias, one f32 per column of C.
     pub bias: Option<BufId>,
-    /// Byte offset of the GEMM scratch in the workspace.
+    /// Byte offset of worker 0's GEMM scratch in the workspace (the same for every GEMM:
+    /// the last region, see [`Program::worker_scratch`]).
     pub scratch: usize,
     /// Per-row bias, fused activation, accumulation (convolutions; default: none).
     pub epi: GemmEpi,
@@ -222,8 +228,12 @@ pub struct Program {
     /// Read-only data objects (little-endian bytes).
     pub consts: Vec<Vec<u8>>,
     pub steps: Vec<Step>,
-    /// Bytes of workspace (arena + scratch), a multiple of 64.
+    /// Bytes of workspace for one worker (arena + scratch + one GEMM scratch), a multiple
+    /// of 64.
     pub workspace_size: usize,
+    /// Bytes each further worker adds: the GEMM scratch, which is the last region of the
+    /// workspace, is repeated per worker (worker `w` at `GemmCall::scratch + w·this`).
+    pub worker_scratch: usize,
 }
 
 impl Program {
@@ -253,6 +263,7 @@ impl Kernel {
                 .map(|&e| Loop {
                     extent: e,
                     vector: 1,
+                    parallel: false,
                 })
                 .collect(),
             accesses: Vec::new(),
@@ -342,7 +353,8 @@ impl fmt::Display for Kernel {
             } else {
                 String::new()
             };
-            writeln!(f, "  loop i{i} < {}{vec}{role}", l.extent)?;
+            let par = if l.parallel { " parallel" } else { "" };
+            writeln!(f, "  loop i{i} < {}{vec}{par}{role}", l.extent)?;
         }
         for (i, a) in self.accesses.iter().enumerate() {
             write!(f, "  a{i} = b{}[{}", a.buf.0, a.offset)?;
@@ -391,7 +403,11 @@ impl fmt::Display for Program {
             };
             writeln!(f, "b{i}: {}[{}] {kind}", b.dtype, b.len)?;
         }
-        writeln!(f, "workspace {} bytes", self.workspace_size)?;
+        writeln!(
+            f,
+            "workspace {} bytes + {} per extra worker",
+            self.workspace_size, self.worker_scratch
+        )?;
         for s in &self.steps {
             match s {
                 Step::Kernel(k) => write!(f, "{k}")?,

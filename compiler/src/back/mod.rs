@@ -15,7 +15,13 @@
 //! void *const *outputs, void *workspace)`; tensors dense row-major; bool is one byte;
 //! `workspace` holds `workspace_size` bytes aligned to 64. The code writes nothing but
 //! `outputs` and `workspace`, allocates nothing and keeps no state, so calls are
-//! reentrant.
+//! reentrant. `int PREFIX_run_parallel(inputs, outputs, workspace, const nnefc_parallel
+//! *par)` runs the same code with the caller's `parallel_for` (`nnefc_runtime::Parallel`;
+//! null means serial); its workspace holds `workspace_size + (workers − 1) ·
+//! worker_workspace` bytes. Outputs are bit-identical whatever the worker count: work is
+//! split only over independent output ranges whose elements are computed by the same
+//! instructions as in the serial run (`schedule`'s parallel loop role, the runtime's GEMM
+//! parts).
 //!
 //! What may be assumed of the input graph: it passes `ir::verify`, every extent is known,
 //! every layout is row-major. Anything else is a typed [`CodegenError`], never a panic.
@@ -182,7 +188,18 @@ pub struct ModelInterface {
     pub prefix: String,
     pub inputs: Vec<TensorInfo>,
     pub outputs: Vec<TensorInfo>,
+    /// Bytes of workspace for one worker.
     pub workspace_size: usize,
+    /// Bytes each further worker adds (`PREFIX_WORKSPACE_PER_WORKER`).
+    pub worker_workspace: usize,
+}
+
+impl ModelInterface {
+    /// Bytes of workspace a run with `workers` workers needs (0 counts as 1).
+    pub fn workspace_size_for(&self, workers: usize) -> usize {
+        self.workspace_size
+            .saturating_add(self.worker_workspace.saturating_mul(workers.max(1) - 1))
+    }
 }
 
 /// Everything `compile` produces.
@@ -219,6 +236,7 @@ fn interface(
     graph: &Graph,
     prefix: &str,
     workspace_size: usize,
+    worker_workspace: usize,
 ) -> Result<ModelInterface, CodegenError> {
     let info = |v: crate::ir::ValueId, i: usize, kind: &str| -> Result<TensorInfo, CodegenError> {
         let val = graph
@@ -253,6 +271,7 @@ fn interface(
         inputs,
         outputs,
         workspace_size,
+        worker_workspace,
     })
 }
 
@@ -322,7 +341,12 @@ pub fn compile_with_plan(
 ) -> Result<Artifacts, CodegenError> {
     check_sizes(graph)?;
     let program = kernels(graph, plan, opts)?;
-    let iface = interface(graph, &opts.prefix, program.workspace_size)?;
+    let iface = interface(
+        graph,
+        &opts.prefix,
+        program.workspace_size,
+        program.worker_scratch,
+    )?;
     let object = object::build(&program, &iface, opts)?;
     Ok(Artifacts {
         object,

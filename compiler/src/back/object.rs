@@ -1,5 +1,12 @@
 //! [`Program`] → relocatable object: ISA setup, read-only weight data, one local function
-//! per kernel, the exported entry point `PREFIX_run` and the descriptor `PREFIX_info`.
+//! per kernel, the exported entry points `PREFIX_run_parallel` and `PREFIX_run` (which
+//! calls the former with a null `nnefc_parallel`) and the descriptor `PREFIX_info`.
+//!
+//! Threads: the entry point computes the worker count from its `nnefc_parallel`
+//! argument once; a kernel whose loop 0 is parallel is called through the caller's
+//! `parallel_for` with `min(4·workers, E)` tasks (or directly, as one task, with one
+//! worker); GEMMs go through the runtime's `nnefc_sgemm_parallel`, which splits them
+//! itself and gives worker `w` the scratch at `GemmCall::scratch + w·worker_scratch`.
 //!
 //! Code is position independent (`is_pic`): imported runtime symbols go through the GOT,
 //! so the object links into PIEs and shared libraries alike. No `.eh_frame` is written
@@ -152,11 +159,22 @@ pub(crate) fn build(
     product.emit().map_err(cl("emit object"))
 }
 
+/// Whether `k` runs as parallel tasks (see [`define_kernel`]).
+fn is_parallel(k: &Kernel) -> bool {
+    k.loops.first().is_some_and(|l| l.parallel)
+}
+
+/// A kernel function. A serial kernel takes one pointer per non-constant buffer
+/// ([`kernel_params`]). A parallel kernel has the `nnefc_parallel` task signature
+/// `(ctx, task, worker)`: `ctx` holds the task count `n` followed by the buffer pointers,
+/// and the task runs iterations `[task·E/n, (task+1)·E/n)` of loop 0 (extent `E`).
 fn define_kernel(cx: &mut Ctx, program: &Program, k: &Kernel) -> Result<FuncId, CodegenError> {
     let ptr = cx.module.target_config().pointer_type();
     let params = kernel_params(program, k);
+    let parallel = is_parallel(k);
     let mut sig = cx.module.make_signature();
-    for _ in &params {
+    let nparams = if parallel { 3 } else { params.len() };
+    for _ in 0..nparams {
         sig.params.push(AbiParam::new(ptr));
     }
     let id = cx
@@ -182,7 +200,25 @@ fn define_kernel(cx: &mut Ctx, program: &Program, k: &Kernel) -> Result<FuncId, 
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
-        let pvals: Vec<Value> = b.block_params(entry).to_vec();
+        let mut pvals: Vec<Value> = b.block_params(entry).to_vec();
+        let mut par = None;
+        if parallel {
+            let (ctx, task) = (pvals[0], pvals[1]);
+            let flags = MemFlagsData::new().with_notrap();
+            let psize = i32::from(ptr.bytes() as u8);
+            let n = b.ins().load(ptr, flags, ctx, 0);
+            pvals = (0..params.len())
+                .map(|j| b.ins().load(ptr, flags, ctx, psize * (1 + j as i32)))
+                .collect();
+            let e = k.loops[0].extent as i64;
+            let lo = b.ins().imul_imm_s(task, e);
+            let lo = b.ins().udiv(lo, n);
+            let hi = b.ins().iadd_imm_s(task, 1);
+            let hi = b.ins().imul_imm_s(hi, e);
+            let hi = b.ins().udiv(hi, n);
+            let count = b.ins().isub(hi, lo);
+            par = Some((lo, count));
+        }
         let mut bases = Vec::with_capacity(k.accesses.len());
         let mut dtypes = Vec::with_capacity(k.accesses.len());
         for a in &k.accesses {
@@ -220,6 +256,7 @@ fn define_kernel(cx: &mut Ctx, program: &Program, k: &Kernel) -> Result<FuncId, 
             caps: cx.caps,
             dtypes,
             ptr,
+            par,
         };
         em.emit(&bases)?;
         b.ins().return_(&[]);
@@ -304,6 +341,18 @@ fn define_tiled(
     Ok(id)
 }
 
+/// Byte size of the runtime's `GemmArgs` (13 pointer-sized fields, checked by a test).
+const GEMM_ARGS_SIZE: u32 = 13 * 8;
+/// Byte offsets in the runtime's `Parallel`: pool, workers, parallel_for.
+const PAR_POOL: i32 = 0;
+const PAR_WORKERS: i32 = 8;
+const PAR_FOR: i32 = 16;
+/// Tasks per worker for a parallel kernel: a few more tasks than workers let a worker that
+/// was descheduled (a shared machine) fall behind without idling the others.
+const TASKS_PER_WORKER: i64 = 4;
+
+/// `PREFIX_run_parallel(inputs, outputs, workspace, par)` and `PREFIX_run(inputs, outputs,
+/// workspace)`, which calls it with a null `par`.
 fn define_entry(
     cx: &mut Ctx,
     program: &Program,
@@ -311,6 +360,22 @@ fn define_entry(
     opts: &BackendOptions,
 ) -> Result<(), CodegenError> {
     let ptr = cx.module.target_config().pointer_type();
+    let mut psig: Signature = cx.module.make_signature();
+    psig.params.extend([
+        AbiParam::new(ptr),
+        AbiParam::new(ptr),
+        AbiParam::new(ptr),
+        AbiParam::new(ptr),
+    ]);
+    psig.returns.push(AbiParam::new(I32));
+    let pname = format!("{}_run_parallel", opts.prefix);
+    let pid = cx
+        .module
+        .declare_function(&pname, Linkage::Export, &psig)
+        .map_err(cl("declare entry"))?;
+    define_run_parallel(cx, program, kernels, pid, psig, &pname)?;
+
+    // PREFIX_run: the serial entry point of the ABI, a tail of run_parallel(…, NULL).
     let mut sig: Signature = cx.module.make_signature();
     sig.params
         .extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(ptr)]);
@@ -321,35 +386,57 @@ fn define_entry(
         .declare_function(&name, Linkage::Export, &sig)
         .map_err(cl("declare entry"))?;
     let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
+    let pref = cx.module.declare_func_in_func(pid, &mut func);
+    {
+        let mut b = FunctionBuilder::new(&mut func, &mut cx.fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let mut args = b.block_params(entry).to_vec();
+        args.push(b.ins().iconst(ptr, 0));
+        let call = b.ins().call(pref, &args);
+        let status = b.inst_results(call)[0];
+        b.ins().return_(&[status]);
+        b.seal_all_blocks();
+        b.finalize(cx.module.target_config());
+    }
+    let mut ctx = cx.module.make_context();
+    ctx.func = func;
+    cx.module
+        .define_function(id, &mut ctx)
+        .map_err(|e| CodegenError::Cranelift(format!("{name}: {e:?}")))?;
+    Ok(())
+}
+
+fn define_run_parallel(
+    cx: &mut Ctx,
+    program: &Program,
+    kernels: &[Option<FuncId>],
+    id: FuncId,
+    sig: Signature,
+    name: &str,
+) -> Result<(), CodegenError> {
+    use cranelift_codegen::ir::{StackSlotData, StackSlotKind};
+    let ptr = cx.module.target_config().pointer_type();
+    let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
     let mut refs = Vec::new();
     for k in kernels {
         refs.push(k.map(|k| cx.module.declare_func_in_func(k, &mut func)));
     }
-    // Runtime GEMM entry points and the constants GEMM calls read directly.
+    // The runtime GEMM and the constants GEMM calls read directly.
     let has_gemm = program.steps.iter().any(|s| matches!(s, Step::Gemm(_)));
-    let mut gemm_refs = None;
+    let mut gemm_ref = None;
     let mut const_gvs = Vec::new();
     if has_gemm {
         let mut gsig = cx.module.make_signature();
-        for _ in 0..13 {
+        for _ in 0..4 {
             gsig.params.push(AbiParam::new(ptr));
-        }
-        let mut psig = cx.module.make_signature();
-        for _ in 0..11 {
-            psig.params.push(AbiParam::new(ptr));
         }
         let g = cx
             .module
-            .declare_function("nnefc_sgemm", Linkage::Import, &gsig)
-            .map_err(cl("declare nnefc_sgemm"))?;
-        let p = cx
-            .module
-            .declare_function("nnefc_sgemm_packed_a", Linkage::Import, &psig)
-            .map_err(cl("declare nnefc_sgemm_packed_a"))?;
-        gemm_refs = Some((
-            cx.module.declare_func_in_func(g, &mut func),
-            cx.module.declare_func_in_func(p, &mut func),
-        ));
+            .declare_function("nnefc_sgemm_parallel", Linkage::Import, &gsig)
+            .map_err(cl("declare nnefc_sgemm_parallel"))?;
+        gemm_ref = Some(cx.module.declare_func_in_func(g, &mut func));
         for s in &program.steps {
             if let Step::Gemm(g) = s {
                 for bid in [
@@ -374,6 +461,12 @@ fn define_entry(
             }
         }
     }
+    // The parallel_for callback: (pool, task, ctx, n_tasks).
+    let mut tsig = cx.module.make_signature();
+    for _ in 0..4 {
+        tsig.params.push(AbiParam::new(ptr));
+    }
+    let tsig = func.import_signature(tsig);
     let num_inputs = program
         .buffers
         .iter()
@@ -398,13 +491,22 @@ fn define_entry(
         })
         .max()
         .unwrap_or(0);
+    // One task context for every parallel kernel: n_tasks, then the buffer pointers.
+    let ctx_words = program
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Kernel(k) if is_parallel(k) => Some(1 + kernel_params(program, k).len()),
+            _ => None,
+        })
+        .max();
     {
         let mut b = FunctionBuilder::new(&mut func, &mut cx.fctx);
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
         let p = b.block_params(entry).to_vec();
-        let (inputs, outputs, ws) = (p[0], p[1], p[2]);
+        let (inputs, outputs, ws, par) = (p[0], p[1], p[2], p[3]);
         let fail = b.create_block();
         b.append_block_param(fail, I32);
         // Guard: each check branches to `fail(status)`.
@@ -430,6 +532,25 @@ fn define_entry(
             check(&mut b, mis, Status::Misaligned);
         }
         let flags = MemFlagsData::new().with_notrap().with_readonly();
+        // workers = (par && par->parallel_for) ? max(par->workers, 1) : 1
+        let workers = {
+            let load_blk = b.create_block();
+            let done = b.create_block();
+            b.append_block_param(done, ptr);
+            let one = b.ins().iconst(ptr, 1);
+            let null = b.ins().icmp_imm_s(IntCC::Equal, par, 0);
+            b.ins().brif(null, done, &[one.into()], load_blk, &[]);
+            b.switch_to_block(load_blk);
+            let pf = b.ins().load(ptr, flags, par, PAR_FOR);
+            let w = b.ins().load(ptr, flags, par, PAR_WORKERS);
+            let one = b.ins().iconst(ptr, 1);
+            let w = b.ins().umax(w, one);
+            let no_fn = b.ins().icmp_imm_s(IntCC::Equal, pf, 0);
+            let w = b.ins().select(no_fn, one, w);
+            b.ins().jump(done, &[w.into()]);
+            b.switch_to_block(done);
+            b.block_params(done)[0]
+        };
         let psize = i32::from(ptr.bytes() as u8);
         let mut in_ptrs = Vec::new();
         for i in 0..num_inputs {
@@ -445,6 +566,20 @@ fn define_entry(
             check(&mut b, z, Status::NullPointer);
             out_ptrs.push(v);
         }
+        let task_ctx = ctx_words.map(|w| {
+            b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                (w * 8) as u32,
+                3,
+            ))
+        });
+        let gemm_args = has_gemm.then(|| {
+            b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                GEMM_ARGS_SIZE,
+                3,
+            ))
+        });
         let buf_ptr = |b: &mut FunctionBuilder<'_>,
                        id: super::kernel::BufId|
          -> Result<Value, CodegenError> {
@@ -468,8 +603,40 @@ fn define_entry(
                 }
             })
         };
+        let store = MemFlagsData::trusted();
         for (step, fref) in program.steps.iter().zip(&refs) {
             match (step, fref) {
+                (Step::Kernel(k), Some(f)) if is_parallel(k) => {
+                    let slot =
+                        task_ctx.ok_or_else(|| CodegenError::Internal("task context".into()))?;
+                    let ctx = b.ins().stack_addr(ptr, slot, 0);
+                    for (j, bid) in kernel_params(program, k).into_iter().enumerate() {
+                        let v = buf_ptr(&mut b, bid)?;
+                        b.ins().store(store, v, ctx, psize * (1 + j as i32));
+                    }
+                    let serial = b.create_block();
+                    let multi = b.create_block();
+                    let next = b.create_block();
+                    let is_multi = b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, workers, 1);
+                    b.ins().brif(is_multi, multi, &[], serial, &[]);
+                    b.switch_to_block(serial);
+                    let one = b.ins().iconst(ptr, 1);
+                    b.ins().store(store, one, ctx, 0);
+                    let zero = b.ins().iconst(ptr, 0);
+                    b.ins().call(*f, &[ctx, zero, zero]);
+                    b.ins().jump(next, &[]);
+                    b.switch_to_block(multi);
+                    let want = b.ins().imul_imm_s(workers, TASKS_PER_WORKER);
+                    let extent = b.ins().iconst(ptr, k.loops[0].extent as i64);
+                    let n = b.ins().umin(want, extent);
+                    b.ins().store(store, n, ctx, 0);
+                    let pool = b.ins().load(ptr, flags, par, PAR_POOL);
+                    let pf = b.ins().load(ptr, flags, par, PAR_FOR);
+                    let task = b.ins().func_addr(ptr, *f);
+                    b.ins().call_indirect(tsig, pf, &[pool, task, ctx, n]);
+                    b.ins().jump(next, &[]);
+                    b.switch_to_block(next);
+                }
                 (Step::Kernel(k), Some(f)) => {
                     let mut args = Vec::new();
                     for bid in kernel_params(program, k) {
@@ -485,8 +652,10 @@ fn define_entry(
                     b.ins().call(*f, &args);
                 }
                 (Step::Gemm(g), _) => {
-                    let (f_plain, f_packed) = gemm_refs
+                    let f_gemm = gemm_ref
                         .ok_or_else(|| CodegenError::Internal("gemm not declared".into()))?;
+                    let slot =
+                        gemm_args.ok_or_else(|| CodegenError::Internal("gemm args".into()))?;
                     let a = buf_ptr(&mut b, g.a.buf)?;
                     let bb = buf_ptr(&mut b, g.b.buf)?;
                     let c = buf_ptr(&mut b, g.c.buf)?;
@@ -499,6 +668,7 @@ fn define_entry(
                         None => None,
                     };
                     let scratch = b.ins().iadd_imm_s(ws, g.scratch as i64);
+                    let stride = b.ins().iconst(ptr, program.worker_scratch as i64);
                     let esz = 4i64;
                     for (bi, off) in g.batches.iter().enumerate() {
                         let epi = match (col_bias, row_bias, &g.epi.row_bias) {
@@ -519,25 +689,27 @@ fn define_entry(
                         let bp = b.ins().iadd_imm_s(bb, off[1] * esz);
                         let cp = b.ins().iadd_imm_s(c, off[2] * esz);
                         let iv = |b: &mut FunctionBuilder<'_>, x: i64| b.ins().iconst(ptr, x);
-                        let (m, n, k) = (
+                        // GemmArgs: m n k a rsa csa a_packed b rsb csb c rsc epilogue.
+                        let fields = [
                             iv(&mut b, g.m as i64),
                             iv(&mut b, g.n as i64),
                             iv(&mut b, g.k as i64),
-                        );
-                        let (brs, bcs, crs) =
-                            (iv(&mut b, g.b.rs), iv(&mut b, g.b.cs), iv(&mut b, g.c.rs));
-                        if g.a_packed {
-                            b.ins().call(
-                                f_packed,
-                                &[m, n, k, ap, bp, brs, bcs, cp, crs, epi, scratch],
-                            );
-                        } else {
-                            let (ars, acs) = (iv(&mut b, g.a.rs), iv(&mut b, g.a.cs));
-                            b.ins().call(
-                                f_plain,
-                                &[m, n, k, ap, ars, acs, bp, brs, bcs, cp, crs, epi, scratch],
-                            );
+                            ap,
+                            iv(&mut b, g.a.rs),
+                            iv(&mut b, g.a.cs),
+                            iv(&mut b, i64::from(g.a_packed)),
+                            bp,
+                            iv(&mut b, g.b.rs),
+                            iv(&mut b, g.b.cs),
+                            cp,
+                            iv(&mut b, g.c.rs),
+                            epi,
+                        ];
+                        let args = b.ins().stack_addr(ptr, slot, 0);
+                        for (i, v) in fields.into_iter().enumerate() {
+                            b.ins().store(store, v, args, psize * i as i32);
                         }
+                        b.ins().call(f_gemm, &[args, par, scratch, stride]);
                     }
                 }
                 _ => return Err(CodegenError::Internal("kernel without a function".into())),

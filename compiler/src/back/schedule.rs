@@ -7,11 +7,18 @@
 //! ArgMax's row-major index) are unchanged. Vectorizing the innermost loop is legal when
 //! every access moves by 0, 1 or 2 elements along it (2: loads, and f32/i32 stores
 //! outside reductions), indirect indices do not move with it,
-//! and every body node has a vector lowering (`emit::expr::vectorizable`). This file does
-//! not tile or reorder loops.
+//! and every body node has a vector lowering (`emit::expr::vectorizable`).
+//!
+//! Last, the outermost loop of a kernel with enough work gets the parallel role when its
+//! iterations are independent: it is not a reduction loop, not the vector loop, and the
+//! store of one iteration cannot touch another's elements (`|stride| ≥` the span the
+//! inner loops cover, no indirect store). A lone vector loop is first cut into blocks of a
+//! power-of-two size that divides it, so element-wise kernels split too. Because only the
+//! range of that loop changes between tasks, every element is computed by the same
+//! instructions whatever the number of tasks. This file does not tile or reorder loops.
 
 use super::emit::expr::vectorizable;
-use super::kernel::{Expr, Kernel, ReduceKind};
+use super::kernel::{Expr, Kernel, Loop, ReduceKind};
 use crate::ir::DType;
 
 /// Applies all rewrites in order; `vectorize = false` keeps every loop scalar.
@@ -21,6 +28,69 @@ pub fn schedule(k: &mut Kernel, vectorize: bool) {
     if vectorize {
         choose_vector(k);
     }
+    choose_parallel(k);
+}
+
+/// Points of a loop nest (iterations of all loops) below which it runs inline: about
+/// 10 µs of element-wise work, several times the cost of handing tasks to spinning
+/// helpers.
+pub const PARALLEL_MIN_POINTS: usize = 1 << 15;
+
+fn choose_parallel(k: &mut Kernel) {
+    let points = k
+        .loops
+        .iter()
+        .fold(1usize, |p, l| p.saturating_mul(l.extent));
+    if k.loops.is_empty() || points < PARALLEL_MIN_POINTS {
+        return;
+    }
+    if k.loops.len() == 1 && k.reduction.is_none() {
+        let e = k.loops[0].extent;
+        let Some(c) = [4096usize, 2048, 1024, 512, 256]
+            .into_iter()
+            .find(|&c| e % c == 0 && e / c >= 2)
+        else {
+            return;
+        };
+        k.loops[0].extent = c;
+        k.loops.insert(
+            0,
+            Loop {
+                extent: e / c,
+                vector: 1,
+                parallel: false,
+            },
+        );
+        for a in &mut k.accesses {
+            let s = a.strides.first().copied().unwrap_or(0);
+            a.strides.insert(0, s * c as i64);
+        }
+        if let Some(r) = &mut k.reduction {
+            r.first_loop += 1;
+        }
+    }
+    let fr = first_red(k);
+    if fr == 0 || k.loops[0].extent < 2 || (k.loops.len() == 1 && k.loops[0].vector > 1) {
+        return;
+    }
+    let Some(store) = k.accesses.get(k.store.0 as usize) else {
+        return;
+    };
+    if !store.indirect.is_empty() {
+        return;
+    }
+    let s0 = store.strides.first().copied().unwrap_or(0).unsigned_abs();
+    let span: u64 = 1
+        + (1..fr)
+            .map(|l| {
+                let s = store.strides.get(l).copied().unwrap_or(0).unsigned_abs();
+                s.saturating_mul(k.loops[l].extent.saturating_sub(1) as u64)
+            })
+            .sum::<u64>();
+    if s0 < span {
+        return;
+    }
+    k.loops[0].parallel = true;
 }
 
 fn first_red(k: &Kernel) -> usize {

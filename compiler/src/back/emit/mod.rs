@@ -18,6 +18,10 @@
 //! buffer they write, and indirect indices are clamped, so every access is in bounds);
 //! stores are `notrap`.
 //!
+//! A kernel whose loop 0 has the parallel role (`Loop::parallel`) runs a run-time range
+//! of that loop ([`KernelEmitter::par`]): the pointers start at the range's first
+//! iteration and the loop counts to a run-time bound, guarded for an empty range.
+//!
 //! Not here: choosing what to vectorize (`back::schedule`), op semantics
 //! (`back::select`), the entry point (`back::object`).
 
@@ -94,6 +98,9 @@ pub(crate) struct KernelEmitter<'a, 'b> {
     /// Element type of each access.
     pub dtypes: Vec<DType>,
     pub ptr: Type,
+    /// For a kernel whose loop 0 is parallel: the task's first iteration and iteration
+    /// count of that loop (run-time values); `None` runs the whole loop.
+    pub par: Option<(Value, Value)>,
 }
 
 impl KernelEmitter<'_, '_> {
@@ -145,9 +152,78 @@ impl KernelEmitter<'_, '_> {
         let steps: Vec<i64> = (0..k.accesses.len())
             .map(|a| k.accesses[a].strides.get(l).copied().unwrap_or(0) * self.esize(a))
             .collect();
+        if l == 0
+            && let Some((first, count)) = self.par
+        {
+            // This task's share of the parallel loop: start every moving pointer at
+            // iteration `first`, run `count` iterations.
+            let start: Vec<Value> = ptrs
+                .iter()
+                .zip(&steps)
+                .map(|(&p, &st)| {
+                    if st == 0 {
+                        p
+                    } else {
+                        let off = self.b.ins().imul_imm_s(first, st);
+                        self.b.ins().iadd(p, off)
+                    }
+                })
+                .collect();
+            return self.rotated_dyn(count, &start, &steps, &mut |s, cur| {
+                s.level(l + 1, cur, acc)
+            });
+        }
         self.rotated(lp.extent, ptrs, &steps, &mut |s, cur| {
             s.level(l + 1, cur, acc)
         })
+    }
+
+    /// [`Self::rotated`] with a run-time iteration count (possibly 0).
+    fn rotated_dyn(
+        &mut self,
+        n: Value,
+        ptrs: &[Value],
+        steps: &[i64],
+        body: &mut LoopBody<'_, Self>,
+    ) -> Result<(), CodegenError> {
+        let mut vars = Vec::with_capacity(ptrs.len());
+        for (i, &p) in ptrs.iter().enumerate() {
+            if steps.get(i).copied().unwrap_or(0) != 0 {
+                let v = self.b.declare_var(self.ptr);
+                self.b.def_var(v, p);
+                vars.push(Some(v));
+            } else {
+                vars.push(None);
+            }
+        }
+        let cnt = self.b.declare_var(I64);
+        let zero = self.b.ins().iconst(I64, 0);
+        self.b.def_var(cnt, zero);
+        let blk = self.b.create_block();
+        let exit = self.b.create_block();
+        let empty = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
+        self.b.ins().brif(empty, exit, &[], blk, &[]);
+        self.b.switch_to_block(blk);
+        let cur: Vec<Value> = vars
+            .iter()
+            .zip(ptrs)
+            .map(|(v, &p)| v.map(|v| self.b.use_var(v)).unwrap_or(p))
+            .collect();
+        body(self, &cur)?;
+        for (i, v) in vars.iter().enumerate() {
+            if let Some(v) = *v {
+                let p = self.b.use_var(v);
+                let p = self.b.ins().iadd_imm_s(p, steps[i]);
+                self.b.def_var(v, p);
+            }
+        }
+        let c = self.b.use_var(cnt);
+        let c = self.b.ins().iadd_imm_s(c, 1);
+        self.b.def_var(cnt, c);
+        let more = self.b.ins().icmp(IntCC::NotEqual, c, n);
+        self.b.ins().brif(more, blk, &[], exit, &[]);
+        self.b.switch_to_block(exit);
+        Ok(())
     }
 
     /// A counted loop of `n` iterations whose pointers advance by `steps` bytes.

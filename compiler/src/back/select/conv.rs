@@ -552,7 +552,7 @@ fn gemm(
         }
     }
     let rows = bias_rows(lw, io.b, cout)?;
-    let scratch = lw.scratch_bytes(nnefc_runtime::sgemm_scratch_bytes(og, pos, kk));
+    let scratch = lw.gemm_scratch(nnefc_runtime::sgemm_scratch_bytes(og, pos, kk));
     let mut batches = Vec::with_capacity(n * groups);
     let mut bias_offs = Vec::with_capacity(n * groups);
     for ni in 0..n {

@@ -260,7 +260,7 @@ pub(super) fn deconv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs
     };
     let cbuf = lw.scratch(DType::F32, n * groups * svol * og * qvol);
     let kmax = terms.iter().map(|t| t.k).max().unwrap_or(0);
-    let scratch = lw.scratch_bytes(nnefc_runtime::sgemm_scratch_bytes(og, qvol, kmax));
+    let scratch = lw.gemm_scratch(nnefc_runtime::sgemm_scratch_bytes(og, qvol, kmax));
     let mut keys: Vec<(usize, usize)> = terms.iter().map(|t| (t.index, t.k)).collect();
     keys.sort_unstable();
     keys.dedup();

@@ -123,7 +123,7 @@ pub(super) fn matmul(
     };
     let bbuf = lw.buf(b)?;
     let cbuf = lw.buf(c)?;
-    let scratch = lw.scratch_bytes(nnefc_runtime::sgemm_scratch_bytes(m, n, k));
+    let scratch = lw.gemm_scratch(nnefc_runtime::sgemm_scratch_bytes(m, n, k));
     lw.prog.steps.push(Step::Gemm(GemmCall {
         m,
         n,
@@ -191,7 +191,7 @@ pub(super) fn linear(lw: &mut Lowering<'_>, ins: &[ValueId], outs: &[ValueId]) -
     let xbuf = lw.buf(x)?;
     let wbuf = lw.buf(w)?;
     let ybuf = lw.buf(y)?;
-    let scratch = lw.scratch_bytes(nnefc_runtime::sgemm_scratch_bytes(m, n, k));
+    let scratch = lw.gemm_scratch(nnefc_runtime::sgemm_scratch_bytes(m, n, k));
     lw.prog.steps.push(Step::Gemm(GemmCall {
         m,
         n,

@@ -67,6 +67,8 @@ pub(crate) struct Lowering<'g> {
     /// Bytes of scratch the current node uses (from `scratch_base`).
     scratch_used: usize,
     scratch_max: usize,
+    /// Largest GEMM scratch of any call (per worker).
+    gemm_scratch_max: usize,
     pub vectorize: bool,
     prefix: String,
     node_index: usize,
@@ -96,6 +98,7 @@ impl<'g> Lowering<'g> {
             output_of,
             scratch_used: 0,
             scratch_max: 0,
+            gemm_scratch_max: 0,
             vectorize,
             prefix: prefix.to_string(),
             node_index: 0,
@@ -185,12 +188,12 @@ impl<'g> Lowering<'g> {
         self.scratch_max = self.scratch_max.max(self.scratch_used);
         self.prog.add_buffer(BufKind::Workspace(off), dtype, len)
     }
-    /// Raw scratch bytes; returns the workspace byte offset.
-    pub fn scratch_bytes(&mut self, bytes: usize) -> usize {
-        let off = self.plan.arena_size + self.scratch_used;
-        self.scratch_used += bytes.div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
-        self.scratch_max = self.scratch_max.max(self.scratch_used);
-        off
+    /// Reserves `bytes` of GEMM scratch per worker. Every GEMM shares one region at the
+    /// end of the workspace (repeated per worker), so the offset is only known when all
+    /// nodes are lowered: the returned placeholder is replaced in [`Lowering::run`].
+    pub fn gemm_scratch(&mut self, bytes: usize) -> usize {
+        self.gemm_scratch_max = self.gemm_scratch_max.max(bytes);
+        0
     }
 
     /// Index of the node being lowered.
@@ -316,8 +319,15 @@ impl<'g> Lowering<'g> {
         if self.self_contained {
             gemm_loops::lower_all(&mut self)?;
         }
-        self.prog.workspace_size =
-            (self.plan.arena_size + self.scratch_max).div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
+        let gemm_base = (self.plan.arena_size + self.scratch_max).div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
+        let per_worker = self.gemm_scratch_max.div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
+        for step in &mut self.prog.steps {
+            if let Step::Gemm(g) | Step::Tiled { gemm: g, .. } = step {
+                g.scratch = gemm_base;
+            }
+        }
+        self.prog.workspace_size = gemm_base + per_worker;
+        self.prog.worker_scratch = per_worker;
         Ok(self.prog)
     }
 }

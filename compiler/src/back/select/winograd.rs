@@ -140,7 +140,7 @@ pub(super) fn conv3x3(
     let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
     let abuf = lw.const_buf(bytes, f, packed.len());
     let m = lw.scratch(f, n * 16 * cout * tiles);
-    let scratch = lw.scratch_bytes(nnefc_runtime::sgemm_scratch_bytes(cout, tiles, cin));
+    let scratch = lw.gemm_scratch(nnefc_runtime::sgemm_scratch_bytes(cout, tiles, cin));
     let mut batches = Vec::with_capacity(n * 16);
     for ni in 0..n {
         for t in 0..16 {

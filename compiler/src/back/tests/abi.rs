@@ -45,6 +45,19 @@ fn descriptor_layout_matches_runtime() {
         std::mem::offset_of!(nnefc_runtime::ModelInfo, workspace_align),
         48
     );
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::ModelInfo, workspace_per_worker),
+        56
+    );
+    // The stack records written by `object::define_run_parallel`.
+    assert_eq!(std::mem::size_of::<nnefc_runtime::GemmArgs>(), 13 * 8);
+    assert_eq!(std::mem::offset_of!(nnefc_runtime::GemmArgs, a_packed), 48);
+    assert_eq!(std::mem::offset_of!(nnefc_runtime::GemmArgs, epilogue), 96);
+    assert_eq!(std::mem::offset_of!(nnefc_runtime::Parallel, workers), 8);
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::Parallel, parallel_for),
+        16
+    );
     // The stack epilogue written by `object::epilogue`.
     assert_eq!(std::mem::size_of::<nnefc_runtime::GemmEpilogue>(), 32);
     assert_eq!(
