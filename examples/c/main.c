@@ -4,13 +4,15 @@
  * `nnefc MODEL --prefix model --emit obj,header -o build/model.o` and links build/model.o
  * with the runtime's static library libnnefc_runtime.a.
  *
- * Usage: main INPUT.dat [ITERATIONS] [EXPECTED.dat]
+ * Usage: main INPUT.dat [ITERATIONS] [EXPECTED.dat|-] [THREADS]
  * Reads a float32 NNEF .dat tensor, runs the model, prints its first output's top-5
  * entries and the median time per inference. With EXPECTED.dat it also compares the first
  * output with that tensor, elementwise, under |ours - expected| <= 1e-4 * max(1, max|expected|),
- * prints the largest difference and exits with status 3 on a mismatch. Handles models
- * whose first input and first output are float32; it does not convert other element
- * types, and checks no output but the first. */
+ * prints the largest difference and exits with status 3 on a mismatch. With THREADS > 1
+ * it runs through model_run_parallel on the runtime's thread pool (nnefc_pool_new), and
+ * checks that the outputs are byte-identical to those of the serial model_run (exit 4
+ * otherwise). Handles models whose first input and first output are float32; it does not
+ * convert other element types, and checks no output but the first. */
 #define _POSIX_C_SOURCE 200112L
 #include <math.h>
 #include <stdint.h>
@@ -103,7 +105,9 @@ int main(int argc, char **argv) {
     }
     int iterations = argc > 2 ? atoi(argv[2]) : 100;
     if (iterations < 1) iterations = 1;
-    const char *expected_path = argc > 3 ? argv[3] : NULL;
+    const char *expected_path = argc > 3 && strcmp(argv[3], "-") != 0 ? argv[3] : NULL;
+    int threads = argc > 4 ? atoi(argv[4]) : 1;
+    if (threads < 1) threads = 1;
 
     /* The descriptor: what the model takes and returns, readable at run time. */
     const nnefc_tensor_info *in0 = &model_info.inputs[0], *out0 = &model_info.outputs[0];
@@ -125,17 +129,43 @@ int main(int argc, char **argv) {
         out_sizes[k] = n;
         outputs[k] = malloc(n * 4 + 1); /* 4 bytes covers every dtype; +1 for empty tensors */
     }
-    /* The workspace: MODEL_WORKSPACE_SIZE bytes aligned to MODEL_WORKSPACE_ALIGN. */
-    size_t ws_size = (MODEL_WORKSPACE_SIZE + MODEL_WORKSPACE_ALIGN - 1) / MODEL_WORKSPACE_ALIGN * MODEL_WORKSPACE_ALIGN;
+    /* The workspace: MODEL_WORKSPACE_SIZE_FOR(threads) bytes (MODEL_WORKSPACE_SIZE for
+       one) aligned to MODEL_WORKSPACE_ALIGN. */
+    size_t ws_size = (MODEL_WORKSPACE_SIZE_FOR(threads) + MODEL_WORKSPACE_ALIGN - 1) / MODEL_WORKSPACE_ALIGN * MODEL_WORKSPACE_ALIGN;
     void *workspace = aligned_alloc(MODEL_WORKSPACE_ALIGN, ws_size ? ws_size : MODEL_WORKSPACE_ALIGN);
     if (!input || !workspace) { fprintf(stderr, "out of memory\n"); return 1; }
     if (read_dat(argv[1], input, MODEL_INPUT0_SIZE, in_dims, MODEL_INPUT0_RANK) != 0) return 1;
 
+    /* Threads: a pool created once and reused by every run; NULL par means serial. */
+    nnefc_pool *pool = NULL;
+    nnefc_parallel par;
+    if (threads > 1) {
+        pool = nnefc_pool_new((size_t)threads);
+        if (!pool) { fprintf(stderr, "cannot start %d threads\n", threads); return 1; }
+        par = nnefc_pool_parallel(pool);
+    }
+    const nnefc_parallel *parp = pool ? &par : NULL;
+
     const void *inputs[1] = {input};
-    int status = model_run(inputs, outputs, workspace);
+    int status = model_run_parallel(inputs, outputs, workspace, parp);
     if (status != 0) {
-        fprintf(stderr, "model_run failed with status %d\n", status);
+        fprintf(stderr, "model_run_parallel failed with status %d\n", status);
         return 1;
+    }
+    int differs = 0;
+    if (threads > 1) {
+        /* The outputs do not depend on the number of threads: compare with model_run. */
+        void *serial[MODEL_NUM_OUTPUTS];
+        for (size_t k = 0; k < MODEL_NUM_OUTPUTS; k++) serial[k] = malloc(out_sizes[k] * 4 + 1);
+        void *ws1 = aligned_alloc(MODEL_WORKSPACE_ALIGN, ws_size ? ws_size : MODEL_WORKSPACE_ALIGN);
+        if (!ws1 || model_run(inputs, serial, ws1) != 0) { fprintf(stderr, "model_run failed\n"); return 1; }
+        for (size_t k = 0; k < MODEL_NUM_OUTPUTS; k++) {
+            differs |= memcmp(serial[k], outputs[k], out_sizes[k] * 4) != 0;
+            free(serial[k]);
+        }
+        free(ws1);
+        printf("threads: %d, outputs %s the serial run's\n", threads,
+               differs ? "DIFFER from" : "byte-identical to");
     }
 
     /* Top-5 of the first output. */
@@ -167,10 +197,10 @@ int main(int argc, char **argv) {
     /* Time per inference: median of `iterations` runs after a few warm-up runs. */
     double *ms = malloc(sizeof(double) * iterations);
     if (!ms) { fprintf(stderr, "out of memory\n"); return 1; }
-    for (int i = 0; i < 5; i++) model_run(inputs, outputs, workspace);
+    for (int i = 0; i < 5; i++) model_run_parallel(inputs, outputs, workspace, parp);
     for (int i = 0; i < iterations; i++) {
         double t0 = now_ms();
-        model_run(inputs, outputs, workspace);
+        model_run_parallel(inputs, outputs, workspace, parp);
         ms[i] = now_ms() - t0;
     }
     qsort(ms, iterations, sizeof(double), cmp_double);
@@ -178,7 +208,8 @@ int main(int argc, char **argv) {
 
     free(ms);
     free(workspace);
+    nnefc_pool_free(pool);
     for (size_t k = 0; k < MODEL_NUM_OUTPUTS; k++) free(outputs[k]);
     free(input);
-    return mismatch ? 3 : 0;
+    return mismatch ? 3 : differs ? 4 : 0;
 }

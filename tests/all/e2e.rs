@@ -1,7 +1,8 @@
 //! End to end: every model shipped in `examples/models` and, when present, every model in
 //! the shared corpus (`../shared/models` next to the repository, see `nnefc::corpus`) is compiled, loaded into
 //! this process, run on its `input.dat`, and compared with `expected.dat` under
-//! `|ours − expected| ≤ 1e-4 · max(1, max|expected|)`.
+//! `|ours − expected| ≤ 1e-4 · max(1, max|expected|)`; runs with 2 and 3 worker threads
+//! must give the same bytes as the serial run.
 //!
 //! The interpreter is not run here (it is slow on the large models); the compiled code is
 //! checked against the outputs ONNX Runtime produced.
@@ -25,7 +26,26 @@ fn check_model(m: &ModelDir) -> Result<String, String> {
     let mut model = LoadedModel::load(&compiled.artifacts).map_err(|e| format!("{name}: {e}"))?;
     let input = datfile::read(&m.input()).map_err(|e| format!("{name}: {e}"))?;
     let expected = datfile::read(&m.expected()).map_err(|e| format!("{name}: {e}"))?;
-    let outputs = model.run(&[input]).map_err(|e| format!("{name}: {e}"))?;
+    let outputs = model
+        .run(std::slice::from_ref(&input))
+        .map_err(|e| format!("{name}: {e}"))?;
+    // Threads: the runtime pool at 2 and 3 workers gives the same bytes.
+    for threads in [2, 3] {
+        model
+            .set_threads(threads)
+            .map_err(|e| format!("{name}: {e}"))?;
+        let theirs = model
+            .run(std::slice::from_ref(&input))
+            .map_err(|e| format!("{name}: {e}"))?;
+        let bytes = |ts: &[nnefc::compiler::ir::Tensor]| {
+            ts.iter().map(|t| t.to_le_bytes()).collect::<Vec<_>>()
+        };
+        if bytes(&outputs) != bytes(&theirs) {
+            return Err(format!(
+                "{name}: outputs with {threads} threads differ from the serial run"
+            ));
+        }
+    }
     let [ours] = outputs.as_slice() else {
         return Err(format!(
             "{name}: expected one output, got {}",
@@ -57,6 +77,7 @@ fn check_model(m: &ModelDir) -> Result<String, String> {
         );
     }
     assert_eq!(info.workspace_size, iface.workspace_size, "{name}");
+    assert_eq!(info.workspace_per_worker, iface.worker_workspace, "{name}");
     Ok(format!("{name}: {c}"))
 }
 

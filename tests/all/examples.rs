@@ -295,20 +295,29 @@ fn c_program_links_every_model() {
                 .arg(&exe),
             &format!("{}: cc", m.label),
         )?;
-        // One timed run after main.c's warm-up runs: this checks results, not speed.
-        let out = run_ok(
-            Command::new(&exe)
-                .arg(m.model.input())
-                .arg("1")
-                .arg(m.model.expected()),
-            &format!("{}: C program", m.label),
-        )?;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let verdict = stdout
-            .lines()
-            .find(|l| l.starts_with("expected: match"))
-            .ok_or_else(|| format!("{}: no match line:\n{stdout}", m.label))?;
-        Ok(format!("C    {}: {verdict}", m.label))
+        // One timed run after main.c's warm-up runs: this checks results, not speed. With
+        // 2 and 3 threads the program also checks its outputs against a serial run.
+        let mut verdicts = Vec::new();
+        for threads in ["1", "2", "3"] {
+            let out = run_ok(
+                Command::new(&exe)
+                    .arg(m.model.input())
+                    .arg("1")
+                    .arg(m.model.expected())
+                    .arg(threads),
+                &format!("{}: C program, {threads} thread(s)", m.label),
+            )?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let verdict = stdout
+                .lines()
+                .find(|l| l.starts_with("expected: match"))
+                .ok_or_else(|| format!("{}: no match line:\n{stdout}", m.label))?;
+            if threads != "1" && !stdout.contains("byte-identical to the serial run") {
+                return Err(format!("{}: {threads} threads:\n{stdout}", m.label));
+            }
+            verdicts.push(format!("{threads} thr: {verdict}"));
+        }
+        Ok(format!("C    {}: {}", m.label, verdicts.join("; ")))
     });
 }
 

@@ -2,7 +2,8 @@
 //! by `rustc` next to a model compiled with `nnefc --prefix model --emit obj,rust`: it
 //! `include!`s the generated bindings, runs the model once through the safe wrapper
 //! (`model::Model::infer`) on `INPUT.dat` and compares output 0 with `EXPECTED.dat` under
-//! `|ours − expected| ≤ 1e-4 · max(1, max|expected|)`. It is not a module of the test
+//! `|ours − expected| ≤ 1e-4 · max(1, max|expected|)`, and checks that `Model::with_threads`
+//! at 2 and 3 threads gives byte-identical outputs. It is not a module of the test
 //! binary, and it handles only models with one float32 input and one float32 output.
 //!
 //! Usage: `driver INPUT.dat EXPECTED.dat`; prints the largest difference, exits non-zero on
@@ -58,6 +59,19 @@ fn check() -> Result<String, String> {
     }
     let mut m = model::Model::new();
     let ours = m.infer(&input).map_err(|e| e.to_string())?;
+    // The same through the runtime's thread pool, at 2 and 3 threads: byte-identical.
+    for threads in [2, 3] {
+        let mut mt = model::Model::with_threads(threads).map_err(|e| e.to_string())?;
+        let theirs = mt.infer(&input).map_err(|e| e.to_string())?;
+        let same = ours
+            .data()
+            .iter()
+            .zip(theirs.data())
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        if !same {
+            return Err(format!("{threads} threads: outputs differ from the serial run"));
+        }
+    }
     let max_ref = expected.iter().fold(0f32, |m, x| m.max(x.abs()));
     let tolerance = 1e-4 * max_ref.max(1.0);
     // `!(d <= max)` also catches NaN, which must count as a mismatch.

@@ -128,6 +128,8 @@ fn c_header_macros() {
         #define NET_NUM_OUTPUTS 2
         #define NET_WORKSPACE_SIZE 64 /* bytes of scratch the caller provides */
         #define NET_WORKSPACE_ALIGN 64
+        #define NET_WORKSPACE_PER_WORKER 0 /* bytes each worker beyond the first adds */
+        #define NET_WORKSPACE_SIZE_FOR(w) ((size_t)NET_WORKSPACE_SIZE + ((w) > 1 ? ((size_t)(w) - 1) * (size_t)NET_WORKSPACE_PER_WORKER : 0))
         #define NET_INPUT0_NAME "image"
         #define NET_INPUT0_SIZE 6 /* elements */
         #define NET_INPUT0_DTYPE NNEFC_DTYPE_F32
@@ -267,7 +269,7 @@ fn kernel_dump() {
         b1: f32[16] output 0
         b2: f32[2] workspace @0
         b3: f32[2] workspace @64
-        workspace 128 bytes
+        workspace 128 bytes + 0 per extra worker
         kernel k_k0_n0_softmax_max
           loop i0 < 2
           loop i1 < 8 x4 reduce

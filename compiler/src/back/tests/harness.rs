@@ -55,12 +55,38 @@ pub fn scratch_dir() -> PathBuf {
     d
 }
 
+type ParRunFn = unsafe extern "C" fn(
+    *const *const u8,
+    *const *mut u8,
+    *mut u8,
+    *const nnefc_runtime::Parallel,
+) -> i32;
+
 /// A compiled and loaded model.
 pub struct Loaded {
     pub art: Artifacts,
     _lib: libloading::Library,
     run: unsafe extern "C" fn(*const *const u8, *const *mut u8, *mut u8) -> i32,
+    run_parallel: ParRunFn,
     dir: PathBuf,
+}
+
+/// Workers of the fake pool every differential run is repeated with.
+const FAKE_WORKERS: usize = 3;
+
+/// A `parallel_for` that runs the tasks on this thread in reverse order, task `i` as
+/// worker `i % FAKE_WORKERS`: a task order and scratch assignment no serial run has, so a
+/// task that depends on another's result or shares a worker's scratch shows up.
+unsafe extern "C" fn reverse_for(
+    _pool: *mut core::ffi::c_void,
+    task: nnefc_runtime::TaskFn,
+    ctx: *mut core::ffi::c_void,
+    n: usize,
+) {
+    for i in (0..n).rev() {
+        // SAFETY: the parallel_for contract, forwarded.
+        unsafe { task(ctx, i, i % FAKE_WORKERS) };
+    }
 }
 
 impl Drop for Loaded {
@@ -107,10 +133,15 @@ pub fn load(g: &Graph, o: &BackendOptions) -> Loaded {
             .get(format!("{}_run", o.prefix).as_bytes())
             .expect("entry symbol");
         let run = *sym;
+        let psym: libloading::Symbol<'_, ParRunFn> = lib
+            .get(format!("{}_run_parallel", o.prefix).as_bytes())
+            .expect("parallel entry symbol");
+        let run_parallel = *psym;
         Loaded {
             art,
             _lib: lib,
             run,
+            run_parallel,
             dir,
         }
     }
@@ -122,7 +153,32 @@ struct Block([u8; 64]);
 
 impl Loaded {
     /// Runs with fresh output buffers; returns the outputs or the status.
+    ///
+    /// Every run happens twice: through `PREFIX_run`, and through `PREFIX_run_parallel`
+    /// with a fake pool of [`FAKE_WORKERS`] workers that runs tasks in reverse order;
+    /// the two must agree bit for bit (outputs do not depend on the thread count).
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, i32> {
+        let serial = self.run_once(inputs, None)?;
+        let par = nnefc_runtime::Parallel {
+            pool: std::ptr::null_mut(),
+            workers: FAKE_WORKERS,
+            parallel_for: Some(reverse_for),
+        };
+        let parallel = self.run_once(inputs, Some(&par))?;
+        let bytes = |ts: &[Tensor]| ts.iter().map(|t| t.to_le_bytes()).collect::<Vec<_>>();
+        assert!(
+            bytes(&serial) == bytes(&parallel),
+            "{}: outputs with {FAKE_WORKERS} workers differ from the serial run",
+            self.art.interface.prefix
+        );
+        Ok(serial)
+    }
+
+    fn run_once(
+        &self,
+        inputs: &[Tensor],
+        par: Option<&nnefc_runtime::Parallel>,
+    ) -> Result<Vec<Tensor>, i32> {
         let in_bytes: Vec<Vec<u8>> = inputs.iter().map(|t| t.to_le_bytes()).collect();
         let mut out_bytes: Vec<Vec<u8>> = self
             .art
@@ -132,11 +188,20 @@ impl Loaded {
             .map(|t| vec![0xA5u8; t.volume() * t.dtype.size()])
             .collect();
         // Poison the workspace so reads of unwritten scratch show up as garbage.
-        let mut ws = vec![Block([0xCD; 64]); self.art.workspace_size.div_ceil(64).max(1)];
+        let workers = par.map_or(1, |p| p.workers);
+        let ws_len = self.art.interface.workspace_size_for(workers);
+        let mut ws = vec![Block([0xCD; 64]); ws_len.div_ceil(64).max(1)];
         let ip: Vec<*const u8> = in_bytes.iter().map(|b| b.as_ptr()).collect();
         let op: Vec<*mut u8> = out_bytes.iter_mut().map(|b| b.as_mut_ptr()).collect();
-        // SAFETY: buffers sized from the interface; workspace 64-byte aligned.
-        let status = unsafe { (self.run)(ip.as_ptr(), op.as_ptr(), ws.as_mut_ptr() as *mut u8) };
+        let wp = ws.as_mut_ptr() as *mut u8;
+        // SAFETY: buffers sized from the interface; workspace 64-byte aligned and sized
+        // for the workers; `par` is valid for the call.
+        let status = unsafe {
+            match par {
+                None => (self.run)(ip.as_ptr(), op.as_ptr(), wp),
+                Some(p) => (self.run_parallel)(ip.as_ptr(), op.as_ptr(), wp, p),
+            }
+        };
         if status != 0 {
             return Err(status);
         }
