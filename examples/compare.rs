@@ -1,5 +1,5 @@
 //! `cargo run --release --example compare [MODEL...] [--budget-ms N] [--svg FILE]`:
-//! times nnefc, ONNX Runtime (1 thread and all threads) and tract on the same models and
+//! times nnefc and ONNX Runtime (each at 1 thread and all threads) and tract on the same models and
 //! inputs in one run, prints a table of medians and ratios, and writes an SVG bar chart.
 //!
 //! Models: `examples/models` plus the shared corpus when present (`nnefc::corpus`);
@@ -12,7 +12,8 @@
 //!   bench -R` (single-threaded build; random input of the declared shape; it prints a
 //!   mean per run, so three runs are made and their median is reported).
 //!
-//! nnefc runs in-process (`nnefc::exec`), one thread, on `input.dat`.
+//! nnefc runs in-process (`nnefc::exec`) on `input.dat`, serially and with the runtime's
+//! thread pool at all cores (`LoadedModel::set_threads(0)`).
 //!
 //! An engine that cannot load or run a model is reported as such in the table, never
 //! dropped. This is a measurement tool, not a test: numbers move by 10-20% between runs on
@@ -29,7 +30,13 @@ use std::time::Instant;
 /// One engine's result on one model: a median in ms, or why there is none.
 type Cell = Result<f64, String>;
 
-const ENGINES: [&str; 4] = ["nnefc", "ORT 1 thread", "ORT all threads", "tract"];
+const ENGINES: [&str; 5] = [
+    "nnefc 1 thread",
+    "nnefc all threads",
+    "ORT 1 thread",
+    "ORT all threads",
+    "tract",
+];
 
 const ORT_SCRIPT: &str = r#"
 import json, sys, time
@@ -152,13 +159,14 @@ fn tract(cache: &Path) -> Result<PathBuf, String> {
     Ok(exe)
 }
 
-fn time_nnefc(m: &ModelDir, budget_ms: f64) -> Cell {
+fn time_nnefc(m: &ModelDir, threads: usize, budget_ms: f64) -> Cell {
     let compiled = nnefc::compile_model(&m.nnef(), &Options::default(), None).map_err(|e| {
         let text = e.render();
         format!("failed to compile: {}", text.lines().next().unwrap_or(""))
     })?;
     let mut model =
         LoadedModel::load(&compiled.artifacts).map_err(|e| format!("failed to load: {e}"))?;
+    model.set_threads(threads).map_err(|e| e.to_string())?;
     let input = nnefc::datfile::read(&m.input()).map_err(|e| e.to_string())?;
     let inputs = [input];
     let t = Instant::now();
@@ -246,7 +254,7 @@ fn ratio(ours: &Cell, other: &Cell) -> String {
 }
 
 fn svg(rows: &[(String, Vec<Cell>)]) -> String {
-    let colors = ["#3a6ea5", "#e07b39", "#f2b134", "#5aa05a"];
+    let colors = ["#3a6ea5", "#8fb3d9", "#e07b39", "#f2b134", "#5aa05a"];
     let (left, bar_h, gap, width) = (130.0, 14.0, 14.0, 520.0);
     let group_h = bar_h * ENGINES.len() as f64 + gap;
     let height = 70.0 + group_h * rows.len() as f64 + 30.0;
@@ -262,7 +270,7 @@ fn svg(rows: &[(String, Vec<Cell>)]) -> String {
         r#"<text x="10" y="20" font-size="14" font-weight="bold">Time per inference, ms (median; shorter is faster; bars scaled per model)</text>"#
     );
     for (k, name) in ENGINES.iter().enumerate() {
-        let x = 10.0 + 150.0 * k as f64;
+        let x = 10.0 + 130.0 * k as f64;
         let _ = writeln!(
             o,
             r#"<rect x="{x}" y="32" width="12" height="12" fill="{}"/><text x="{}" y="42">{name}</text>"#,
@@ -398,7 +406,8 @@ fn main() {
     for m in &models {
         eprintln!("timing {} ...", m.name);
         let cells = vec![
-            time_nnefc(m, budget_ms),
+            time_nnefc(m, 1, budget_ms),
+            time_nnefc(m, threads, budget_ms),
             time_ort(&python, &script, m, 1, budget_ms),
             time_ort(&python, &script, m, 0, budget_ms),
             time_tract(&tract, m, budget_ms),
@@ -411,24 +420,26 @@ fn main() {
         rows.push((m.name.clone(), cells));
     }
 
+    println!("\nmedian ms per inference (tract: 1 thread; all threads = {threads})\n");
     println!(
-        "\nmedian ms per inference (nnefc and tract: 1 thread; ORT all threads = {threads})\n"
-    );
-    println!(
-        "| model | {} | nnefc/ORT-1 | nnefc/ORT-all | nnefc/tract |",
+        "| model | {} | 1 thr: nnefc/ORT | all: nnefc/ORT | nnefc/tract (1 thr) | nnefc speed-up |",
         ENGINES.join(" | ")
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (name, c) in &rows {
         println!(
-            "| {name} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             cell_text(&c[0]),
             cell_text(&c[1]),
             cell_text(&c[2]),
             cell_text(&c[3]),
-            ratio(&c[0], &c[1]),
+            cell_text(&c[4]),
             ratio(&c[0], &c[2]),
-            ratio(&c[0], &c[3])
+            ratio(&c[1], &c[3]),
+            ratio(&c[0], &c[4]),
+            ratio(&c[1], &c[0])
+                .parse::<f64>()
+                .map_or("-".into(), |r| format!("{:.2}×", 1.0 / r))
         );
     }
     println!("\nratios < 1: nnefc is faster.");

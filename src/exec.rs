@@ -336,6 +336,105 @@ pub fn synthetic_input(dtype: DType, shape: &[usize]) -> Tensor {
     }
 }
 
+/// The profile hook: records the time each step finished.
+struct ProfileCtx {
+    stamps: Vec<std::time::Instant>,
+}
+
+unsafe extern "C" fn profile_hook(ctx: *mut std::ffi::c_void, step: usize) {
+    // SAFETY: ctx is the ProfileCtx of `LoadedModel::profile`, alive during the run.
+    let c = unsafe { &mut *(ctx as *mut ProfileCtx) };
+    if let Some(s) = c.stamps.get_mut(step) {
+        *s = std::time::Instant::now();
+    }
+}
+
+type ProfiledFn = unsafe extern "C" fn(
+    *const *const u8,
+    *const *mut u8,
+    *mut u8,
+    *const nnefc_runtime::Parallel,
+    unsafe extern "C" fn(*mut std::ffi::c_void, usize),
+    *mut std::ffi::c_void,
+) -> i32;
+
+impl LoadedModel {
+    /// Mean time of every step over `iterations` runs (after `warmup`), with the step
+    /// table: needs an object compiled with `BackendOptions::profile`.
+    pub fn profile(
+        &mut self,
+        inputs: &[Tensor],
+        warmup: usize,
+        iterations: usize,
+    ) -> Result<Vec<(nnefc_compiler::back::profile::StepInfo, f64)>, ExecError> {
+        check_tensors("input", &self.interface.inputs, inputs)?;
+        let prefix = self.interface.prefix.clone();
+        // SAFETY: the symbols of a profiled object have these types (`back::profile`).
+        let (run, table) = unsafe {
+            let run: ProfiledFn = *self
+                ._library
+                .get::<ProfiledFn>(format!("{prefix}_run_profiled\0").as_bytes())
+                .map_err(|_| {
+                    ExecError::Load(format!(
+                        "{prefix}_run_profiled is missing: compile with profiling on"
+                    ))
+                })?;
+            let table: *const std::ffi::c_char = *self
+                ._library
+                .get::<*const std::ffi::c_char>(format!("{prefix}_profile_table\0").as_bytes())
+                .map_err(|e| ExecError::Load(format!("{prefix}_profile_table: {e}")))?;
+            (
+                run,
+                std::ffi::CStr::from_ptr(table)
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        };
+        let steps = nnefc_compiler::back::profile::parse(&table);
+        let mut outputs = self.output_buffers();
+        let in_ptrs: Vec<*const u8> = inputs.iter().map(data_ptr).collect();
+        let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(data_ptr_mut).collect();
+        let ws = self.workspace.as_mut_ptr() as *mut u8;
+        let par = self.pool.as_ref().map(|p| p.parallel());
+        let par_ptr = par
+            .as_ref()
+            .map_or(std::ptr::null(), |p| p as *const nnefc_runtime::Parallel);
+        let now = std::time::Instant::now();
+        let mut ctx = ProfileCtx {
+            stamps: vec![now; steps.len()],
+        };
+        let mut sums = vec![0f64; steps.len()];
+        let runs = iterations.max(1);
+        for it in 0..warmup + runs {
+            let t0 = std::time::Instant::now();
+            // SAFETY: as in `run_into`; the hook only writes `ctx`, which outlives the call.
+            let status = unsafe {
+                run(
+                    in_ptrs.as_ptr(),
+                    out_ptrs.as_ptr(),
+                    ws,
+                    par_ptr,
+                    profile_hook,
+                    &mut ctx as *mut ProfileCtx as *mut std::ffi::c_void,
+                )
+            };
+            nnefc_runtime::check(status).map_err(ExecError::Run)?;
+            if it >= warmup {
+                let mut prev = t0;
+                for (s, t) in sums.iter_mut().zip(&ctx.stamps) {
+                    *s += t.saturating_duration_since(prev).as_secs_f64() * 1e3;
+                    prev = prev.max(*t);
+                }
+            }
+        }
+        Ok(steps
+            .into_iter()
+            .zip(sums)
+            .map(|(s, t)| (s, t / runs as f64))
+            .collect())
+    }
+}
+
 /// Timing of repeated runs, in milliseconds per inference.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Timing {

@@ -118,6 +118,10 @@ struct CodegenArgs {
     /// Cranelift CPU feature or preset to enable, e.g. x86-64-v3 or has_avx2 (repeatable)
     #[arg(long = "cpu-feature", value_name = "FEATURE")]
     cpu_features: Vec<String>,
+    /// Profile: the object also exports PREFIX_run_profiled (calls a hook after every
+    /// step) and PREFIX_profile_table; `bench` then prints time per layer
+    #[arg(long)]
+    profile: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -343,6 +347,7 @@ impl CodegenArgs {
     fn apply(&self, o: &mut Options) {
         o.back.target = self.target.clone();
         o.back.cpu_features = self.cpu_features.clone();
+        o.back.profile = self.profile;
     }
 }
 
@@ -585,6 +590,9 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), Failure> {
     let mut model = LoadedModel::load(&compiled.artifacts)?;
     model.set_threads(a.threads)?;
     let inputs = read_inputs(&model, &a.inputs, true)?;
+    if a.codegen.profile {
+        return print_profile(&mut model, &inputs, a);
+    }
     let timing = model.time(&inputs, a.warmup, a.iterations)?;
     println!(
         "{}: median {:.4} ms, min {:.4} ms per inference ({} runs after {} warm-up, {} thread{}; compiled in {:.2} s, workspace {} bytes)",
@@ -602,6 +610,62 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), Failure> {
         compile_s,
         model.interface().workspace_size_for(model.threads())
     );
+    Ok(())
+}
+
+/// `bench --profile`: time per graph node (the steps of a node summed), sorted by time.
+fn print_profile(
+    model: &mut LoadedModel,
+    inputs: &[nnefc::compiler::ir::Tensor],
+    a: &BenchArgs,
+) -> Result<(), Failure> {
+    let steps = model.profile(inputs, a.warmup, a.iterations)?;
+    // Consecutive steps of one node form one row.
+    let mut rows: Vec<(nnefc::compiler::back::profile::StepInfo, f64)> = Vec::new();
+    let mut last = None;
+    for (info, ms) in steps {
+        let key = (info.node.clone(), info.op.clone());
+        match rows.last_mut() {
+            Some(r) if last.as_ref() == Some(&key) => r.1 += ms,
+            _ => rows.push((info, ms)),
+        }
+        last = Some(key);
+    }
+    let total: f64 = rows.iter().map(|r| r.1).sum();
+    rows.sort_by(|x, y| y.1.total_cmp(&x.1));
+    println!(
+        "{}: {:.4} ms per inference (mean of {} profiled runs, {} thread{}), {} layers",
+        a.model
+            .model
+            .as_deref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        total,
+        a.iterations.max(1),
+        model.threads(),
+        if model.threads() == 1 { "" } else { "s" },
+        rows.len()
+    );
+    println!(
+        "{:<32} {:<20} {:<18} {:>9} {:>7} {:>9}",
+        "node", "op", "shape", "ms", "share", "GFLOP/s"
+    );
+    for (info, ms) in &rows {
+        let rate = if info.flops > 0.0 && *ms > 0.0 {
+            format!("{:.1}", info.flops / (ms * 1e6))
+        } else {
+            "-".into()
+        };
+        println!(
+            "{:<32} {:<20} {:<18} {:>9.4} {:>6.1}% {:>9}",
+            info.node,
+            info.op,
+            info.shape,
+            ms,
+            100.0 * ms / total.max(1e-12),
+            rate
+        );
+    }
     Ok(())
 }
 

@@ -165,6 +165,19 @@ int {p}_run(const void *const *inputs, void *const *outputs, void *workspace);
 int {p}_run_parallel(const void *const *inputs, void *const *outputs, void *workspace,
                      const nnefc_parallel *par);"
     );
+    if m.profiled {
+        let _ = writeln!(
+            o,
+            "
+/* Profiling (compiled with --profile): {p}_run_parallel that calls hook(hook_ctx, step)
+   after every step (hook may be NULL). {p}_profile_table has one line per step:
+   step<TAB>node<TAB>op<TAB>shape<TAB>flops (flops 0: not rated). */
+int {p}_run_profiled(const void *const *inputs, void *const *outputs, void *workspace,
+                     const nnefc_parallel *par, void (*hook)(void *hook_ctx, size_t step),
+                     void *hook_ctx);
+extern const char {p}_profile_table[];"
+        );
+    }
     let _ = writeln!(o, "\n#ifdef __cplusplus\n}}\n#endif\n\n#endif /* {up}_H */");
     o
 }

@@ -234,6 +234,17 @@ pub struct Program {
     /// Bytes each further worker adds: the GEMM scratch, which is the last region of the
     /// workspace, is repeated per worker (worker `w` at `GemmCall::scratch + w·this`).
     pub worker_scratch: usize,
+    /// Per step, the index of the graph node it computes (the node count for the copies
+    /// of graph outputs at the end): what `--profile` attributes time to.
+    pub step_nodes: Vec<usize>,
+}
+
+impl Program {
+    /// Attributes every step added since the last call to graph node `node`.
+    pub fn attribute_steps(&mut self, node: usize) {
+        let n = self.steps.len();
+        self.step_nodes.resize(n, node);
+    }
 }
 
 impl Program {

@@ -99,6 +99,7 @@ pub mod emit;
 pub mod header;
 pub mod kernel;
 pub mod object;
+pub mod profile;
 pub mod schedule;
 pub mod select;
 
@@ -134,6 +135,10 @@ pub struct BackendOptions {
     /// exactly when `target` names another architecture or OS than the host (the runtime
     /// crate cannot be built for those here). See "Cross targets" above.
     pub self_contained: Option<bool>,
+    /// Also export `PREFIX_run_profiled`, which calls a hook after every step, and the
+    /// step table `PREFIX_profile_table` (see `profile`). Off: neither exists, and the
+    /// other entry points are unchanged.
+    pub profile: bool,
 }
 
 impl BackendOptions {
@@ -164,6 +169,7 @@ impl Default for BackendOptions {
             cpu_features: Vec::new(),
             vectorize: true,
             self_contained: None,
+            profile: false,
         }
     }
 }
@@ -192,6 +198,8 @@ pub struct ModelInterface {
     pub workspace_size: usize,
     /// Bytes each further worker adds (`PREFIX_WORKSPACE_PER_WORKER`).
     pub worker_workspace: usize,
+    /// The object exports `PREFIX_run_profiled` and `PREFIX_profile_table`.
+    pub profiled: bool,
 }
 
 impl ModelInterface {
@@ -272,6 +280,7 @@ fn interface(
         outputs,
         workspace_size,
         worker_workspace,
+        profiled: false,
     })
 }
 
@@ -341,13 +350,17 @@ pub fn compile_with_plan(
 ) -> Result<Artifacts, CodegenError> {
     check_sizes(graph)?;
     let program = kernels(graph, plan, opts)?;
-    let iface = interface(
+    let mut iface = interface(
         graph,
         &opts.prefix,
         program.workspace_size,
         program.worker_scratch,
     )?;
-    let object = object::build(&program, &iface, opts)?;
+    iface.profiled = opts.profile;
+    let table = opts
+        .profile
+        .then(|| profile::table(graph, &program.step_nodes));
+    let object = object::build(&program, &iface, opts, table.as_deref())?;
     Ok(Artifacts {
         object,
         header: header::c_header(&iface),

@@ -94,6 +94,7 @@ pub(crate) fn build(
     program: &Program,
     iface: &ModelInterface,
     opts: &BackendOptions,
+    profile_table: Option<&str>,
 ) -> Result<Vec<u8>, CodegenError> {
     let isa = make_isa(opts)?;
     let caps = Caps {
@@ -153,7 +154,25 @@ pub(crate) fn build(
             }
         }
     }
-    define_entry(&mut cx, program, &kernel_ids, opts)?;
+    if let Some(text) = profile_table {
+        let id = cx
+            .module
+            .declare_data(
+                &format!("{}_profile_table", opts.prefix),
+                Linkage::Export,
+                false,
+                false,
+            )
+            .map_err(cl("declare profile table"))?;
+        let mut dd = DataDescription::new();
+        let mut bytes = text.as_bytes().to_vec();
+        bytes.push(0);
+        dd.define(bytes.into_boxed_slice());
+        cx.module
+            .define_data(id, &dd)
+            .map_err(cl("define profile table"))?;
+    }
+    define_entry(&mut cx, program, &kernel_ids, opts, profile_table.is_some())?;
     abi::define_info(&mut cx.module, iface)?;
     let product = cx.module.finish();
     product.emit().map_err(cl("emit object"))
@@ -358,42 +377,69 @@ fn define_entry(
     program: &Program,
     kernels: &[Option<FuncId>],
     opts: &BackendOptions,
+    profiled: bool,
 ) -> Result<(), CodegenError> {
     let ptr = cx.module.target_config().pointer_type();
-    let mut psig: Signature = cx.module.make_signature();
-    psig.params.extend([
-        AbiParam::new(ptr),
-        AbiParam::new(ptr),
-        AbiParam::new(ptr),
-        AbiParam::new(ptr),
-    ]);
-    psig.returns.push(AbiParam::new(I32));
+    let entry_sig = |cx: &mut Ctx, params: usize| {
+        let mut sig: Signature = cx.module.make_signature();
+        for _ in 0..params {
+            sig.params.push(AbiParam::new(ptr));
+        }
+        sig.returns.push(AbiParam::new(I32));
+        sig
+    };
+    let psig = entry_sig(cx, 4);
     let pname = format!("{}_run_parallel", opts.prefix);
     let pid = cx
         .module
         .declare_function(&pname, Linkage::Export, &psig)
         .map_err(cl("declare entry"))?;
-    define_run_parallel(cx, program, kernels, pid, psig, &pname)?;
+    if profiled {
+        // PREFIX_run_profiled(inputs, outputs, workspace, par, hook, hook_ctx) holds the
+        // code; PREFIX_run_parallel calls it with a null hook.
+        let fsig = entry_sig(cx, 6);
+        let fname = format!("{}_run_profiled", opts.prefix);
+        let fid = cx
+            .module
+            .declare_function(&fname, Linkage::Export, &fsig)
+            .map_err(cl("declare entry"))?;
+        define_run_parallel(cx, program, kernels, fid, fsig, &fname, true)?;
+        define_forward(cx, pid, psig, fid, &pname, 2)?;
+    } else {
+        define_run_parallel(cx, program, kernels, pid, psig, &pname, false)?;
+    }
 
-    // PREFIX_run: the serial entry point of the ABI, a tail of run_parallel(…, NULL).
-    let mut sig: Signature = cx.module.make_signature();
-    sig.params
-        .extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(ptr)]);
-    sig.returns.push(AbiParam::new(I32));
+    // PREFIX_run: the serial entry point of the ABI, run_parallel(…, NULL).
+    let sig = entry_sig(cx, 3);
     let name = format!("{}_run", opts.prefix);
     let id = cx
         .module
         .declare_function(&name, Linkage::Export, &sig)
         .map_err(cl("declare entry"))?;
+    define_forward(cx, id, sig, pid, &name, 1)
+}
+
+/// Defines `id` as a call of `target` with `id`'s arguments followed by `extra` nulls.
+fn define_forward(
+    cx: &mut Ctx,
+    id: FuncId,
+    sig: Signature,
+    target: FuncId,
+    name: &str,
+    extra: usize,
+) -> Result<(), CodegenError> {
+    let ptr = cx.module.target_config().pointer_type();
     let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
-    let pref = cx.module.declare_func_in_func(pid, &mut func);
+    let pref = cx.module.declare_func_in_func(target, &mut func);
     {
         let mut b = FunctionBuilder::new(&mut func, &mut cx.fctx);
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
         let mut args = b.block_params(entry).to_vec();
-        args.push(b.ins().iconst(ptr, 0));
+        for _ in 0..extra {
+            args.push(b.ins().iconst(ptr, 0));
+        }
         let call = b.ins().call(pref, &args);
         let status = b.inst_results(call)[0];
         b.ins().return_(&[status]);
@@ -408,6 +454,9 @@ fn define_entry(
     Ok(())
 }
 
+/// The body of the entry point: checks, then every step in order. With `profiled`, two
+/// more parameters `hook, hook_ctx`: a non-null `hook(hook_ctx, step)` is called after
+/// each step.
 fn define_run_parallel(
     cx: &mut Ctx,
     program: &Program,
@@ -415,6 +464,7 @@ fn define_run_parallel(
     id: FuncId,
     sig: Signature,
     name: &str,
+    profiled: bool,
 ) -> Result<(), CodegenError> {
     use cranelift_codegen::ir::{StackSlotData, StackSlotKind};
     let ptr = cx.module.target_config().pointer_type();
@@ -467,6 +517,10 @@ fn define_run_parallel(
         tsig.params.push(AbiParam::new(ptr));
     }
     let tsig = func.import_signature(tsig);
+    // The profile hook: (hook_ctx, step).
+    let mut hsig = cx.module.make_signature();
+    hsig.params.extend([AbiParam::new(ptr), AbiParam::new(ptr)]);
+    let hsig = func.import_signature(hsig);
     let num_inputs = program
         .buffers
         .iter()
@@ -507,6 +561,7 @@ fn define_run_parallel(
         b.switch_to_block(entry);
         let p = b.block_params(entry).to_vec();
         let (inputs, outputs, ws, par) = (p[0], p[1], p[2], p[3]);
+        let hook = profiled.then(|| (p[4], p[5]));
         let fail = b.create_block();
         b.append_block_param(fail, I32);
         // Guard: each check branches to `fail(status)`.
@@ -604,7 +659,21 @@ fn define_run_parallel(
             })
         };
         let store = MemFlagsData::trusted();
-        for (step, fref) in program.steps.iter().zip(&refs) {
+        for (si, (step, fref)) in program.steps.iter().zip(&refs).enumerate() {
+            if si > 0
+                && let Some((h, hctx)) = hook
+            {
+                // After step si − 1: hook(hook_ctx, si − 1) when a hook is given.
+                let call_blk = b.create_block();
+                let next = b.create_block();
+                let none = b.ins().icmp_imm_s(IntCC::Equal, h, 0);
+                b.ins().brif(none, next, &[], call_blk, &[]);
+                b.switch_to_block(call_blk);
+                let idx = b.ins().iconst(ptr, si as i64 - 1);
+                b.ins().call_indirect(hsig, h, &[hctx, idx]);
+                b.ins().jump(next, &[]);
+                b.switch_to_block(next);
+            }
             match (step, fref) {
                 (Step::Kernel(k), Some(f)) if is_parallel(k) => {
                     let slot =
@@ -714,6 +783,19 @@ fn define_run_parallel(
                 }
                 _ => return Err(CodegenError::Internal("kernel without a function".into())),
             }
+        }
+        if let Some((h, hctx)) = hook
+            && !program.steps.is_empty()
+        {
+            let call_blk = b.create_block();
+            let next = b.create_block();
+            let none = b.ins().icmp_imm_s(IntCC::Equal, h, 0);
+            b.ins().brif(none, next, &[], call_blk, &[]);
+            b.switch_to_block(call_blk);
+            let idx = b.ins().iconst(ptr, program.steps.len() as i64 - 1);
+            b.ins().call_indirect(hsig, h, &[hctx, idx]);
+            b.ins().jump(next, &[]);
+            b.switch_to_block(next);
         }
         let ok = b.ins().iconst(I32, 0);
         b.ins().return_(&[ok]);

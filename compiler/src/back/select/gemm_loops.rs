@@ -102,7 +102,11 @@ fn kernel(
 /// Replaces every GEMM step of the program by loop-nest kernels.
 pub(super) fn lower_all(lw: &mut Lowering<'_>) -> Result<(), CodegenError> {
     let steps = std::mem::take(&mut lw.prog.steps);
-    for s in steps {
+    let nodes = std::mem::take(&mut lw.prog.step_nodes);
+    for (s, node) in steps.into_iter().zip(nodes) {
+        // The steps pushed for the previous original step belong to its node.
+        lw.prog.attribute_steps(lw.node_idx());
+        lw.set_node_idx(node);
         let g = match s {
             Step::Gemm(g) => g,
             other => {
@@ -159,5 +163,6 @@ pub(super) fn lower_all(lw: &mut Lowering<'_>) -> Result<(), CodegenError> {
             }
         }
     }
+    lw.prog.attribute_steps(lw.node_idx());
     Ok(())
 }

@@ -200,6 +200,10 @@ impl<'g> Lowering<'g> {
     pub fn node_idx(&self) -> usize {
         self.node_index
     }
+    /// Sets the node that new steps are attributed to (`gemm_loops` re-lowering steps).
+    pub fn set_node_idx(&mut self, node: usize) {
+        self.node_index = node;
+    }
 
     /// A fresh kernel named after the current node.
     pub fn kernel(&self, what: &str, extents: &[usize]) -> Kernel {
@@ -290,6 +294,9 @@ impl<'g> Lowering<'g> {
     pub fn run(mut self) -> Result<Program, CodegenError> {
         let groups = fuse::plan(self.g, self.plan);
         for (i, n) in self.g.nodes.iter().enumerate() {
+            if i > 0 {
+                self.prog.attribute_steps(i - 1);
+            }
             self.node_index = i;
             self.scratch_used = 0;
             if self.skip.get(i).copied().unwrap_or(false) {
@@ -302,6 +309,8 @@ impl<'g> Lowering<'g> {
                 None => self.node(n)?,
             }
         }
+        self.prog
+            .attribute_steps(self.g.nodes.len().saturating_sub(1));
         self.node_index = self.g.nodes.len();
         self.scratch_used = 0;
         for (j, &v) in self.g.outputs.iter().enumerate() {
@@ -316,6 +325,7 @@ impl<'g> Lowering<'g> {
             let dst = self.prog.add_buffer(BufKind::Output(j), dtype, len);
             self.copy(src, dst, dtype, len);
         }
+        self.prog.attribute_steps(self.g.nodes.len());
         if self.self_contained {
             gemm_loops::lower_all(&mut self)?;
         }

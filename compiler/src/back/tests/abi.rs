@@ -309,3 +309,85 @@ fn kernel_dump() {
     "#]]
     .assert_eq(&art.kernels);
 }
+
+/// A profiled object: the step table names each step's node, op, shape and work, and
+/// `PREFIX_run_profiled` calls the hook once per step, in order, with the same outputs
+/// as `PREFIX_run`; an unprofiled object has neither symbol.
+#[test]
+fn profiled_object_reports_every_step() {
+    let mut g = Graph::new("p");
+    let a = g.add_input("a", TensorType::new(DType::F32, &[4, 8]));
+    let b = g.add_input("b", TensorType::new(DType::F32, &[8, 5]));
+    let c = g.add_node(
+        Op::MatMul {
+            transpose_a: false,
+            transpose_b: false,
+        },
+        vec![a, b],
+        vec![TensorType::new(DType::F32, &[4, 5])],
+    )[0];
+    g.values[c.index()].name = Some("prod".into());
+    let r = g.add_node(
+        Op::Unary(UnaryOp::Exp),
+        vec![c],
+        vec![TensorType::new(DType::F32, &[4, 5])],
+    )[0];
+    g.values[r.index()].name = Some("out".into());
+    g.outputs.push(r);
+    let mut o = opts("p");
+    o.profile = true;
+    let m = load(&g, &o);
+    let first: &u8 = m.symbol("p_profile_table");
+    // SAFETY: the table is a NUL-terminated string in the object's data.
+    let table = unsafe { std::ffi::CStr::from_ptr(first as *const u8 as *const std::ffi::c_char) }
+        .to_string_lossy()
+        .into_owned();
+    expect_test::expect![[r#"
+        0	prod	matmul	4x5	320
+        1	out	exp	4x5	0
+    "#]]
+    .assert_eq(&table);
+    type Hook = unsafe extern "C" fn(*mut std::ffi::c_void, usize);
+    type Profiled = unsafe extern "C" fn(
+        *const *const u8,
+        *const *mut u8,
+        *mut u8,
+        *const nnefc_runtime::Parallel,
+        Hook,
+        *mut std::ffi::c_void,
+    ) -> i32;
+    unsafe extern "C" fn hook(ctx: *mut std::ffi::c_void, step: usize) {
+        // SAFETY: ctx is the Vec below.
+        unsafe { (*(ctx as *mut Vec<usize>)).push(step) };
+    }
+    // SAFETY: a profiled object exports this function with this type.
+    let run: Profiled = unsafe { m.function("p_run_profiled") };
+    let mut rng = Rng::new(7);
+    let ta = rng.tensor(DType::F32, &[4, 8], -1.0, 1.0);
+    let tb = rng.tensor(DType::F32, &[8, 5], -1.0, 1.0);
+    let (xa, xb) = (ta.to_le_bytes(), tb.to_le_bytes());
+    let mut out = vec![0u8; 20 * 4];
+    let mut ws = vec![0u64; m.art.interface.workspace_size_for(1).div_ceil(8) + 8];
+    let wsp = ((ws.as_mut_ptr() as usize).div_ceil(64) * 64) as *mut u8;
+    let mut seen: Vec<usize> = Vec::new();
+    // SAFETY: buffers sized from the interface, workspace aligned, hook writes `seen`.
+    let status = unsafe {
+        run(
+            [xa.as_ptr(), xb.as_ptr()].as_ptr(),
+            [out.as_mut_ptr()].as_ptr(),
+            wsp,
+            std::ptr::null(),
+            hook,
+            &mut seen as *mut Vec<usize> as *mut std::ffi::c_void,
+        )
+    };
+    assert_eq!(status, 0);
+    assert_eq!(seen, vec![0, 1]);
+    let plain = m.run(&[ta, tb]).expect("runs");
+    assert_eq!(plain[0].to_le_bytes(), out);
+    // Off by default: no table, no profiled entry.
+    let m2 = load(&g, &opts("q"));
+    // SAFETY: only probing for the symbol's presence.
+    assert!(!unsafe { m2.has_symbol("q_run_profiled") });
+    assert!(!unsafe { m2.has_symbol("q_profile_table") });
+}

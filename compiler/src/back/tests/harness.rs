@@ -242,6 +242,29 @@ impl Loaded {
         times[times.len() / 2]
     }
 
+    /// A function symbol of the loaded object as a function pointer type `F`.
+    ///
+    /// # Safety
+    /// `F` is the function's real type.
+    pub unsafe fn function<F: Copy>(&self, name: &str) -> F {
+        // SAFETY: the caller names a function of type F.
+        unsafe {
+            *self
+                ._lib
+                .get::<F>(name.as_bytes())
+                .expect("function symbol")
+        }
+    }
+
+    /// Whether the object defines `name`.
+    ///
+    /// # Safety
+    /// Looking a symbol up runs no code; this is safe for any loaded object.
+    pub unsafe fn has_symbol(&self, name: &str) -> bool {
+        // SAFETY: only the address is looked up.
+        unsafe { self._lib.get::<*const u8>(name.as_bytes()).is_ok() }
+    }
+
     /// A data symbol of the loaded object, viewed as a `T`.
     pub fn symbol<T>(&self, name: &str) -> &T {
         // SAFETY: the caller names a symbol the object defines with type T; the
