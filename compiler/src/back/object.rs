@@ -238,9 +238,19 @@ fn define_kernel(cx: &mut Ctx, program: &Program, k: &Kernel) -> Result<FuncId, 
             let count = b.ins().isub(hi, lo);
             par = Some((lo, count));
         }
-        let mut bases = Vec::with_capacity(k.accesses.len());
+        let mut bases: Vec<Value> = Vec::with_capacity(k.accesses.len());
         let mut dtypes = Vec::with_capacity(k.accesses.len());
-        for a in &k.accesses {
+        let all_dtypes: Vec<crate::ir::DType> = k
+            .accesses
+            .iter()
+            .map(|a| {
+                program
+                    .buffer(a.buf)
+                    .map_or(crate::ir::DType::F32, |b| b.dtype)
+            })
+            .collect();
+        let (rep, extra) = super::emit::shared_pointers(k, &all_dtypes);
+        for (ai, a) in k.accesses.iter().enumerate() {
             let buf = program
                 .buffer(a.buf)
                 .ok_or_else(|| CodegenError::Internal(format!("buffer b{} missing", a.buf.0)))?;
@@ -262,7 +272,10 @@ fn define_kernel(cx: &mut Ctx, program: &Program, k: &Kernel) -> Result<FuncId, 
                 }
             };
             let off = a.offset * buf.dtype.size() as i64;
-            bases.push(if off != 0 {
+            let r = rep[ai];
+            bases.push(if r < ai {
+                bases[r]
+            } else if off != 0 {
                 b.ins().iadd_imm_s(base, off)
             } else {
                 base
@@ -276,6 +289,8 @@ fn define_kernel(cx: &mut Ctx, program: &Program, k: &Kernel) -> Result<FuncId, 
             dtypes,
             ptr,
             par,
+            rep,
+            extra,
         };
         em.emit(&bases)?;
         b.ins().return_(&[]);
