@@ -120,7 +120,7 @@ struct CodegenArgs {
     cpu_features: Vec<String>,
     /// Profile: the object also exports PREFIX_run_profiled (calls a hook after every
     /// step) and PREFIX_profile_table; `bench` then prints time per layer
-    #[arg(long)]
+    #[arg(long, id = "profile")]
     profile: bool,
 }
 
@@ -212,6 +212,10 @@ struct BenchArgs {
     /// cores)
     #[arg(long, default_value_t = 1, value_name = "N")]
     threads: usize,
+    /// With --profile: one row per generated step (im2col, GEMM, transforms, ...)
+    /// instead of one per layer
+    #[arg(long, requires = "profile")]
+    per_step: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -626,7 +630,7 @@ fn print_profile(
     for (info, ms) in steps {
         let key = (info.node.clone(), info.op.clone());
         match rows.last_mut() {
-            Some(r) if last.as_ref() == Some(&key) => r.1 += ms,
+            Some(r) if last.as_ref() == Some(&key) && !a.per_step => r.1 += ms,
             _ => rows.push((info, ms)),
         }
         last = Some(key);
@@ -634,7 +638,7 @@ fn print_profile(
     let total: f64 = rows.iter().map(|r| r.1).sum();
     rows.sort_by(|x, y| y.1.total_cmp(&x.1));
     println!(
-        "{}: {:.4} ms per inference (mean of {} profiled runs, {} thread{}), {} layers",
+        "{}: {:.4} ms per inference (mean of {} profiled runs, {} thread{}), {} {}",
         a.model
             .model
             .as_deref()
@@ -644,7 +648,8 @@ fn print_profile(
         a.iterations.max(1),
         model.threads(),
         if model.threads() == 1 { "" } else { "s" },
-        rows.len()
+        rows.len(),
+        if a.per_step { "steps" } else { "layers" }
     );
     println!(
         "{:<32} {:<20} {:<18} {:>9} {:>7} {:>9}",

@@ -309,6 +309,71 @@ fn bench_and_dump() {
     );
 }
 
+/// `bench --threads` and `--profile`: the thread count is reported, the profile has a row
+/// per layer with every column, and the shares add up to about 100 %.
+#[test]
+fn bench_threads_and_profile() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = nnefc(
+        &[
+            "bench",
+            &tiny_cnn(),
+            "--warmup",
+            "1",
+            "-n",
+            "3",
+            "--threads",
+            "2",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", summary(&out, dir.path()));
+    assert!(
+        text(&out.stdout).contains("1 warm-up, 2 threads"),
+        "{}",
+        text(&out.stdout)
+    );
+    for per_step in [false, true] {
+        let mut args = vec!["bench", "--profile", "-n", "3", "--warmup", "1"];
+        if per_step {
+            args.push("--per-step");
+        }
+        let model = tiny_cnn();
+        args.push(&model);
+        let out = nnefc(&args, dir.path());
+        assert!(out.status.success(), "{}", summary(&out, dir.path()));
+        let stdout = text(&out.stdout);
+        let mut lines = stdout.lines();
+        let head = lines.next().unwrap_or_default();
+        let unit = if per_step { " steps" } else { " layers" };
+        assert!(head.ends_with(unit), "{stdout}");
+        let cols: Vec<&str> = lines
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        assert_eq!(cols, ["node", "op", "shape", "ms", "share", "GFLOP/s"]);
+        let rows: Vec<&str> = lines.collect();
+        assert!(
+            rows.iter()
+                .any(|r| r.starts_with("conv1 ") && r.contains(" conv ")),
+            "{stdout}"
+        );
+        let share: f64 = rows
+            .iter()
+            .filter_map(|r| r.split_whitespace().nth(4))
+            .filter_map(|s| s.trim_end_matches('%').parse::<f64>().ok())
+            .sum();
+        assert!(
+            (share - 100.0).abs() < 1.0,
+            "shares sum to {share}: {stdout}"
+        );
+    }
+    // --per-step without --profile is a usage error.
+    let out = nnefc(&["bench", "--per-step", &tiny_cnn()], dir.path());
+    assert_eq!(out.status.code(), Some(2), "{}", summary(&out, dir.path()));
+}
+
 #[test]
 fn input_shape_override_is_applied() {
     let dir = tempfile::tempdir().expect("temp dir");
