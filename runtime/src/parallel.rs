@@ -12,8 +12,9 @@
 //! depend on the thread count or on the order the callback chooses.
 //!
 //! [`ThreadPool`] is the default implementation: `workers − 1` threads started once, which
-//! spin briefly and then park between calls; the calling thread is worker 0. A call
-//! allocates nothing. A pool serves one `parallel_for` at a time; a concurrent second
+//! spin briefly and then park between calls; the calling thread is worker 0 and takes
+//! tasks too, so a helper that is descheduled delays nothing but the task it holds. A
+//! call allocates nothing. A pool serves one `parallel_for` at a time; a concurrent second
 //! caller runs its tasks inline on its own thread (worker 0 of its own workspace), so
 //! sharing a pool between threads is safe, merely not faster.
 //!
@@ -98,9 +99,8 @@ mod pool {
     use super::{Parallel, TaskFn};
     use core::ffi::c_void;
     use std::boxed::Box;
-    use std::cell::UnsafeCell;
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
     use std::thread::{self, JoinHandle, Thread};
     use std::vec::Vec;
 
@@ -109,66 +109,67 @@ mod pool {
     /// microseconds, so helpers stay awake through an inference and sleep between them.
     const SPIN: u32 = 1 << 16;
 
-    /// The job the caller publishes; written only while no helper runs one.
-    #[derive(Clone, Copy)]
-    struct Job {
-        task: Option<TaskFn>,
-        ctx: *mut c_void,
-        n: usize,
-    }
-
-    #[repr(align(64))]
-    struct Slot {
-        /// 1 while a job is posted to this helper, 0 otherwise.
-        posted: AtomicUsize,
-    }
-
+    /// The shared state of a pool.
+    ///
+    /// A job is published seqlock-style: `state` holds the generation in its high 32 bits
+    /// and the next unclaimed task index in its low 32. The caller makes the generation
+    /// odd while it writes the job fields, then even; a helper reads the fields between
+    /// two loads of an equal, even generation, and claims tasks by compare-and-swap on
+    /// `state`, which fails once the generation moved on. So a helper that wakes late
+    /// can neither run a task twice nor run one with another job's fields, and the caller
+    /// never waits for a helper that took no task: it waits for `done == n` only. Helpers
+    /// that are descheduled (a busy machine) therefore cost nothing but their share.
     struct Inner {
         workers: usize,
         busy: AtomicBool,
         shutdown: AtomicBool,
-        job: UnsafeCell<Job>,
-        next: AtomicUsize,
-        /// Helpers that have not finished the current job.
-        remaining: AtomicUsize,
-        slots: Box<[Slot]>,
+        state: AtomicU64,
+        task: AtomicUsize,
+        ctx: AtomicUsize,
+        n: AtomicUsize,
+        /// Tasks of the current job that have finished.
+        done: AtomicUsize,
         threads: std::sync::OnceLock<Vec<Thread>>,
     }
 
-    // SAFETY: `job` is written by the one caller holding `busy`, only while no helper reads
-    // it (every helper posted to has decremented `remaining`); helpers read it between the
-    // `posted` Acquire and the `remaining` Release. The raw ctx pointer is the caller's,
-    // valid for the duration of the call by the `parallel_for` contract.
-    unsafe impl Sync for Inner {}
-    // SAFETY: as above; nothing in Inner is tied to a thread.
-    unsafe impl Send for Inner {}
-
     impl Inner {
-        /// Takes tasks until none are left.
-        ///
-        /// # Safety
-        /// A job is published and `worker` is unique among the threads running it.
-        unsafe fn drain(&self, worker: usize) {
-            // SAFETY: the job is stable while this thread participates.
-            let job = unsafe { *self.job.get() };
-            let Some(task) = job.task else { return };
+        /// Claims and runs tasks of generation `generation` until none are left.
+        fn drain(&self, generation: u64, task: TaskFn, ctx: *mut c_void, n: usize, worker: usize) {
+            let mut cur = self.state.load(Ordering::Acquire);
             loop {
-                let i = self.next.fetch_add(1, Ordering::Relaxed);
-                if i >= job.n {
-                    break;
+                if cur >> 32 != generation || (cur & 0xFFFF_FFFF) as usize >= n {
+                    return;
                 }
-                // SAFETY: the parallel_for contract of the caller who posted the job.
-                unsafe { task(job.ctx, i, worker) };
+                match self.state.compare_exchange_weak(
+                    cur,
+                    cur + 1,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        let i = (cur & 0xFFFF_FFFF) as usize;
+                        // SAFETY: task i of the job published as `generation`, claimed once;
+                        // `worker` is this thread's own index.
+                        unsafe { task(ctx, i, worker) };
+                        self.done.fetch_add(1, Ordering::Release);
+                        cur = self.state.load(Ordering::Acquire);
+                    }
+                    Err(now) => cur = now,
+                }
             }
         }
 
-        fn helper(&self, index: usize) {
-            let slot = &self.slots[index];
+        fn helper(&self, worker: usize) {
+            let mut seen = 0u64;
             loop {
                 let mut spins = 0u32;
-                while slot.posted.load(Ordering::Acquire) == 0 {
+                let generation = loop {
                     if self.shutdown.load(Ordering::Acquire) {
                         return;
+                    }
+                    let g = self.state.load(Ordering::Acquire) >> 32;
+                    if g != seen && g % 2 == 0 {
+                        break g;
                     }
                     if spins < SPIN {
                         spins += 1;
@@ -176,19 +177,28 @@ mod pool {
                     } else {
                         thread::park();
                     }
+                };
+                seen = generation;
+                let task = self.task.load(Ordering::Relaxed);
+                let ctx = self.ctx.load(Ordering::Relaxed) as *mut c_void;
+                let n = self.n.load(Ordering::Relaxed);
+                fence(Ordering::Acquire);
+                if self.state.load(Ordering::Relaxed) >> 32 != generation || task == 0 {
+                    continue;
                 }
-                // SAFETY: a job is published to this slot; helper `index` is worker index+1.
-                unsafe { self.drain(index + 1) };
-                slot.posted.store(0, Ordering::Relaxed);
-                self.remaining.fetch_sub(1, Ordering::Release);
+                // SAFETY: a non-zero `task` was stored from a `TaskFn` by `parallel_for`
+                // for this generation (validated above).
+                let task: TaskFn = unsafe { core::mem::transmute::<usize, TaskFn>(task) };
+                self.drain(generation, task, ctx, n, worker);
             }
         }
 
         /// # Safety
         /// The `parallel_for` contract.
         unsafe fn parallel_for(&self, task: TaskFn, ctx: *mut c_void, n: usize) {
-            let helpers = self.slots.len().min(n.saturating_sub(1));
+            let helpers = (self.workers - 1).min(n.saturating_sub(1));
             if helpers == 0
+                || n > u32::MAX as usize
                 || self
                     .busy
                     .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -200,28 +210,24 @@ mod pool {
                 }
                 return;
             }
-            // SAFETY: `busy` is ours and no helper is running a job (the previous call
-            // waited for `remaining == 0`), so nobody reads `job` now.
-            unsafe {
-                *self.job.get() = Job {
-                    task: Some(task),
-                    ctx,
-                    n,
-                }
-            };
-            self.next.store(0, Ordering::Relaxed);
-            self.remaining.store(helpers, Ordering::Relaxed);
-            let threads = self.threads.get();
-            for (s, slot) in self.slots.iter().take(helpers).enumerate() {
-                slot.posted.store(1, Ordering::Release);
-                if let Some(t) = threads.and_then(|t| t.get(s)) {
+            // Publish: odd generation while writing, then even with index 0.
+            let generation = (self.state.load(Ordering::Relaxed) >> 32) + 1;
+            self.state.store(generation << 32, Ordering::Relaxed);
+            fence(Ordering::Release);
+            self.task.store(task as usize, Ordering::Relaxed);
+            self.ctx.store(ctx as usize, Ordering::Relaxed);
+            self.n.store(n, Ordering::Relaxed);
+            self.done.store(0, Ordering::Relaxed);
+            let generation = generation + 1;
+            self.state.store(generation << 32, Ordering::Release);
+            if let Some(threads) = self.threads.get() {
+                for t in threads.iter().take(helpers) {
                     t.unpark();
                 }
             }
-            // SAFETY: the job is published; this thread is worker 0.
-            unsafe { self.drain(0) };
+            self.drain(generation, task, ctx, n, 0);
             let mut spins = 0u32;
-            while self.remaining.load(Ordering::Acquire) != 0 {
+            while self.done.load(Ordering::Acquire) < n {
                 if spins < SPIN {
                     spins += 1;
                     core::hint::spin_loop();
@@ -258,18 +264,11 @@ mod pool {
                 workers,
                 busy: AtomicBool::new(false),
                 shutdown: AtomicBool::new(false),
-                job: UnsafeCell::new(Job {
-                    task: None,
-                    ctx: core::ptr::null_mut(),
-                    n: 0,
-                }),
-                next: AtomicUsize::new(0),
-                remaining: AtomicUsize::new(0),
-                slots: (1..workers)
-                    .map(|_| Slot {
-                        posted: AtomicUsize::new(0),
-                    })
-                    .collect(),
+                state: AtomicU64::new(0),
+                task: AtomicUsize::new(0),
+                ctx: AtomicUsize::new(0),
+                n: AtomicUsize::new(0),
+                done: AtomicUsize::new(0),
                 threads: std::sync::OnceLock::new(),
             });
             let mut pool = ThreadPool {
@@ -280,7 +279,7 @@ mod pool {
                 let inner = inner.clone();
                 let h = thread::Builder::new()
                     .name(std::format!("nnefc-worker-{}", s + 1))
-                    .spawn(move || inner.helper(s))?;
+                    .spawn(move || inner.helper(s + 1))?;
                 pool.handles.push(h);
             }
             let _ = inner
