@@ -35,6 +35,7 @@ pub struct Build {
     target: Option<String>,
     out_dir: Option<PathBuf>,
     cargo_metadata: bool,
+    profile: bool,
 }
 
 impl Default for Build {
@@ -177,6 +178,7 @@ impl Build {
             target: None,
             out_dir: None,
             cargo_metadata: true,
+            profile: false,
         }
     }
 
@@ -215,6 +217,13 @@ impl Build {
         self
     }
 
+    /// Also export `PREFIX_run_profiled` and `PREFIX_profile_table` (a hook after every
+    /// step; see the README's "Threads and profiling"). Default `false`.
+    pub fn profile(&mut self, on: bool) -> &mut Build {
+        self.profile = on;
+        self
+    }
+
     /// Where to write the outputs. Default: `OUT_DIR`.
     pub fn out_dir(&mut self, dir: impl AsRef<Path>) -> &mut Build {
         self.out_dir = Some(dir.as_ref().to_path_buf());
@@ -231,6 +240,7 @@ impl Build {
         let mut opts = Options::default();
         opts.front.input_shapes = self.input_shapes.clone();
         opts.optimize = self.optimize;
+        opts.back.profile = self.profile;
         opts.back.target = self.target.clone().or_else(|| {
             let target = std::env::var("TARGET").ok()?;
             let host = std::env::var("HOST").ok()?;

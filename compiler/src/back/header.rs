@@ -405,6 +405,24 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     }}
 "#
     );
+    if m.profiled {
+        let _ = writeln!(
+            o,
+            r#"    unsafe extern "C" {{
+        /// `{p}_run_parallel` calling `hook(hook_ctx, step)` after every step (the object
+        /// was compiled with profiling).
+        pub fn {p}_run_profiled(inputs: *const *const u8, outputs: *const *mut u8, workspace: *mut u8, par: *const nnefc_runtime::Parallel, hook: Option<unsafe extern "C" fn(*mut core::ffi::c_void, usize)>, hook_ctx: *mut core::ffi::c_void) -> i32;
+        static {p}_profile_table: core::ffi::c_char;
+    }}
+
+    /// The step table: one line per step, `step<TAB>node<TAB>op<TAB>shape<TAB>flops`.
+    pub fn profile_table() -> &'static str {{
+        // SAFETY: the object defines a NUL-terminated ASCII string at this symbol.
+        unsafe {{ core::ffi::CStr::from_ptr(core::ptr::addr_of!({p}_profile_table)).to_str().unwrap_or("") }}
+    }}
+"#
+        );
+    }
     let mut params = String::new();
     let mut in_params = String::new();
     let mut view_params = String::new();

@@ -641,3 +641,60 @@ fn thread_pool_runs_every_task_once() {
         }
     }
 }
+
+/// Throughput of the shapes CNN layers produce (`cargo test -p nnefc-runtime --release
+/// -- --ignored gemm_shapes_throughput --nocapture`); prints GFLOP/s, asserts nothing
+/// about speed (the machine is shared).
+#[test]
+#[ignore]
+fn gemm_shapes_throughput() {
+    let kern = kernels::selected();
+    let shapes = [
+        (512, 49, 4608),
+        (1280, 49, 320),
+        (256, 196, 2304),
+        (64, 3136, 576),
+        (96, 12544, 16),
+    ];
+    let mut rng = Rng(1);
+    for (m, n, k) in shapes {
+        let a = rng.vec(m * k);
+        let b = rng.vec(k * n);
+        let pa = pack_a(m, k, &a, k, 1);
+        let mut c = std::vec![0f32; m * n];
+        let mut scratch = std::vec![Line([0; 64]); sgemm_scratch_bytes(m, n, k).div_ceil(64) + 1];
+        let run = |c: &mut Vec<f32>, scratch: &mut Vec<Line>| unsafe {
+            driver::sgemm(
+                kern,
+                Problem {
+                    m,
+                    n,
+                    k,
+                    a: ASrc::Packed(pa.as_ptr()),
+                    b: b.as_ptr(),
+                    rsb: n as isize,
+                    csb: 1,
+                    c: c.as_mut_ptr(),
+                    rsc: n as isize,
+                },
+                &GemmEpilogue::NONE,
+                scratch.as_mut_ptr().cast(),
+            )
+        };
+        for _ in 0..3 {
+            run(&mut c, &mut scratch);
+        }
+        let iters = 20;
+        let mut best = f64::MAX;
+        for _ in 0..iters {
+            let t = std::time::Instant::now();
+            run(&mut c, &mut scratch);
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        std::println!(
+            "{m}x{n}x{k}: {:.3} ms, {:.1} GFLOP/s",
+            best * 1e3,
+            2.0 * (m * n * k) as f64 / best / 1e9
+        );
+    }
+}
