@@ -218,12 +218,40 @@ pub enum ExprKind {
         base: Box<Expr>,
         index: Box<Index>,
     },
-    /// `[for i in xs, j in ys if cond yield body]`; iterators advance in lockstep.
+    /// `[for i in xs, (a, b) in ys if cond yield body]`; iterators advance in lockstep.
     Comprehension {
-        iters: Vec<(Ident, Expr)>,
+        iters: Vec<(IterPattern, Expr)>,
         filter: Option<Box<Expr>>,
         body: Box<Expr>,
     },
+}
+
+/// What a comprehension iterator binds: one name, or a tuple pattern `(a, b)` that
+/// destructures each item of the iterable (spec §1.8; tuples may nest).
+#[derive(Clone, Debug, PartialEq)]
+pub enum IterPattern {
+    Name(Ident),
+    Tuple(Vec<IterPattern>, Span),
+}
+
+impl IterPattern {
+    pub fn span(&self) -> Span {
+        match self {
+            IterPattern::Name(i) => i.span,
+            IterPattern::Tuple(_, s) => *s,
+        }
+    }
+
+    /// The pattern as written, for messages: `i`, `(a, b)`.
+    pub fn text(&self) -> String {
+        match self {
+            IterPattern::Name(i) => i.name.clone(),
+            IterPattern::Tuple(items, _) => {
+                let parts: Vec<String> = items.iter().map(IterPattern::text).collect();
+                format!("({})", parts.join(", "))
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
