@@ -68,6 +68,26 @@ pub struct Evaluator<'a> {
     pub current_ident: Option<String>,
     /// `graph.quant` entries by tensor identifier.
     pub quant: HashMap<String, QuantEntry>,
+    /// Fragment bodies expanded so far (bounded by `FrontOptions::max_nodes`).
+    pub expansions: usize,
+    /// Address of a local of the function that created the evaluator: the stack depth
+    /// of [`Evaluator::eval`] is measured from here (see [`STACK_BUDGET`]).
+    stack_base: usize,
+}
+
+/// How much of the front end's stack (`FRONT_STACK_BYTES`) evaluation may use. The
+/// nesting and recursion limits each fit on their own, but a fragment whose recursive
+/// call sits deep inside a long expression multiplies the two; this bound is checked on
+/// every [`Evaluator::eval`] and turns that case into a diagnostic. The rest of the
+/// stack is left for what runs below the deepest `eval` (lowering, shape inference,
+/// diagnostics, walks of values at most [`super::syntax::MAX_NESTING`] deep).
+pub const STACK_BUDGET: usize = super::FRONT_STACK_BYTES - (64 << 20);
+
+/// The address of a local: a position on the current thread's stack.
+#[inline(always)]
+fn stack_position() -> usize {
+    let probe = 0u8;
+    std::hint::black_box(&probe) as *const u8 as usize
 }
 
 impl<'a> Evaluator<'a> {
@@ -89,6 +109,8 @@ impl<'a> Evaluator<'a> {
             graph_lhs: HashMap::new(),
             current_ident: None,
             quant: HashMap::new(),
+            expansions: 0,
+            stack_base: stack_position(),
         }
     }
 
@@ -97,6 +119,17 @@ impl<'a> Evaluator<'a> {
     }
 
     pub fn eval(&mut self, e: &Expr, scope: &mut Scope) -> EResult<Value> {
+        if stack_position().abs_diff(self.stack_base) > STACK_BUDGET {
+            return Err(Diagnostic::error(
+                "the document nests too deeply: expressions inside recursive fragment calls exceed the front end's stack",
+            )
+            .at(e.span, "evaluation stopped here")
+            .with_note(format!(
+                "{} fragment calls are active; the stack allows {} MiB",
+                self.stack.len(),
+                STACK_BUDGET >> 20
+            )));
+        }
         match &e.kind {
             ExprKind::Literal(l) => Ok(match l {
                 Literal::Integer(i) => Value::Integer(*i),

@@ -5,8 +5,11 @@
 //!
 //! Errors raised inside an expanded body get a secondary label per active call
 //! ("in `l2_normalization` called from here"); recursion stops at
-//! `FrontOptions::max_recursion_depth` with the call chain in the diagnostic. This
-//! module does not know any op's semantics beyond its signature.
+//! `FrontOptions::max_recursion_depth` with the call chain in the diagnostic, and the
+//! total size at `FrontOptions::max_nodes` fragment calls or IR nodes, naming the
+//! fragment that recursed. Graph outputs that alias an input, a constant or another
+//! output get a `copy` of their own (outputs are ABI). This module does not know any
+//! op's semantics beyond its signature.
 
 use super::eval::{CallFrame, EResult, Evaluator, Scope};
 use super::index::Fragment;
@@ -299,17 +302,16 @@ impl<'a> Evaluator<'a> {
         let def = &frag.def;
         let fname = def.name.name.clone();
         let call_span = bound.call_span;
+        self.expansions += 1;
+        if self.expansions > self.opts.max_nodes {
+            return Err(self.too_large(
+                format!("{} fragment calls", self.opts.max_nodes),
+                call_span,
+                &fname,
+            ));
+        }
         if self.stack.len() >= self.opts.max_recursion_depth {
-            let chain: Vec<&str> = self.stack.iter().map(|f| f.fragment.as_str()).collect();
-            let shown = if chain.len() > 8 {
-                format!(
-                    "{} → … → {}",
-                    chain[..4].join(" → "),
-                    chain[chain.len() - 3..].join(" → ")
-                )
-            } else {
-                chain.join(" → ")
-            };
+            let shown = self.chain_text();
             return Err(Diagnostic::error(format!(
                 "fragment expansion deeper than {} calls",
                 self.opts.max_recursion_depth
@@ -344,6 +346,62 @@ impl<'a> Evaluator<'a> {
                 d.with_label(call_span, label)
             }
         })
+    }
+
+    /// The active call chain, `a → b → … → f`, shortened in the middle when long.
+    fn chain_text(&self) -> String {
+        let chain: Vec<&str> = self.stack.iter().map(|f| f.fragment.as_str()).collect();
+        if chain.len() > 8 {
+            format!(
+                "{} → … → {}",
+                chain[..4].join(" → "),
+                chain[chain.len() - 3..].join(" → ")
+            )
+        } else {
+            chain.join(" → ")
+        }
+    }
+
+    /// The expansion grew past a size limit (`what`, e.g. "1048576 operations") while
+    /// `current` was being called or lowered at `span`. Points at the graph statement the
+    /// expansion started from and names the fragment most often on the call chain: the
+    /// one that recursed.
+    pub fn too_large(&self, what: String, span: Span, current: &str) -> Diagnostic {
+        let Some(top) = self.stack.first() else {
+            return Diagnostic::error(format!("the graph has more than {what}"))
+                .at(span, "the limit is reached here")
+                .with_note("the limit keeps compile time and memory bounded; real models stay far below it");
+        };
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for f in self
+            .stack
+            .iter()
+            .map(|f| f.fragment.as_str())
+            .chain([current])
+        {
+            match counts.iter_mut().find(|(n, _)| *n == f) {
+                Some((_, c)) => *c += 1,
+                None => counts.push((f, 1)),
+            }
+        }
+        // The most frequent; on a tie the innermost (the one called last).
+        let (culprit, times) = counts
+            .iter()
+            .rev()
+            .copied()
+            .max_by_key(|(_, c)| *c)
+            .unwrap_or((current, 1));
+        Diagnostic::error(format!(
+            "expanding `{}` creates more than {what}",
+            top.fragment
+        ))
+        .at(top.call_span, format!("`{}` is called here", top.fragment))
+        .with_note(format!(
+            "`{culprit}` is on the call chain {times} time{} when the limit is reached: {} → {current}",
+            if times == 1 { "" } else { "s" },
+            self.chain_text()
+        ))
+        .with_note("a fragment that calls itself more than once per level grows exponentially with the depth")
     }
 
     fn expand_body(

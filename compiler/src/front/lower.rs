@@ -319,6 +319,10 @@ fn tensor_result(outs: Vec<ValueId>) -> Value {
 impl Evaluator<'_> {
     /// Adds one node, with result types from `ir::infer`.
     pub fn emit(&mut self, op: Op, inputs: Vec<ValueId>, span: Span) -> EResult<Vec<ValueId>> {
+        if self.graph.nodes.len() >= self.opts.max_nodes {
+            let what = format!("{} operations", self.opts.max_nodes);
+            return Err(self.too_large(what, span, op.mnemonic()));
+        }
         let tys: Vec<&TensorType> = inputs.iter().map(|v| self.graph.ty(*v)).collect();
         let out = ir::infer::infer(&op, &tys).map_err(|e| {
             let shapes: Vec<String> = tys.iter().map(|t| t.to_string()).collect();
