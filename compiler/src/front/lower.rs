@@ -589,6 +589,15 @@ impl Evaluator<'_> {
         })
     }
 
+    /// A declared shape must fit `ir::infer::MAX_TENSOR_BYTES`, like every inferred one.
+    fn fits(a: &Args, dtype: DType, dims: &[Dim]) -> EResult<()> {
+        let ty = TensorType::with_dims(dtype, dims.to_vec());
+        ir::infer::check_tensor_size("the declared tensor", &ty).map_err(|e| {
+            Diagnostic::error(format!("`{}` declares a tensor that is too large", a.op))
+                .at(a.b.call_span, e.message)
+        })
+    }
+
     /// Declared extents, each ≥ 1 (spec rule 31).
     fn extents(a: &Args) -> EResult<Vec<usize>> {
         let (_, s) = a.get("shape")?;
@@ -631,6 +640,7 @@ impl Evaluator<'_> {
                     .collect()
             }
         };
+        Self::fits(a, dtype, &dims)?;
         let id = self
             .graph
             .add_input(name, TensorType::with_dims(dtype, dims));
@@ -641,6 +651,8 @@ impl Evaluator<'_> {
         let span = a.b.call_span;
         let dtype = Self::dtype(generic, span)?;
         let shape = Self::extents(a)?;
+        let known: Vec<Dim> = shape.iter().map(|&d| Dim::Known(d)).collect();
+        Self::fits(a, dtype, &known)?;
         let (label, lspan) = a.string("label")?;
         let label = label.to_string();
         if label.is_empty()

@@ -89,6 +89,9 @@ pub struct Lowered {
 pub struct FrontError {
     pub diagnostics: Diagnostics,
     pub sources: SourceMap,
+    /// The options, not the model, are wrong (a shape override naming no input): the
+    /// CLI reports this as a usage error.
+    pub usage: bool,
 }
 
 impl FrontError {
@@ -133,6 +136,7 @@ fn on_front_stack<T: Send>(
                 ))
                 .into(),
                 sources: SourceMap::new(),
+                usage: false,
             }),
         }
     })
@@ -144,6 +148,7 @@ pub fn load_and_lower(path: &Path, opts: &FrontOptions) -> Result<Lowered, Front
     let src = load::load_model(path).map_err(|e| FrontError {
         diagnostics: Diagnostic::error(format!("cannot load the model: {e}")).into(),
         sources: SourceMap::new(),
+        usage: false,
     })?;
     let lookup = |label: &str| -> VarData {
         let bytes = match src.variable(label) {
@@ -172,6 +177,7 @@ pub fn dump_ast(path: &Path) -> Result<String, FrontError> {
     let src = load::load_model(path).map_err(|e| FrontError {
         diagnostics: Diagnostic::error(format!("cannot load the model: {e}")).into(),
         sources: SourceMap::new(),
+        usage: false,
     })?;
     on_front_stack(|| {
         let mut sources = SourceMap::new();
@@ -181,6 +187,7 @@ pub fn dump_ast(path: &Path) -> Result<String, FrontError> {
             Err(d) => Err(FrontError {
                 diagnostics: d,
                 sources,
+                usage: false,
             }),
         }
     })
@@ -223,6 +230,7 @@ fn lower_here(
     let fail = |d: Diagnostics, sources: SourceMap| FrontError {
         diagnostics: d,
         sources,
+        usage: false,
     };
     let doc = match syntax::parse_document(user_file, text) {
         Ok(d) => d,
@@ -245,6 +253,36 @@ fn lower_here(
             sources,
         ));
     };
+    let unknown: Vec<&String> = opts
+        .input_shapes
+        .keys()
+        .filter(|k| !graph_def.params.iter().any(|p| &p.name == *k))
+        .collect();
+    if !unknown.is_empty() {
+        let inputs: Vec<String> = graph_def
+            .params
+            .iter()
+            .map(|p| format!("`{}`", p.name))
+            .collect();
+        let names: Vec<String> = unknown.iter().map(|k| format!("`{k}`")).collect();
+        let d = Diagnostic::error(format!(
+            "an input shape is given for {}, which {} not an input of graph `{}`",
+            names.join(", "),
+            if names.len() == 1 { "is" } else { "are" },
+            graph_def.name.name
+        ))
+        .at(graph_def.name.span, "the graph's inputs are declared here")
+        .with_note(if inputs.is_empty() {
+            "the graph has no inputs".to_string()
+        } else {
+            format!("its inputs are: {}", inputs.join(", "))
+        });
+        return Err(FrontError {
+            diagnostics: d.into(),
+            sources,
+            usage: true,
+        });
+    }
     let mut ev = eval::Evaluator::new(&table, &graph_def.name.name, opts, variables);
     if let (Some(file), Some((_, qt))) = (quant_file, quant) {
         let entries = match quant::parse_quant(qt, file) {
