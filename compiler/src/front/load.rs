@@ -23,15 +23,19 @@
 //! archive may have at most [`MAX_ARCHIVE_ENTRIES`] entries and unpack to at most
 //! [`MAX_ARCHIVE_BYTES`]; a compressed one that would unpack to more than
 //! [`MAX_EXPANSION_RATIO`] times its size (past [`BOMB_FLOOR_BYTES`]) is refused as a
-//! decompression bomb as soon as an entry header, or the unpacked stream, says so.
+//! decompression bomb as soon as an entry header, or the unpacked stream, says so. The
+//! tar reader holds extension headers (long names, pax records) in memory, so the stream
+//! it reads is metered: at most [`MAX_EXTENSION_BYTES`] of them before each entry.
 //!
 //! This module only fetches bytes and texts. Parsing them is `syntax`, `quant` and `dat`.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// The standard library every model is resolved against (our own text, see the file).
 pub const STDLIB_TEXT: &str = include_str!("stdlib.nnef");
@@ -54,6 +58,10 @@ pub const MAX_EXPANSION_RATIO: u64 = 100;
 /// Unpacked sizes up to this are never called a bomb, whatever the ratio (small
 /// models and all-zero test weights compress very well).
 pub const BOMB_FLOOR_BYTES: u64 = 64 << 20;
+
+/// Most bytes of extension headers (GNU long names, pax records) before one entry. The
+/// tar reader keeps them in memory whole; real ones are a path or a few records long.
+pub const MAX_EXTENSION_BYTES: u64 = 1 << 20;
 
 /// The archive limits in force (the constants above; smaller ones in tests).
 #[derive(Clone, Copy, Debug)]
@@ -456,6 +464,42 @@ fn clean_entry_path(raw: &str) -> Option<Vec<&str>> {
     }
 }
 
+/// Size of a tar header block (and the unit entry data is padded to).
+const HEADER_BYTES: u64 = 512;
+
+/// The tar stream as the tar reader sees it: counts the bytes it hands out and refuses
+/// to go past `allowed` (set by [`load_archive`] each time an entry is yielded).
+struct Metered<R> {
+    inner: R,
+    consumed: Rc<Cell<u64>>,
+    allowed: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let room = self.allowed.get().saturating_sub(self.consumed.get());
+        if room == 0 && !buf.is_empty() {
+            return Err(io::Error::other(ExtensionMarker));
+        }
+        let len = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..len])?;
+        self.consumed.set(self.consumed.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// The error [`Metered`] raises when extension headers run past their allowance.
+#[derive(Debug)]
+struct ExtensionMarker;
+
+impl std::fmt::Display for ExtensionMarker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("extension headers too long")
+    }
+}
+
+impl std::error::Error for ExtensionMarker {}
+
 /// Whether an archive entry (path after cleaning) is something a model reads.
 fn is_model_file(parts: &[&str]) -> bool {
     matches!(parts.last(), Some(&("graph.nnef" | "graph.quant")))
@@ -481,10 +525,30 @@ fn load_archive(
         if e.get_ref().is_some_and(|inner| inner.is::<BombMarker>()) {
             return bomb(limit);
         }
+        if e.get_ref()
+            .is_some_and(|inner| inner.is::<ExtensionMarker>())
+        {
+            return LoadError::Archive {
+                path: shown.clone(),
+                message: format!(
+                    "an entry's extension headers (long name or pax records) exceed {MAX_EXTENSION_BYTES} bytes"
+                ),
+            };
+        }
         LoadError::Archive {
             path: shown.clone(),
             message: e.to_string(),
         }
+    };
+    // The tar reader reads extension headers into memory before it yields the entry
+    // they belong to: the stream is allowed only the current entry's data, one header
+    // and MAX_EXTENSION_BYTES past the point where the last entry was yielded.
+    let consumed = Rc::new(Cell::new(0u64));
+    let allowed = Rc::new(Cell::new(HEADER_BYTES + MAX_EXTENSION_BYTES));
+    let reader = Metered {
+        inner: reader,
+        consumed: consumed.clone(),
+        allowed: allowed.clone(),
     };
     let mut archive = tar::Archive::new(reader);
     let mut entries: HashMap<String, Vec<u8>> = HashMap::new();
@@ -492,6 +556,12 @@ fn load_archive(
     let mut count: u64 = 0;
     for entry in archive.entries().map_err(archive_err)? {
         let mut entry = entry.map_err(archive_err)?;
+        allowed.set(
+            consumed
+                .get()
+                .saturating_add(entry.size().div_ceil(HEADER_BYTES) * HEADER_BYTES)
+                .saturating_add(2 * HEADER_BYTES + MAX_EXTENSION_BYTES),
+        );
         count += 1;
         if count > limits.max_entries {
             return Err(LoadError::TooManyEntries {
@@ -1020,8 +1090,8 @@ mod tests {
             ("graph.nnef", Some(GRAPH.as_bytes())),
             ("w.dat", Some(&zeros)),
         ]));
-        // A GNU long name is read by the tar reader itself, so it never shows up as an
-        // entry size: the stream count catches it.
+        // A GNU long name is read into memory by the tar reader itself, before the
+        // entry it names: the metered stream stops it, compressed or not.
         let long_name = {
             let mut b = tar::Builder::new(Vec::new());
             let mut h = tar::Header::new_gnu();
@@ -1030,6 +1100,26 @@ mod tests {
             h.set_size(zeros.len() as u64);
             h.set_cksum();
             b.append(&h, zeros.as_slice()).unwrap();
+            b.into_inner().unwrap()
+        };
+        // Long names each within the per-entry allowance, but together far over 100× the
+        // compressed size: the count of unpacked bytes stops the decompression.
+        let long_names = {
+            let mut b = tar::Builder::new(Vec::new());
+            for i in 0..12 {
+                let mut h = tar::Header::new_gnu();
+                h.set_entry_type(tar::EntryType::GNULongName);
+                h.set_path("././@LongLink").unwrap();
+                h.set_size(900 << 10);
+                h.set_cksum();
+                b.append(&h, &zeros[..900 << 10]).unwrap();
+                let mut h = tar::Header::new_gnu();
+                h.set_path(format!("junk{i}")).unwrap();
+                h.set_size(1);
+                h.set_entry_type(tar::EntryType::Regular);
+                h.set_cksum();
+                b.append(&h, &b"x"[..]).unwrap();
+            }
             gzip(&b.into_inner().unwrap())
         };
         let many: Vec<(String, Vec<u8>)> = (0..60)
@@ -1046,7 +1136,9 @@ mod tests {
                 &ArchiveLimits::DEFAULT,
             ),
             ("honest_bomb.tgz", honest_bomb, &small),
-            ("long_name_bomb.tgz", long_name, &small),
+            ("long_name.tgz", gzip(&long_name), &small),
+            ("long_name.tar", long_name, &ArchiveLimits::DEFAULT),
+            ("long_names.tgz", long_names, &small),
             ("many.tar", tar_bytes(&many_refs), &small),
             (
                 "not_a_tar.gz",
@@ -1078,7 +1170,9 @@ mod tests {
         expect![[r#"
             header_bomb.tgz: archive <tmp>/header_bomb.tgz unpacks to 3221225472 bytes or more from 87 compressed bytes (over 100x): refused as a decompression bomb
             honest_bomb.tgz: archive <tmp>/honest_bomb.tgz unpacks to 8388674 bytes or more from 38551 compressed bytes (over 100x): refused as a decompression bomb
-            long_name_bomb.tgz: archive <tmp>/long_name_bomb.tgz unpacks to 3842300 bytes or more from 38423 compressed bytes (over 100x): refused as a decompression bomb
+            long_name.tgz: cannot read archive <tmp>/long_name.tgz: an entry's extension headers (long name or pax records) exceed 1048576 bytes
+            long_name.tar: cannot read archive <tmp>/long_name.tar: an entry's extension headers (long name or pax records) exceed 1048576 bytes
+            long_names.tgz: archive <tmp>/long_names.tgz unpacks to 5180600 bytes or more from 51806 compressed bytes (over 100x): refused as a decompression bomb
             many.tar: archive <tmp>/many.tar has more than 50 entries
             not_a_tar.gz: <tmp>/not_a_tar.gz is gzip-compressed but does not hold a tar archive; a .tgz model is a gzip-compressed tar of the model folder
             empty.gz: <tmp>/empty.gz is gzip-compressed but does not hold a tar archive; a .tgz model is a gzip-compressed tar of the model folder
