@@ -531,7 +531,7 @@ fn flat_violation(e: &Expr) -> Option<Diagnostic> {
             None
         }
         ExprKind::Array(items) | ExprKind::Tuple(items) => {
-            items.iter().find_map(|i| flat_violation(i))
+            items.iter().find_map(flat_violation)
         }
         ExprKind::Builtin { .. } => bad("a builtin function", e.span),
         ExprKind::Unary { .. } | ExprKind::Binary { .. } => bad("an operator expression", e.span),

@@ -58,7 +58,7 @@ pub struct FrontOptions {
     pub input_shapes: BTreeMap<String, Vec<Option<usize>>>,
     /// Maximum nesting of fragment expansions (recursion limit).
     pub max_recursion_depth: usize,
-    /// Maximum number of IR nodes the document may expand to.
+    /// Maximum number of IR nodes, and of fragment calls, the document may expand to.
     pub max_nodes: usize,
     /// Use zeros, with a warning, for variables without data (tests, shape-only use).
     /// Off by default: a missing `.dat` file is an error.
