@@ -429,7 +429,9 @@ fn load_folder(dir: &Path) -> Result<ModelSource, LoadError> {
         text: read_text(&graph_path)?,
     };
     let quant_path = dir.join("graph.quant");
-    let quant = if quant_path.is_file() {
+    // `exists`, not `is_file`: a FIFO or folder named graph.quant is refused by
+    // `read_text`, not silently ignored.
+    let quant = if quant_path.exists() {
         Some(SourceText {
             path: show(&quant_path),
             text: read_text(&quant_path)?,
@@ -1209,6 +1211,10 @@ mod tests {
         let fifo_graph = tmp.path().join("fifo_graph");
         fs::create_dir(&fifo_graph).unwrap();
         mkfifo(&fifo_graph.join("graph.nnef"));
+        let fifo_quant = tmp.path().join("fifo_quant");
+        fs::create_dir(&fifo_quant).unwrap();
+        fs::write(fifo_quant.join("graph.nnef"), GRAPH).unwrap();
+        mkfifo(&fifo_quant.join("graph.quant"));
         let huge_graph = tmp.path().join("huge_graph");
         fs::create_dir(&huge_graph).unwrap();
         let g = fs::File::create(huge_graph.join("graph.nnef")).unwrap();
@@ -1220,6 +1226,7 @@ mod tests {
                 tmp.path(),
             ),
             err_text(load_model(&fifo_graph).map(|_| ()), tmp.path()),
+            err_text(load_model(&fifo_quant).map(|_| ()), tmp.path()),
             err_text(load_model(&huge_graph).map(|_| ()), tmp.path()),
             err_text(m.variable("fifo").map(|_| ()), tmp.path()),
             err_text(m.variable("big").map(|_| ()), tmp.path()),
@@ -1228,6 +1235,7 @@ mod tests {
         expect![[r#"
             <tmp>/model.fifo is a FIFO, not a regular file
             <tmp>/fifo_graph/graph.nnef is a FIFO, not a regular file
+            <tmp>/fifo_quant/graph.quant is a FIFO, not a regular file
             <tmp>/huge_graph/graph.nnef is 1073741824 bytes, more than the 268435456 bytes allowed
             variable 'fifo': <tmp>/m/fifo.dat is not a regular file
             <tmp>/m/big.dat: header says 4 items of float32 (16 bytes) but the file has 3221225344 data bytes
