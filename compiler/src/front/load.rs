@@ -204,19 +204,22 @@ fn utf8(bytes: Vec<u8>, path: String) -> Result<String, LoadError> {
 
 /// What kind of file `meta` describes, for "not a regular file" messages.
 fn file_kind(meta: &fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     if t.is_dir() {
-        "a folder"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_block_device() || t.is_char_device() {
-        "a device"
-    } else {
-        "a special file"
+        return "a folder";
     }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO";
+        } else if t.is_socket() {
+            return "a socket";
+        } else if t.is_block_device() || t.is_char_device() {
+            return "a device";
+        }
+    }
+    "a special file"
 }
 
 /// Opens a regular file (checked with `metadata` first, so a FIFO is refused instead of
