@@ -384,10 +384,10 @@ impl<'a> Evaluator<'a> {
                 None => counts.push((f, 1)),
             }
         }
-        // The most frequent; on a tie the innermost (the one called last).
+        // The most frequent; on a tie the innermost (`counts` is in order of first call,
+        // and `max_by_key` keeps the last of equal maxima).
         let (culprit, times) = counts
             .iter()
-            .rev()
             .copied()
             .max_by_key(|(_, c)| *c)
             .unwrap_or((current, 1));
