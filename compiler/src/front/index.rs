@@ -530,9 +530,7 @@ fn flat_violation(e: &Expr) -> Option<Diagnostic> {
         {
             None
         }
-        ExprKind::Array(items) | ExprKind::Tuple(items) => {
-            items.iter().find_map(flat_violation)
-        }
+        ExprKind::Array(items) | ExprKind::Tuple(items) => items.iter().find_map(flat_violation),
         ExprKind::Builtin { .. } => bad("a builtin function", e.span),
         ExprKind::Unary { .. } | ExprKind::Binary { .. } => bad("an operator expression", e.span),
         ExprKind::IfElse { .. } => bad("an `if`/`else` expression", e.span),
