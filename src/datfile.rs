@@ -32,6 +32,9 @@ pub enum DatFileError {
         /// The file.
         path: PathBuf,
     },
+    /// The file is not a regular file (a FIFO, a device), or its size disagrees with
+    /// its header; the message names the path.
+    Refused(nnefc_compiler::front::load::LoadError),
 }
 
 impl fmt::Display for DatFileError {
@@ -39,6 +42,7 @@ impl fmt::Display for DatFileError {
         match self {
             DatFileError::Io { path, source } => write!(f, "{}: {source}", path.display()),
             DatFileError::Format { path, source } => write!(f, "{}: {source}", path.display()),
+            DatFileError::Refused(e) => write!(f, "{e}"),
             DatFileError::Quantized { path } => {
                 write!(
                     f,
@@ -52,11 +56,25 @@ impl fmt::Display for DatFileError {
 
 impl std::error::Error for DatFileError {}
 
-/// Reads a `.dat` file into a tensor (f32, i32 or bool).
+/// Reads a `.dat` file into a tensor (f32, i32 or bool). Only regular files are
+/// opened, and the header is checked against the file size before the data is read
+/// (`front::load::read_dat_file`).
 pub fn read(path: &Path) -> Result<Tensor, DatFileError> {
-    let bytes = std::fs::read(path).map_err(|source| DatFileError::Io {
-        path: path.to_path_buf(),
-        source,
+    use nnefc_compiler::front::load::{LoadError, read_dat_file};
+    let bytes = read_dat_file(path).map_err(|e| match e {
+        LoadError::Io { source, .. } => DatFileError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+        LoadError::Dat { source, .. } => DatFileError::Format {
+            path: path.to_path_buf(),
+            source,
+        },
+        LoadError::NotFound(_) => DatFileError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        },
+        other => DatFileError::Refused(other),
     })?;
     let t = dat::read_dat(&bytes).map_err(|source| DatFileError::Format {
         path: path.to_path_buf(),

@@ -261,6 +261,7 @@ impl Failure {
 impl From<session::Error> for Failure {
     fn from(e: session::Error) -> Failure {
         let code = match &e {
+            session::Error::Front(f) if f.usage => code::USAGE,
             session::Error::Front(_) => code::INVALID_MODEL,
             session::Error::Pass(_) => code::INTERNAL,
             session::Error::Codegen(_) => code::CODEGEN,

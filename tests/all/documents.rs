@@ -144,6 +144,35 @@ fn every_test_document_compiles_and_matches_the_interpreter() {
                 continue;
             }
         };
+        // Outputs are ABI: one per declared result, each under its own name.
+        let declared: Vec<Option<&str>> = graph
+            .outputs
+            .iter()
+            .map(|&v| graph.value(v).name.as_deref())
+            .collect();
+        let names: Vec<&str> = artifacts
+            .interface
+            .outputs
+            .iter()
+            .map(|o| o.name.as_str())
+            .collect();
+        if ours.len() != expected.len()
+            || declared
+                .iter()
+                .map(|n| n.unwrap_or(""))
+                .ne(names.iter().copied())
+        {
+            failures.push(format!(
+                "{name}: outputs {names:?} ({} written), the graph declares {declared:?}",
+                ours.len()
+            ));
+        }
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        if unique.len() != names.len() {
+            failures.push(format!("{name}: output names repeat: {names:?}"));
+        }
         for (j, (o, e)) in ours.iter().zip(&expected).enumerate() {
             match tolerance::compare(o, e) {
                 Ok(c) if c.passed() => {}

@@ -305,6 +305,24 @@ fn parse_header(bytes: &[u8]) -> Result<Header, DatError> {
     if bytes.len() < HEADER_LEN {
         return Err(DatError::TooShort { len: bytes.len() });
     }
+    parse_header_for(bytes, (bytes.len() - HEADER_LEN) as u64)
+}
+
+/// Validates a file's header (its first [`HEADER_LEN`] bytes, or fewer for a short
+/// file) against the file's total length, without its data: a reader checks this
+/// before reading or allocating anything the header asks for.
+pub fn check_header(header: &[u8], file_len: u64) -> Result<(), DatError> {
+    let short = || DatError::TooShort {
+        len: usize::try_from(file_len).unwrap_or(usize::MAX),
+    };
+    if header.len() < HEADER_LEN || file_len < HEADER_LEN as u64 {
+        return Err(short());
+    }
+    parse_header_for(&header[..HEADER_LEN], file_len - HEADER_LEN as u64).map(|_| ())
+}
+
+/// The header in `bytes[..HEADER_LEN]`, checked against `data_len` data bytes.
+fn parse_header_for(bytes: &[u8], data_len_actual: u64) -> Result<Header, DatError> {
     let (m0, m1) = (bytes[0], bytes[1]);
     if [m0, m1] != MAGIC {
         return Err(DatError::BadMagic(m0, m1));
@@ -383,9 +401,9 @@ fn parse_header(bytes: &[u8]) -> Result<Header, DatError> {
             needed,
         });
     }
-    let actual = bytes.len() - HEADER_LEN;
-    if actual as u64 != needed {
-        let hint = if actual as u64 == needed + 4 {
+    if data_len_actual != needed {
+        let actual = usize::try_from(data_len_actual).unwrap_or(usize::MAX);
+        let hint = if data_len_actual == needed + 4 {
             " (4 bytes too many: possibly written by an early NNEF Python writer with a 132-byte header)"
         } else {
             ""
@@ -398,8 +416,8 @@ fn parse_header(bytes: &[u8]) -> Result<Header, DatError> {
             hint,
         });
     }
-    // From here on `volume * bits / 8 <= bytes.len()`, so every allocation below is
-    // bounded by the file size (at most 8 items per byte).
+    // From here on `volume * bits / 8` equals the data length actually present, so every
+    // allocation below is bounded by the file size (at most 8 items per byte).
     let volume = usize::try_from(volume).map_err(|_| too_large())?;
     let shape = extents
         .iter()

@@ -2,9 +2,9 @@
 //!
 //! One evaluator serves the graph body and every expanded fragment body. Attribute
 //! expressions (arithmetic, comparisons, logic, `if`/`else` with lazy branches,
-//! comprehensions with lock-step iterators and `if` filters, subscripts and ranges,
-//! `length_of`, `range_of`, `shape_of`, the conversion builtins, string and array `+`
-//! and `*`) are computed here. Operators with a tensor operand become invocations of
+//! comprehensions with lock-step iterators — names or tuple patterns — and `if`
+//! filters, subscripts and ranges, `length_of`, `range_of`, `shape_of`, the conversion
+//! builtins, string and array `+` and `*`) are computed here. Operators with a tensor operand become invocations of
 //! the matching primitive (`a + b` → `add(a, b)`), handled by `expand`. Binding of
 //! invocation arguments lives in `expand`, type conversions in `typeck`, the mapping
 //! to IR ops in `lower`.
@@ -13,7 +13,9 @@ use super::FrontOptions;
 use super::index::FragmentTable;
 use super::quant::QuantEntry;
 use super::quantize::VarData;
-use super::syntax::ast::{BinaryOp, Builtin, Expr, ExprKind, Index, Literal, PrimType, UnaryOp};
+use super::syntax::ast::{
+    BinaryOp, Builtin, Expr, ExprKind, Ident, Index, IterPattern, Literal, PrimType, UnaryOp,
+};
 use super::value::{Value, prim_of_dtype, render_scalar};
 use crate::diag::{Diagnostic, Span};
 use crate::ir::{Graph, ValueId};
@@ -66,6 +68,26 @@ pub struct Evaluator<'a> {
     pub current_ident: Option<String>,
     /// `graph.quant` entries by tensor identifier.
     pub quant: HashMap<String, QuantEntry>,
+    /// Fragment bodies expanded so far (bounded by `FrontOptions::max_nodes`).
+    pub expansions: usize,
+    /// Address of a local of the function that created the evaluator: the stack depth
+    /// of [`Evaluator::eval`] is measured from here (see [`STACK_BUDGET`]).
+    stack_base: usize,
+}
+
+/// How much of the front end's stack (`FRONT_STACK_BYTES`) evaluation may use. The
+/// nesting and recursion limits each fit on their own, but a fragment whose recursive
+/// call sits deep inside a long expression multiplies the two; this bound is checked on
+/// every [`Evaluator::eval`] and turns that case into a diagnostic. The rest of the
+/// stack is left for what runs below the deepest `eval` (lowering, shape inference,
+/// diagnostics, walks of values at most [`super::syntax::MAX_NESTING`] deep).
+pub const STACK_BUDGET: usize = super::FRONT_STACK_BYTES - (64 << 20);
+
+/// The address of a local: a position on the current thread's stack.
+#[inline(always)]
+fn stack_position() -> usize {
+    let probe = 0u8;
+    std::hint::black_box(&probe) as *const u8 as usize
 }
 
 impl<'a> Evaluator<'a> {
@@ -87,6 +109,8 @@ impl<'a> Evaluator<'a> {
             graph_lhs: HashMap::new(),
             current_ident: None,
             quant: HashMap::new(),
+            expansions: 0,
+            stack_base: stack_position(),
         }
     }
 
@@ -95,6 +119,17 @@ impl<'a> Evaluator<'a> {
     }
 
     pub fn eval(&mut self, e: &Expr, scope: &mut Scope) -> EResult<Value> {
+        if stack_position().abs_diff(self.stack_base) > STACK_BUDGET {
+            return Err(Diagnostic::error(
+                "the document nests too deeply: expressions inside recursive fragment calls exceed the front end's stack",
+            )
+            .at(e.span, "evaluation stopped here")
+            .with_note(format!(
+                "{} fragment calls are active; the stack allows {} MiB",
+                self.stack.len(),
+                STACK_BUDGET >> 20
+            )));
+        }
         match &e.kind {
             ExprKind::Literal(l) => Ok(match l {
                 Literal::Integer(i) => Value::Integer(*i),
@@ -582,19 +617,19 @@ impl<'a> Evaluator<'a> {
 
     fn comprehension(
         &mut self,
-        iters: &[(super::syntax::ast::Ident, Expr)],
+        iters: &[(IterPattern, Expr)],
         filter: Option<&Expr>,
         body: &Expr,
         scope: &mut Scope,
     ) -> EResult<Value> {
         let mut lists: Vec<Vec<Value>> = Vec::with_capacity(iters.len());
-        for (ident, e) in iters {
+        for (pattern, e) in iters {
             match self.eval(e, scope)? {
                 Value::Array(items) => lists.push(items),
                 other => {
                     return Err(Diagnostic::error(format!(
                         "`{}` must iterate over an array",
-                        ident.name
+                        pattern.text()
                     ))
                     .at(
                         e.span,
@@ -605,18 +640,18 @@ impl<'a> Evaluator<'a> {
             }
         }
         let n = lists.first().map_or(0, Vec::len);
-        for ((ident, e), l) in iters.iter().zip(&lists).skip(1) {
+        for ((pattern, e), l) in iters.iter().zip(&lists).skip(1) {
             if l.len() != n {
                 return Err(Diagnostic::error(
                     "iterables of a comprehension have different lengths",
                 )
                 .at(
                     e.span,
-                    format!("`{}` iterates over {} items", ident.name, l.len()),
+                    format!("`{}` iterates over {} items", pattern.text(), l.len()),
                 )
                 .with_label(
                     iters[0].1.span,
-                    format!("`{}` iterates over {n} items", iters[0].0.name),
+                    format!("`{}` iterates over {n} items", iters[0].0.text()),
                 )
                 .with_note(
                     "iterators advance in lock step, so all iterables need the same length",
@@ -625,11 +660,13 @@ impl<'a> Evaluator<'a> {
         }
         let mut out = Vec::new();
         for k in 0..n {
-            let mut saved = Vec::with_capacity(iters.len());
-            for ((ident, _), l) in iters.iter().zip(&lists) {
-                let prev = scope
-                    .vars
-                    .insert(ident.name.clone(), (l[k].clone(), ident.span));
+            let mut bindings = Vec::new();
+            for ((pattern, e), l) in iters.iter().zip(&lists) {
+                self.destructure(pattern, l[k].clone(), e.span, &mut bindings)?;
+            }
+            let mut saved = Vec::with_capacity(bindings.len());
+            for (ident, v) in bindings {
+                let prev = scope.vars.insert(ident.name.clone(), (v, ident.span));
                 saved.push((ident.name.clone(), prev));
             }
             let r = self.comprehension_item(filter, body, scope);
@@ -644,6 +681,42 @@ impl<'a> Evaluator<'a> {
             }
         }
         Ok(Value::Array(out))
+    }
+
+    /// Matches one item of an iterable against an iterator pattern: a name takes the
+    /// item, a tuple pattern needs a tuple of the same length.
+    fn destructure<'p>(
+        &self,
+        pattern: &'p IterPattern,
+        v: Value,
+        iterable: Span,
+        out: &mut Vec<(&'p Ident, Value)>,
+    ) -> EResult<()> {
+        match (pattern, v) {
+            (IterPattern::Name(ident), v) => {
+                if let Some((prev, _)) = out.iter().find(|(i, _)| i.name == ident.name) {
+                    return Err(Diagnostic::error(format!(
+                        "`{}` is bound twice by the comprehension's iterators",
+                        ident.name
+                    ))
+                    .at(ident.span, "bound again here")
+                    .with_label(prev.span, "first bound here"));
+                }
+                out.push((ident, v));
+                Ok(())
+            }
+            (IterPattern::Tuple(pats, _), Value::Tuple(items)) if pats.len() == items.len() => {
+                for (p, i) in pats.iter().zip(items) {
+                    self.destructure(p, i, iterable, out)?;
+                }
+                Ok(())
+            }
+            (IterPattern::Tuple(pats, span), v) => Err(Diagnostic::error(
+                "the iterator pattern does not match the items of the iterable",
+            )
+            .at(*span, format!("a tuple of {} names", pats.len()))
+            .with_label(iterable, format!("an item here is `{}`", self.describe(&v)))),
+        }
     }
 
     fn comprehension_item(

@@ -5,8 +5,11 @@
 //!
 //! Errors raised inside an expanded body get a secondary label per active call
 //! ("in `l2_normalization` called from here"); recursion stops at
-//! `FrontOptions::max_recursion_depth` with the call chain in the diagnostic. This
-//! module does not know any op's semantics beyond its signature.
+//! `FrontOptions::max_recursion_depth` with the call chain in the diagnostic, and the
+//! total size at `FrontOptions::max_nodes` fragment calls or IR nodes, naming the
+//! fragment that recursed. Graph outputs that alias an input, a constant or another
+//! output get a `copy` of their own (outputs are ABI). This module does not know any
+//! op's semantics beyond its signature.
 
 use super::eval::{CallFrame, EResult, Evaluator, Scope};
 use super::index::Fragment;
@@ -14,8 +17,9 @@ use super::lower::is_native;
 use super::syntax::ast::{
     Arg, Assignment, Expr, ExprKind, FragmentDef, GraphDef, Ident, PrimType, TypeSpec,
 };
-use super::value::{Value, describe_spec, prim_name};
+use super::value::{Value, describe_spec, prim_name, spec_is_tensor};
 use crate::diag::{Diagnostic, Diagnostics, Span};
+use crate::ir::{Op, UnaryOp, ValueDef, ValueId};
 use std::collections::{HashMap, HashSet};
 
 /// One evaluated argument of an invocation.
@@ -152,6 +156,18 @@ impl<'a> Evaluator<'a> {
                         .at(a.span, "unexpected argument")
                         .with_note(signature(def)));
                     }
+                    // Spec §2.4: tensors may be passed by position, attributes only by
+                    // name (the Khronos parser: "expected named argument").
+                    let p = &def.params[positional];
+                    if !spec_is_tensor(&p.ty) {
+                        return Err(Diagnostic::error(format!(
+                            "attribute `{}` of `{fname}` must be passed by name",
+                            p.name.name
+                        ))
+                        .at(a.span, format!("write `{} = ...` here", p.name.name))
+                        .with_note("NNEF passes tensors by position and attributes by name")
+                        .with_note(signature(def)));
+                    }
                     slots[positional] = Some((a.value, a.span));
                     positional += 1;
                 }
@@ -286,17 +302,16 @@ impl<'a> Evaluator<'a> {
         let def = &frag.def;
         let fname = def.name.name.clone();
         let call_span = bound.call_span;
+        self.expansions += 1;
+        if self.expansions > self.opts.max_nodes {
+            return Err(self.too_large(
+                format!("{} fragment calls", self.opts.max_nodes),
+                call_span,
+                &fname,
+            ));
+        }
         if self.stack.len() >= self.opts.max_recursion_depth {
-            let chain: Vec<&str> = self.stack.iter().map(|f| f.fragment.as_str()).collect();
-            let shown = if chain.len() > 8 {
-                format!(
-                    "{} → … → {}",
-                    chain[..4].join(" → "),
-                    chain[chain.len() - 3..].join(" → ")
-                )
-            } else {
-                chain.join(" → ")
-            };
+            let shown = self.chain_text();
             return Err(Diagnostic::error(format!(
                 "fragment expansion deeper than {} calls",
                 self.opts.max_recursion_depth
@@ -331,6 +346,62 @@ impl<'a> Evaluator<'a> {
                 d.with_label(call_span, label)
             }
         })
+    }
+
+    /// The active call chain, `a → b → … → f`, shortened in the middle when long.
+    fn chain_text(&self) -> String {
+        let chain: Vec<&str> = self.stack.iter().map(|f| f.fragment.as_str()).collect();
+        if chain.len() > 8 {
+            format!(
+                "{} → … → {}",
+                chain[..4].join(" → "),
+                chain[chain.len() - 3..].join(" → ")
+            )
+        } else {
+            chain.join(" → ")
+        }
+    }
+
+    /// The expansion grew past a size limit (`what`, e.g. "1048576 operations") while
+    /// `current` was being called or lowered at `span`. Points at the graph statement the
+    /// expansion started from and names the fragment most often on the call chain: the
+    /// one that recursed.
+    pub fn too_large(&self, what: String, span: Span, current: &str) -> Diagnostic {
+        let Some(top) = self.stack.first() else {
+            return Diagnostic::error(format!("the graph has more than {what}"))
+                .at(span, "the limit is reached here")
+                .with_note("the limit keeps compile time and memory bounded; real models stay far below it");
+        };
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for f in self
+            .stack
+            .iter()
+            .map(|f| f.fragment.as_str())
+            .chain([current])
+        {
+            match counts.iter_mut().find(|(n, _)| *n == f) {
+                Some((_, c)) => *c += 1,
+                None => counts.push((f, 1)),
+            }
+        }
+        // The most frequent; on a tie the innermost (`counts` is in order of first call,
+        // and `max_by_key` keeps the last of equal maxima).
+        let (culprit, times) = counts
+            .iter()
+            .copied()
+            .max_by_key(|(_, c)| *c)
+            .unwrap_or((current, 1));
+        Diagnostic::error(format!(
+            "expanding `{}` creates more than {what}",
+            top.fragment
+        ))
+        .at(top.call_span, format!("`{}` is called here", top.fragment))
+        .with_note(format!(
+            "`{culprit}` is on the call chain {times} time{} when the limit is reached: {} → {current}",
+            if times == 1 { "" } else { "s" },
+            self.chain_text()
+        ))
+        .with_note("a fragment that calls itself more than once per level grows exponentially with the depth")
     }
 
     fn expand_body(
@@ -457,7 +528,9 @@ impl<'a> Evaluator<'a> {
         }
     }
 
-    /// Spec rule 18: graph identifiers hold tensors (or arrays/tuples of tensors).
+    /// Spec rule 18: a graph identifier holds one tensor. Arrays and tuples of tensors
+    /// are destructured on the left-hand side (`[a, b] = split(...)`), as the Khronos
+    /// parser requires.
     fn check_graph_value(&self, name: &str, v: &Value, span: Span) -> EResult<()> {
         fn all_tensors(v: &Value) -> bool {
             match v {
@@ -466,8 +539,30 @@ impl<'a> Evaluator<'a> {
                 _ => false,
             }
         }
-        if all_tensors(v) {
+        if let Value::Tensor(_) = v {
             Ok(())
+        } else if let (true, Value::Array(items) | Value::Tuple(items)) = (all_tensors(v), v) {
+            let names: Vec<String> = (1..=items.len().min(4))
+                .map(|i| format!("{name}{i}"))
+                .collect();
+            let more = if items.len() > 4 { ", ..." } else { "" };
+            let pattern = match v {
+                Value::Array(_) => format!("[{}{more}]", names.join(", ")),
+                _ => format!("({}{more})", names.join(", ")),
+            };
+            Err(Diagnostic::error(format!(
+                "graph identifier `{name}` is bound to {} of {} tensors",
+                if matches!(v, Value::Array(_)) {
+                    "an array"
+                } else {
+                    "a tuple"
+                },
+                items.len()
+            ))
+            .at(span, format!("this is assigned `{}`", self.describe(v)))
+            .with_note(format!(
+                "a graph identifier holds one tensor: name each item, e.g. `{pattern} = ...;`"
+            )))
         } else {
             Err(Diagnostic::error(format!("graph identifier `{name}` must hold a tensor"))
                 .at(span, format!("this is assigned `{}`", self.describe(v)))
@@ -487,6 +582,35 @@ impl<'a> Evaluator<'a> {
                         .with_label(prev, "first listed here"),
                 );
             }
+        }
+        let mut results: HashMap<&str, Span> = HashMap::new();
+        for r in &g.results {
+            if let Some(prev) = results.insert(&r.name, r.span) {
+                errors.push(
+                    Diagnostic::error(format!("graph output `{}` is listed twice", r.name))
+                        .at(r.span, "duplicate")
+                        .with_label(prev, "first listed here")
+                        .with_note("outputs are the model's interface: each needs its own name"),
+                );
+            }
+            if let Some(p) = params.get(r.name.as_str()) {
+                errors.push(
+                    Diagnostic::error(format!(
+                        "`{}` is both a graph input and a graph output",
+                        r.name
+                    ))
+                    .at(r.span, "listed as an output here")
+                    .with_label(*p, "listed as an input here")
+                    .with_note(format!(
+                        "give the output its own name, e.g. `{0}_out`, and assign it: `{0}_out = copy({0});`",
+                        r.name
+                    )),
+                );
+            }
+        }
+        if !errors.is_empty() {
+            // Evaluating the body would only add consequences of the clash.
+            return Err(Diagnostics(errors));
         }
         let mut scope = Scope::new(true, None);
         self.graph_lhs.clear();
@@ -533,7 +657,10 @@ impl<'a> Evaluator<'a> {
                     Diagnostic::error(format!("graph output `{}` is never assigned", r.name))
                         .at(r.span, "declared as an output here"),
                 ),
-                Some((Value::Tensor(id), _)) => self.graph.outputs.push(*id),
+                Some((Value::Tensor(id), _)) => {
+                    let id = self.output_value(*id, &r.name);
+                    self.graph.outputs.push(id);
+                }
                 Some((v, _)) => errors.push(
                     Diagnostic::error(format!("graph output `{}` must be a single tensor", r.name))
                         .at(r.span, format!("it holds `{}`", self.describe(v))),
@@ -545,6 +672,31 @@ impl<'a> Evaluator<'a> {
         } else {
             Err(Diagnostics(errors))
         }
+    }
+
+    /// The value to list as graph output `name`. Outputs are ABI: each has its own
+    /// buffer and name. A tensor that is a graph input, a constant, or an output already
+    /// listed (`y = x;`, a fragment returning its argument, `graph g(x) -> (a, b)` with
+    /// `b = a;`) gets a `copy` node of its own, named `name`; a tensor that merely carries
+    /// another identifier's name (`a = relu(x); y = a;`) is renamed.
+    fn output_value(&mut self, id: ValueId, name: &str) -> ValueId {
+        let value = &self.graph.values[id.index()];
+        let shared = !matches!(value.def, ValueDef::Node(..)) || self.graph.outputs.contains(&id);
+        if shared {
+            // A copy has its operand's type (`ir::infer` agrees; the verifier checks it).
+            let ty = value.ty.clone();
+            let copy = self
+                .graph
+                .add_node(Op::Unary(UnaryOp::Copy), vec![id], vec![ty])[0];
+            self.graph.values[copy.index()].name = Some(name.to_string());
+            return copy;
+        }
+        let quantized = format!("{name}.quantized");
+        match &value.name {
+            Some(n) if n == name || *n == quantized => {}
+            _ => self.graph.values[id.index()].name = Some(name.to_string()),
+        }
+        id
     }
 
     fn graph_assignment(

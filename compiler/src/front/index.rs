@@ -5,8 +5,8 @@
 //! parameter/result name clashes, tensor-before-attribute parameter order, result kinds,
 //! `?` ⇔ generic declaration, `tensor<>` placement, default values, operations that are
 //! forbidden inside fragments, and the document-level extension gates (fragments need
-//! `KHR_enable_fragment_definitions`, anything beyond flat invocations needs
-//! `KHR_enable_operator_expressions`). Recursion between fragments is allowed (NNEF's
+//! `KHR_enable_fragment_definitions`, anything beyond (possibly nested) invocations
+//! needs `KHR_enable_operator_expressions`). Recursion between fragments is allowed (NNEF's
 //! `add_n` is recursive); termination is checked while expanding, not here.
 
 use super::syntax::ast::{
@@ -487,7 +487,7 @@ pub fn check_features(doc: &Document) -> Result<Features, Diagnostics> {
             .chain(doc.fragments.iter().filter_map(|f| f.body.as_ref()));
         'outer: for body in bodies {
             for a in body {
-                if let Some(d) = flat_violation(&a.rhs, true) {
+                if let Some(d) = flat_violation(&a.rhs) {
                     errors.push(d);
                     // One report per document is enough: the fix is the same everywhere.
                     break 'outer;
@@ -502,9 +502,9 @@ pub fn check_features(doc: &Document) -> Result<Features, Diagnostics> {
     }
 }
 
-/// Flat syntax: the right-hand side is one invocation whose arguments are literals,
-/// identifiers, negative numbers, or arrays/tuples of those.
-fn flat_violation(e: &Expr, top: bool) -> Option<Diagnostic> {
+/// Flat syntax: the right-hand side is an invocation whose arguments are literals,
+/// identifiers, negative numbers, invocations, or arrays/tuples of those.
+fn flat_violation(e: &Expr) -> Option<Diagnostic> {
     let bad = |what: &str, span: Span| {
         Some(
             Diagnostic::error(format!("{what} needs the operator-expression extension"))
@@ -515,11 +515,10 @@ fn flat_violation(e: &Expr, top: bool) -> Option<Diagnostic> {
         )
     };
     match &e.kind {
-        ExprKind::Invocation { args, .. } if top => {
-            args.iter().find_map(|a| flat_violation(&a.value, false))
-        }
-        ExprKind::Invocation { .. } => bad("a nested invocation", e.span),
-        ExprKind::Literal(_) | ExprKind::Ident(_) if !top => None,
+        // Nested invocations (`add(x, mul(x, 2.0))`) are not flat syntax in the spec's
+        // grammar, but the Khronos parser accepts them without the extension and
+        // exporters write them, so they are accepted at any depth.
+        ExprKind::Invocation { args, .. } => args.iter().find_map(|a| flat_violation(&a.value)),
         ExprKind::Literal(_) | ExprKind::Ident(_) => None,
         ExprKind::Unary {
             op: UnaryOp::Neg,
@@ -531,9 +530,7 @@ fn flat_violation(e: &Expr, top: bool) -> Option<Diagnostic> {
         {
             None
         }
-        ExprKind::Array(items) | ExprKind::Tuple(items) => {
-            items.iter().find_map(|i| flat_violation(i, false))
-        }
+        ExprKind::Array(items) | ExprKind::Tuple(items) => items.iter().find_map(flat_violation),
         ExprKind::Builtin { .. } => bad("a builtin function", e.span),
         ExprKind::Unary { .. } | ExprKind::Binary { .. } => bad("an operator expression", e.span),
         ExprKind::IfElse { .. } => bad("an `if`/`else` expression", e.span),

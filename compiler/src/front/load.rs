@@ -5,25 +5,37 @@
 //! * a folder holding `graph.nnef`, optional `graph.quant` and `<label>.dat` files
 //!   (labels may contain `/`: `conv1/filter` → `conv1/filter.dat`);
 //! * a `.tgz`/`.tar.gz`/`.tar` archive of such a folder, with or without one top-level
-//!   folder (recognised by content: gzip magic or a tar header, not by file name); the
-//!   regular-file entries are read into memory, everything else (directories, links,
-//!   devices) is ignored;
+//!   folder (recognised by content: gzip magic or a tar header, not by file name). The
+//!   archive is streamed: only `graph.nnef`, `graph.quant` and `.dat` entries are kept in
+//!   memory, everything else (other files, directories, links, devices) is skipped;
 //! * a bare `graph.nnef` file: then there is no data, and asking for a variable is an
 //!   error that says so.
 //!
 //! Labels are checked before they touch the file system: no absolute paths, no `..` or
 //! `.` or empty components, no backslashes or control characters. In a folder, the
 //! resolved file is canonicalized and must stay inside the canonical model folder, so a
-//! symlink cannot lead out of it. Sizes are bounded (no entry larger than the largest
-//! possible `.dat` file) before anything is allocated.
+//! symlink cannot lead out of it.
+//!
+//! Resources are bounded before they are spent. Only regular files are opened (a FIFO
+//! or a device given as the model or as a variable's file is refused, not waited on).
+//! Texts are at most [`MAX_TEXT_BYTES`]; a `.dat` file's header is read first and the
+//! file must be exactly as long as the header says, then only that much is read. An
+//! archive may have at most [`MAX_ARCHIVE_ENTRIES`] entries and unpack to at most
+//! [`MAX_ARCHIVE_BYTES`]; a compressed one that would unpack to more than
+//! [`MAX_EXPANSION_RATIO`] times its size (past [`BOMB_FLOOR_BYTES`]) is refused as a
+//! decompression bomb as soon as an entry header, or the unpacked stream, says so. The
+//! tar reader holds extension headers (long names, pax records) in memory, so the stream
+//! it reads is metered: at most [`MAX_EXTENSION_BYTES`] of them before each entry.
 //!
 //! This module only fetches bytes and texts. Parsing them is `syntax`, `quant` and `dat`.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// The standard library every model is resolved against (our own text, see the file).
 pub const STDLIB_TEXT: &str = include_str!("stdlib.nnef");
@@ -33,8 +45,49 @@ pub const STDLIB_NAME: &str = "<nnefc>/stdlib.nnef";
 /// Largest single file we read: a `.dat` header plus the largest data length its u32
 /// field can state. Nothing legitimate in a model is bigger.
 pub const MAX_FILE_BYTES: u64 = 128 + u32::MAX as u64;
-/// Largest total of all regular-file entries of an archive we keep in memory.
+/// Largest `graph.nnef` or `graph.quant`: converter-written graphs of the largest
+/// networks are a few MiB of text.
+pub const MAX_TEXT_BYTES: u64 = 256 << 20;
+/// Largest total an archive may unpack to (all entries, kept or skipped).
 pub const MAX_ARCHIVE_BYTES: u64 = 16 << 30;
+/// Most entries an archive may have (a model has a `.dat` file per variable).
+pub const MAX_ARCHIVE_ENTRIES: u64 = 100_000;
+/// A compressed archive may unpack to at most this many times its own size. Weights
+/// compress by well under 2×; a decompression bomb by about 1000×.
+pub const MAX_EXPANSION_RATIO: u64 = 100;
+/// Unpacked sizes up to this are never called a bomb, whatever the ratio (small
+/// models and all-zero test weights compress very well).
+pub const BOMB_FLOOR_BYTES: u64 = 64 << 20;
+
+/// Most bytes of extension headers (GNU long names, pax records) before one entry. The
+/// tar reader keeps them in memory whole; real ones are a path or a few records long.
+pub const MAX_EXTENSION_BYTES: u64 = 1 << 20;
+
+/// The archive limits in force (the constants above; smaller ones in tests).
+#[derive(Clone, Copy, Debug)]
+pub struct ArchiveLimits {
+    pub max_bytes: u64,
+    pub max_entries: u64,
+    pub max_ratio: u64,
+    pub bomb_floor: u64,
+}
+
+impl ArchiveLimits {
+    pub const DEFAULT: ArchiveLimits = ArchiveLimits {
+        max_bytes: MAX_ARCHIVE_BYTES,
+        max_entries: MAX_ARCHIVE_ENTRIES,
+        max_ratio: MAX_EXPANSION_RATIO,
+        bomb_floor: BOMB_FLOOR_BYTES,
+    };
+
+    /// The most a gzip of `packed` bytes may unpack to.
+    fn unpack_limit(&self, packed: u64) -> u64 {
+        packed
+            .saturating_mul(self.max_ratio)
+            .max(self.bomb_floor)
+            .min(self.max_bytes)
+    }
+}
 
 /// Why a model or one of its files could not be loaded. Every message names the path.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +102,28 @@ pub enum LoadError {
     NotUtf8 { path: String, offset: usize },
     #[error("{path} is {size} bytes, more than the {limit} bytes allowed")]
     TooLarge { path: String, size: u64, limit: u64 },
+    #[error("{path} is {kind}, not a regular file")]
+    NotRegular { path: String, kind: &'static str },
+    #[error(
+        "archive {path} unpacks to {unpacked} bytes or more from {packed} compressed bytes (over {ratio}x): refused as a decompression bomb"
+    )]
+    Bomb {
+        path: String,
+        unpacked: u64,
+        packed: u64,
+        ratio: u64,
+    },
+    #[error("archive {path} has more than {limit} entries")]
+    TooManyEntries { path: String, limit: u64 },
+    #[error(
+        "{path} is gzip-compressed but does not hold a tar archive; a .tgz model is a gzip-compressed tar of the model folder"
+    )]
+    GzipNotTar { path: String },
+    #[error("{path}: {source}")]
+    Dat {
+        path: String,
+        source: super::dat::DatError,
+    },
     #[error("cannot read archive {path}: {message}")]
     Archive { path: String, message: String },
     #[error(
@@ -127,34 +202,122 @@ fn utf8(bytes: Vec<u8>, path: String) -> Result<String, LoadError> {
     })
 }
 
-/// Reads a whole file, refusing files above [`MAX_FILE_BYTES`] before allocating.
-fn read_bounded(path: &Path) -> Result<Vec<u8>, LoadError> {
-    let file = fs::File::open(path).map_err(io_err(path))?;
-    let size = file.metadata().map_err(io_err(path))?.len();
-    if size > MAX_FILE_BYTES {
-        return Err(LoadError::TooLarge {
+/// What kind of file `meta` describes, for "not a regular file" messages.
+fn file_kind(meta: &fs::Metadata) -> &'static str {
+    let t = meta.file_type();
+    if t.is_dir() {
+        return "a folder";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO";
+        } else if t.is_socket() {
+            return "a socket";
+        } else if t.is_block_device() || t.is_char_device() {
+            return "a device";
+        }
+    }
+    "a special file"
+}
+
+/// Opens a regular file (checked with `metadata` first, so a FIFO is refused instead of
+/// blocking in `open`) and returns it with its size.
+pub fn open_regular(path: &Path) -> Result<(fs::File, u64), LoadError> {
+    let meta = fs::metadata(path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => LoadError::NotFound(show(path)),
+        _ => LoadError::Io {
             path: show(path),
-            size,
-            limit: MAX_FILE_BYTES,
+            source: e,
+        },
+    })?;
+    if !meta.is_file() {
+        return Err(LoadError::NotRegular {
+            path: show(path),
+            kind: file_kind(&meta),
         });
+    }
+    let file = fs::File::open(path).map_err(io_err(path))?;
+    Ok((file, meta.len()))
+}
+
+/// Reads at most `limit` bytes of `reader`, whose expected length is `size`; more is an
+/// error (the file grew while we read it, or a header lied).
+fn read_limited(
+    reader: impl Read,
+    size: u64,
+    limit: u64,
+    shown: impl Fn() -> String,
+) -> Result<Vec<u8>, LoadError> {
+    let too_large = |size| LoadError::TooLarge {
+        path: shown(),
+        size,
+        limit,
+    };
+    if size > limit {
+        return Err(too_large(size));
     }
     let mut bytes = Vec::with_capacity(size as usize);
-    // `take` guards against a file that grows while we read it.
-    file.take(MAX_FILE_BYTES + 1)
+    reader
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| LoadError::Io {
+            path: shown(),
+            source,
+        })?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// Reads a `graph.nnef` or `graph.quant` file as UTF-8 text of at most
+/// [`MAX_TEXT_BYTES`].
+fn read_text(path: &Path) -> Result<String, LoadError> {
+    let (file, size) = open_regular(path)?;
+    let bytes = read_limited(file, size, MAX_TEXT_BYTES, || show(path))?;
+    utf8(bytes, show(path))
+}
+
+/// Reads a `.dat` file: the 128-byte header first, checked against the file's length
+/// (`dat::check_header`), then exactly the data length it states. A 3 GB file whose
+/// header says 16 bytes is refused after reading 128 bytes.
+pub fn read_dat_file(path: &Path) -> Result<Vec<u8>, LoadError> {
+    use super::dat::{HEADER_LEN, check_header};
+    let (file, size) = open_regular(path)?;
+    let mut file = io::BufReader::new(file);
+    let mut bytes = Vec::with_capacity(HEADER_LEN);
+    (&mut file)
+        .take(HEADER_LEN as u64)
         .read_to_end(&mut bytes)
         .map_err(io_err(path))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(LoadError::TooLarge {
+    check_header(&bytes, size).map_err(|source| LoadError::Dat {
+        path: show(path),
+        source,
+    })?;
+    let data_len = size - HEADER_LEN as u64;
+    let data = read_limited(file, data_len, MAX_FILE_BYTES, || show(path))?;
+    if data.len() as u64 != data_len {
+        return Err(LoadError::Io {
             path: show(path),
-            size: bytes.len() as u64,
-            limit: MAX_FILE_BYTES,
+            source: io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the file changed size while it was read",
+            ),
         });
     }
+    bytes.extend_from_slice(&data);
     Ok(bytes)
 }
 
 /// Loads a model from a folder, an archive or a bare `graph.nnef` (see the module doc).
 pub fn load_model(path: &Path) -> Result<ModelSource, LoadError> {
+    load_model_with(path, &ArchiveLimits::DEFAULT)
+}
+
+/// [`load_model`] with other archive limits.
+pub fn load_model_with(path: &Path, limits: &ArchiveLimits) -> Result<ModelSource, LoadError> {
     let meta = fs::metadata(path).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => LoadError::NotFound(show(path)),
         _ => LoadError::Io {
@@ -165,29 +328,22 @@ pub fn load_model(path: &Path) -> Result<ModelSource, LoadError> {
     if meta.is_dir() {
         return load_folder(path);
     }
-    let bytes = read_bounded(path)?;
-    if bytes.starts_with(&[0x1F, 0x8B]) {
-        let mut data = Vec::new();
-        let decoder = flate2::read::MultiGzDecoder::new(bytes.as_slice());
-        decoder
-            .take(MAX_ARCHIVE_BYTES + 1)
-            .read_to_end(&mut data)
-            .map_err(|e| LoadError::Archive {
-                path: show(path),
-                message: format!("gzip data is corrupt: {e}"),
-            })?;
-        if data.len() as u64 > MAX_ARCHIVE_BYTES {
-            return Err(LoadError::TooLarge {
-                path: show(path),
-                size: data.len() as u64,
-                limit: MAX_ARCHIVE_BYTES,
-            });
-        }
-        return load_archive(&data, show(path));
+    let (file, size) = open_regular(path)?;
+    let mut file = io::BufReader::new(file);
+    // Enough of the start to recognise gzip (2 bytes) or a tar header (`ustar` at 257).
+    let mut head = Vec::with_capacity(512);
+    (&mut file)
+        .take(512)
+        .read_to_end(&mut head)
+        .map_err(io_err(path))?;
+    let rest = io::Cursor::new(head.clone()).chain(file);
+    if head.starts_with(&[0x1F, 0x8B]) {
+        return load_gzip(rest, size, show(path), limits);
     }
-    if is_tar(&bytes) {
-        return load_archive(&bytes, show(path));
+    if is_tar(&head) {
+        return load_archive(rest, show(path), None, limits);
     }
+    let bytes = read_limited(rest, size, MAX_TEXT_BYTES, || show(path))?;
     let graph = SourceText {
         path: show(path),
         text: utf8(bytes, show(path))?,
@@ -199,6 +355,67 @@ pub fn load_model(path: &Path) -> Result<ModelSource, LoadError> {
     })
 }
 
+/// A reader that counts the bytes it passes and fails once they exceed `limit`, and that
+/// labels the errors of the reader it wraps (the gzip decoder) as corrupt data.
+struct Unpacked<R> {
+    inner: R,
+    count: u64,
+    limit: u64,
+}
+
+impl<R: Read> Read for Unpacked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self
+            .inner
+            .read(buf)
+            .map_err(|e| io::Error::new(e.kind(), format!("gzip data is corrupt: {e}")))?;
+        self.count += n as u64;
+        if self.count > self.limit {
+            return Err(io::Error::other(BombMarker));
+        }
+        Ok(n)
+    }
+}
+
+/// The error [`Unpacked`] raises at its limit, recognised again after `tar` wrapped it.
+#[derive(Debug)]
+struct BombMarker;
+
+impl std::fmt::Display for BombMarker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("unpacked size limit reached")
+    }
+}
+
+impl std::error::Error for BombMarker {}
+
+fn load_gzip(
+    reader: impl Read,
+    packed: u64,
+    shown: String,
+    limits: &ArchiveLimits,
+) -> Result<ModelSource, LoadError> {
+    let mut unpacked = Unpacked {
+        inner: flate2::read::MultiGzDecoder::new(reader),
+        count: 0,
+        limit: limits.unpack_limit(packed),
+    };
+    let archive_err = |e: io::Error| LoadError::Archive {
+        path: shown.clone(),
+        message: e.to_string(),
+    };
+    let mut head = Vec::with_capacity(512);
+    (&mut unpacked)
+        .take(512)
+        .read_to_end(&mut head)
+        .map_err(archive_err)?;
+    if !is_tar(&head) {
+        return Err(LoadError::GzipNotTar { path: shown });
+    }
+    let rest = io::Cursor::new(head).chain(unpacked);
+    load_archive(rest, shown, Some(packed), limits)
+}
+
 /// A POSIX/GNU tar header has `ustar` at offset 257.
 fn is_tar(bytes: &[u8]) -> bool {
     bytes.get(257..262) == Some(b"ustar")
@@ -207,18 +424,20 @@ fn is_tar(bytes: &[u8]) -> bool {
 fn load_folder(dir: &Path) -> Result<ModelSource, LoadError> {
     let root = dir.canonicalize().map_err(io_err(dir))?;
     let graph_path = dir.join("graph.nnef");
-    if !graph_path.is_file() {
+    if !graph_path.exists() {
         return Err(LoadError::NoGraph(show(dir)));
     }
     let graph = SourceText {
         path: show(&graph_path),
-        text: utf8(read_bounded(&graph_path)?, show(&graph_path))?,
+        text: read_text(&graph_path)?,
     };
     let quant_path = dir.join("graph.quant");
-    let quant = if quant_path.is_file() {
+    // `exists`, not `is_file`: a FIFO or folder named graph.quant is refused by
+    // `read_text`, not silently ignored.
+    let quant = if quant_path.exists() {
         Some(SourceText {
             path: show(&quant_path),
-            text: utf8(read_bounded(&quant_path)?, show(&quant_path))?,
+            text: read_text(&quant_path)?,
         })
     } else {
         None
@@ -250,51 +469,160 @@ fn clean_entry_path(raw: &str) -> Option<Vec<&str>> {
     }
 }
 
-fn load_archive(tar_bytes: &[u8], shown: String) -> Result<ModelSource, LoadError> {
-    let archive_err = |e: io::Error| LoadError::Archive {
+/// Size of a tar header block (and the unit entry data is padded to).
+const HEADER_BYTES: u64 = 512;
+
+/// The tar stream as the tar reader sees it: counts the bytes it hands out and refuses
+/// to go past `allowed` (set by [`load_archive`] each time an entry is yielded).
+struct Metered<R> {
+    inner: R,
+    consumed: Rc<Cell<u64>>,
+    allowed: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let room = self.allowed.get().saturating_sub(self.consumed.get());
+        if room == 0 && !buf.is_empty() {
+            return Err(io::Error::other(ExtensionMarker));
+        }
+        let len = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..len])?;
+        self.consumed.set(self.consumed.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// The error [`Metered`] raises when extension headers run past their allowance.
+#[derive(Debug)]
+struct ExtensionMarker;
+
+impl std::fmt::Display for ExtensionMarker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("extension headers too long")
+    }
+}
+
+impl std::error::Error for ExtensionMarker {}
+
+/// Whether an archive entry (path after cleaning) is something a model reads.
+fn is_model_file(parts: &[&str]) -> bool {
+    matches!(parts.last(), Some(&("graph.nnef" | "graph.quant")))
+        || parts.last().is_some_and(|n| n.ends_with(".dat"))
+}
+
+/// Reads the entries of a tar stream. `packed` is the compressed size of a gzip archive,
+/// for the decompression-bomb rule.
+fn load_archive(
+    reader: impl Read,
+    shown: String,
+    packed: Option<u64>,
+    limits: &ArchiveLimits,
+) -> Result<ModelSource, LoadError> {
+    let limit = packed.map_or(limits.max_bytes, |p| limits.unpack_limit(p));
+    let bomb = |unpacked: u64| LoadError::Bomb {
         path: shown.clone(),
-        message: e.to_string(),
+        unpacked,
+        packed: packed.unwrap_or(0),
+        ratio: limits.max_ratio,
     };
-    let mut archive = tar::Archive::new(tar_bytes);
+    let archive_err = |e: io::Error| {
+        if e.get_ref().is_some_and(|inner| inner.is::<BombMarker>()) {
+            return bomb(limit);
+        }
+        if e.get_ref()
+            .is_some_and(|inner| inner.is::<ExtensionMarker>())
+        {
+            return LoadError::Archive {
+                path: shown.clone(),
+                message: format!(
+                    "an entry's extension headers (long name or pax records) exceed {MAX_EXTENSION_BYTES} bytes"
+                ),
+            };
+        }
+        LoadError::Archive {
+            path: shown.clone(),
+            message: e.to_string(),
+        }
+    };
+    // The tar reader reads extension headers into memory before it yields the entry
+    // they belong to: the stream is allowed only the current entry's data, one header
+    // and MAX_EXTENSION_BYTES past the point where the last entry was yielded.
+    let consumed = Rc::new(Cell::new(0u64));
+    let allowed = Rc::new(Cell::new(HEADER_BYTES + MAX_EXTENSION_BYTES));
+    let reader = Metered {
+        inner: reader,
+        consumed: consumed.clone(),
+        allowed: allowed.clone(),
+    };
+    let mut archive = tar::Archive::new(reader);
     let mut entries: HashMap<String, Vec<u8>> = HashMap::new();
     let mut total: u64 = 0;
+    let mut count: u64 = 0;
     for entry in archive.entries().map_err(archive_err)? {
         let mut entry = entry.map_err(archive_err)?;
-        let kind = entry.header().entry_type();
-        if !(kind.is_file() || kind.is_contiguous()) {
-            continue; // directories, links, devices: not model content
-        }
-        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let parts = clean_entry_path(&raw).ok_or_else(|| LoadError::UnsafeEntry {
-            archive: shown.clone(),
-            entry: raw.clone(),
-        })?;
-        if parts.is_empty() {
-            continue;
+        allowed.set(
+            consumed
+                .get()
+                .saturating_add(entry.size().div_ceil(HEADER_BYTES) * HEADER_BYTES)
+                .saturating_add(2 * HEADER_BYTES + MAX_EXTENSION_BYTES),
+        );
+        count += 1;
+        if count > limits.max_entries {
+            return Err(LoadError::TooManyEntries {
+                path: shown,
+                limit: limits.max_entries,
+            });
         }
         let size = entry.size();
-        let entry_shown = format!("{shown}:{raw}");
-        if size > MAX_FILE_BYTES {
-            return Err(LoadError::TooLarge {
-                path: entry_shown,
-                size,
-                limit: MAX_FILE_BYTES,
-            });
+        let kind = entry.header().entry_type();
+        let mut keep = None;
+        if kind.is_file() || kind.is_contiguous() {
+            // Directories, links and devices are not model content.
+            let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+            let parts = clean_entry_path(&raw).ok_or_else(|| LoadError::UnsafeEntry {
+                archive: shown.clone(),
+                entry: raw.clone(),
+            })?;
+            if is_model_file(&parts) {
+                let max = if parts.last().is_some_and(|n| n.ends_with(".dat")) {
+                    MAX_FILE_BYTES
+                } else {
+                    MAX_TEXT_BYTES
+                };
+                if size > max {
+                    return Err(LoadError::TooLarge {
+                        path: format!("{shown}:{raw}"),
+                        size,
+                        limit: max,
+                    });
+                }
+                keep = Some(parts.join("/"));
+            }
         }
+        // Declared sizes count whether the entry is kept or skipped: skipping still
+        // decompresses it. A bomb is refused here, from its header, before any of its
+        // data is unpacked.
         total = total.saturating_add(size);
-        if total > MAX_ARCHIVE_BYTES {
-            return Err(LoadError::TooLarge {
-                path: shown,
-                size: total,
-                limit: MAX_ARCHIVE_BYTES,
+        if total > limit {
+            return Err(match packed {
+                Some(_) if limit < limits.max_bytes => bomb(total),
+                _ => LoadError::TooLarge {
+                    path: shown,
+                    size: total,
+                    limit: limits.max_bytes,
+                },
             });
         }
-        // `size` is bounded above and backed by real bytes (the tar reader stops at the
-        // end of the input), so reading it cannot allocate more than the archive holds.
+        let Some(key) = keep else {
+            continue;
+        };
+        // `size` is bounded above, and the tar reader stops at the end of the input,
+        // so this allocates no more than the archive really holds.
         let mut data = Vec::new();
         entry.read_to_end(&mut data).map_err(archive_err)?;
         // Later entries replace earlier ones, as `tar -x` does.
-        entries.insert(parts.join("/"), data);
+        entries.insert(key, data);
     }
 
     // graph.nnef at the top level wins; otherwise exactly one `<folder>/graph.nnef`.
@@ -465,7 +793,7 @@ impl ModelSource {
                         path: show(&path),
                     });
                 }
-                read_bounded(&target).map(Cow::Owned)
+                read_dat_file(&target).map(Cow::Owned)
             }
         }
     }
@@ -474,7 +802,7 @@ impl ModelSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::front::dat::{read_dat, write_dat_f32};
+    use crate::front::dat::{self, read_dat, write_dat_f32};
     use crate::ir::DType;
     use expect_test::expect;
     use std::io::Write;
@@ -727,12 +1055,194 @@ mod tests {
             .collect();
         expect![[r#"
             dotdot.tar: archive <tmp>/dotdot.tar has an entry with an unsafe path '../escape.dat' (absolute or containing '..')
-            huge.tar: <tmp>/huge.tar:graph.nnef is 1099511627776 bytes, more than the 4294967423 bytes allowed
+            huge.tar: <tmp>/huge.tar:graph.nnef is 1099511627776 bytes, more than the 268435456 bytes allowed
             nograph.tar: archive <tmp>/nograph.tar has no graph.nnef at its top level or inside one top-level folder
             two.tar: archive <tmp>/two.tar has no graph.nnef at its top level or inside one top-level folder (found several: a/graph.nnef, b/graph.nnef)
             latin1.tar: <tmp>/latin1.tar:graph.nnef is not valid UTF-8 text (first bad byte at offset 18)
             truncated.tgz: cannot read archive <tmp>/truncated.tgz: gzip data is corrupt: incomplete deflate stream"#]]
         .assert_eq(&out.join("\n"));
+    }
+
+    /// A tar whose one entry's header claims `size` bytes but carries only `data`: the
+    /// loader must refuse it from the header alone, before unpacking anything.
+    fn lying_tar(name: &str, size: u64, data: &[u8]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_path(name).unwrap();
+        h.set_size(size);
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_cksum();
+        b.append(&h, data).unwrap();
+        b.into_inner().unwrap()
+    }
+
+    /// One case per archive resource: a decompression bomb refused from its header, one
+    /// refused while streaming (headers that look harmless), too many entries, a gzip
+    /// that is not a tar. Limits are lowered so the cases stay small; each must fail
+    /// fast, with the message that names the limit.
+    #[test]
+    fn hostile_archives() {
+        let tmp = tempfile::tempdir().unwrap();
+        let small = ArchiveLimits {
+            max_bytes: 1 << 30,
+            max_entries: 50,
+            max_ratio: 100,
+            bomb_floor: 1 << 20,
+        };
+        // 8 MiB of zeros compress to about 8 KiB: over 100× and past the 1 MiB floor.
+        let zeros = vec![0u8; 8 << 20];
+        let honest_bomb = gzip(&tar_bytes(&[
+            ("graph.nnef", Some(GRAPH.as_bytes())),
+            ("w.dat", Some(&zeros)),
+        ]));
+        // A GNU long name is read into memory by the tar reader itself, before the
+        // entry it names: the metered stream stops it, compressed or not.
+        let long_name = {
+            let mut b = tar::Builder::new(Vec::new());
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::GNULongName);
+            h.set_path("././@LongLink").unwrap();
+            h.set_size(zeros.len() as u64);
+            h.set_cksum();
+            b.append(&h, zeros.as_slice()).unwrap();
+            b.into_inner().unwrap()
+        };
+        // Long names each within the per-entry allowance, but together far over 100× the
+        // compressed size: the count of unpacked bytes stops the decompression.
+        let long_names = {
+            let mut b = tar::Builder::new(Vec::new());
+            for i in 0..12 {
+                let mut h = tar::Header::new_gnu();
+                h.set_entry_type(tar::EntryType::GNULongName);
+                h.set_path("././@LongLink").unwrap();
+                h.set_size(900 << 10);
+                h.set_cksum();
+                b.append(&h, &zeros[..900 << 10]).unwrap();
+                let mut h = tar::Header::new_gnu();
+                h.set_path(format!("junk{i}")).unwrap();
+                h.set_size(1);
+                h.set_entry_type(tar::EntryType::Regular);
+                h.set_cksum();
+                b.append(&h, &b"x"[..]).unwrap();
+            }
+            gzip(&b.into_inner().unwrap())
+        };
+        let many: Vec<(String, Vec<u8>)> = (0..60)
+            .map(|i| (format!("junk{i}.txt"), b"x".to_vec()))
+            .collect();
+        let many_refs: Vec<(&str, Option<&[u8]>)> = many
+            .iter()
+            .map(|(n, d)| (n.as_str(), Some(d.as_slice())))
+            .collect();
+        let cases: Vec<(&str, Vec<u8>, &ArchiveLimits)> = vec![
+            (
+                "header_bomb.tgz",
+                gzip(&lying_tar("w.dat", 3 << 30, b"abc")),
+                &ArchiveLimits::DEFAULT,
+            ),
+            ("honest_bomb.tgz", honest_bomb, &small),
+            ("long_name.tgz", gzip(&long_name), &small),
+            ("long_name.tar", long_name, &ArchiveLimits::DEFAULT),
+            ("long_names.tgz", long_names, &small),
+            ("many.tar", tar_bytes(&many_refs), &small),
+            (
+                "not_a_tar.gz",
+                gzip(b"version 1.0; graph g() -> () {}"),
+                &ArchiveLimits::DEFAULT,
+            ),
+            ("empty.gz", gzip(b""), &ArchiveLimits::DEFAULT),
+            (
+                "huge_total.tar",
+                lying_tar("skipped.bin", 2 << 30, b"abc"),
+                &small,
+            ),
+        ];
+        let out: Vec<String> = cases
+            .into_iter()
+            .map(|(name, bytes, limits)| {
+                let path = tmp.path().join(name);
+                fs::write(&path, bytes).unwrap();
+                let start = std::time::Instant::now();
+                let r = load_model_with(&path, limits).map(|_| ());
+                assert!(
+                    start.elapsed().as_secs() < 5,
+                    "{name}: {:?}",
+                    start.elapsed()
+                );
+                format!("{name}: {}", err_text(r, tmp.path()))
+            })
+            .collect();
+        expect![[r#"
+            header_bomb.tgz: archive <tmp>/header_bomb.tgz unpacks to 3221225472 bytes or more from 87 compressed bytes (over 100x): refused as a decompression bomb
+            honest_bomb.tgz: archive <tmp>/honest_bomb.tgz unpacks to 8388674 bytes or more from 38551 compressed bytes (over 100x): refused as a decompression bomb
+            long_name.tgz: cannot read archive <tmp>/long_name.tgz: an entry's extension headers (long name or pax records) exceed 1048576 bytes
+            long_name.tar: cannot read archive <tmp>/long_name.tar: an entry's extension headers (long name or pax records) exceed 1048576 bytes
+            long_names.tgz: archive <tmp>/long_names.tgz unpacks to 5180600 bytes or more from 51806 compressed bytes (over 100x): refused as a decompression bomb
+            many.tar: archive <tmp>/many.tar has more than 50 entries
+            not_a_tar.gz: <tmp>/not_a_tar.gz is gzip-compressed but does not hold a tar archive; a .tgz model is a gzip-compressed tar of the model folder
+            empty.gz: <tmp>/empty.gz is gzip-compressed but does not hold a tar archive; a .tgz model is a gzip-compressed tar of the model folder
+            huge_total.tar: <tmp>/huge_total.tar is 2147483648 bytes, more than the 1073741824 bytes allowed"#]].assert_eq(&out.join("\n"));
+    }
+
+    /// Special and oversized files: a FIFO as the model, as `graph.nnef` and as a
+    /// variable's `.dat` is refused without blocking; a 3 GiB (sparse) `.dat` whose header
+    /// says 16 bytes, and a 1 GiB `graph.nnef`, are refused after reading their header.
+    #[test]
+    fn hostile_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mkfifo = |p: &Path| {
+            let ok = std::process::Command::new("mkfifo")
+                .arg(p)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "mkfifo {}", p.display());
+        };
+        let dir = tmp.path().join("m");
+        model_folder(&dir);
+        mkfifo(&dir.join("fifo.dat"));
+        mkfifo(&tmp.path().join("model.fifo"));
+        let big = dir.join("big.dat");
+        let mut header = write_dat_f32(&[4], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+        header.truncate(dat::HEADER_LEN);
+        fs::write(&big, &header).unwrap();
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&big)
+            .unwrap()
+            .set_len(3 << 30)
+            .unwrap();
+        let fifo_graph = tmp.path().join("fifo_graph");
+        fs::create_dir(&fifo_graph).unwrap();
+        mkfifo(&fifo_graph.join("graph.nnef"));
+        let fifo_quant = tmp.path().join("fifo_quant");
+        fs::create_dir(&fifo_quant).unwrap();
+        fs::write(fifo_quant.join("graph.nnef"), GRAPH).unwrap();
+        mkfifo(&fifo_quant.join("graph.quant"));
+        let huge_graph = tmp.path().join("huge_graph");
+        fs::create_dir(&huge_graph).unwrap();
+        let g = fs::File::create(huge_graph.join("graph.nnef")).unwrap();
+        g.set_len(1 << 30).unwrap();
+        let m = load_model(&dir).unwrap();
+        let out = [
+            err_text(
+                load_model(&tmp.path().join("model.fifo")).map(|_| ()),
+                tmp.path(),
+            ),
+            err_text(load_model(&fifo_graph).map(|_| ()), tmp.path()),
+            err_text(load_model(&fifo_quant).map(|_| ()), tmp.path()),
+            err_text(load_model(&huge_graph).map(|_| ()), tmp.path()),
+            err_text(m.variable("fifo").map(|_| ()), tmp.path()),
+            err_text(m.variable("big").map(|_| ()), tmp.path()),
+            err_text(read_dat_file(&big).map(|_| ()), tmp.path()),
+        ];
+        expect![[r#"
+            <tmp>/model.fifo is a FIFO, not a regular file
+            <tmp>/fifo_graph/graph.nnef is a FIFO, not a regular file
+            <tmp>/fifo_quant/graph.quant is a FIFO, not a regular file
+            <tmp>/huge_graph/graph.nnef is 1073741824 bytes, more than the 268435456 bytes allowed
+            variable 'fifo': <tmp>/m/fifo.dat is not a regular file
+            <tmp>/m/big.dat: header says 4 items of float32 (16 bytes) but the file has 3221225344 data bytes
+            <tmp>/m/big.dat: header says 4 items of float32 (16 bytes) but the file has 3221225344 data bytes"#]].assert_eq(&out.join("\n"));
     }
 
     #[test]

@@ -319,6 +319,10 @@ fn tensor_result(outs: Vec<ValueId>) -> Value {
 impl Evaluator<'_> {
     /// Adds one node, with result types from `ir::infer`.
     pub fn emit(&mut self, op: Op, inputs: Vec<ValueId>, span: Span) -> EResult<Vec<ValueId>> {
+        if self.graph.nodes.len() >= self.opts.max_nodes {
+            let what = format!("{} operations", self.opts.max_nodes);
+            return Err(self.too_large(what, span, op.mnemonic()));
+        }
         let tys: Vec<&TensorType> = inputs.iter().map(|v| self.graph.ty(*v)).collect();
         let out = ir::infer::infer(&op, &tys).map_err(|e| {
             let shapes: Vec<String> = tys.iter().map(|t| t.to_string()).collect();
@@ -585,6 +589,15 @@ impl Evaluator<'_> {
         })
     }
 
+    /// A declared shape must fit `ir::infer::MAX_TENSOR_BYTES`, like every inferred one.
+    fn fits(a: &Args, dtype: DType, dims: &[Dim]) -> EResult<()> {
+        let ty = TensorType::with_dims(dtype, dims.to_vec());
+        ir::infer::check_tensor_size("the declared tensor", &ty).map_err(|e| {
+            Diagnostic::error(format!("`{}` declares a tensor that is too large", a.op))
+                .at(a.b.call_span, e.message)
+        })
+    }
+
     /// Declared extents, each ≥ 1 (spec rule 31).
     fn extents(a: &Args) -> EResult<Vec<usize>> {
         let (_, s) = a.get("shape")?;
@@ -627,6 +640,7 @@ impl Evaluator<'_> {
                     .collect()
             }
         };
+        Self::fits(a, dtype, &dims)?;
         let id = self
             .graph
             .add_input(name, TensorType::with_dims(dtype, dims));
@@ -637,6 +651,8 @@ impl Evaluator<'_> {
         let span = a.b.call_span;
         let dtype = Self::dtype(generic, span)?;
         let shape = Self::extents(a)?;
+        let known: Vec<Dim> = shape.iter().map(|&d| Dim::Known(d)).collect();
+        Self::fits(a, dtype, &known)?;
         let (label, lspan) = a.string("label")?;
         let label = label.to_string();
         if label.is_empty()

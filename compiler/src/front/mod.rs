@@ -33,6 +33,23 @@ use std::path::Path;
 /// Our standard library: primitives as body-less declarations, compounds with bodies.
 pub const STDLIB: &str = include_str!("stdlib.nnef");
 
+/// Default of [`FrontOptions::max_recursion_depth`]: far above what real models nest
+/// (a recursive `add_n` over a thousand tensors is a thousand levels), and within
+/// [`FRONT_STACK_BYTES`] at the deepest.
+pub const MAX_RECURSION_DEPTH: usize = 4096;
+
+/// Default of [`FrontOptions::max_nodes`]: the most IR nodes lowering may create. The
+/// largest real models have tens of thousands; a fragment that calls itself twice per
+/// level would otherwise grow without bound before the depth limit stops it.
+pub const MAX_NODES: usize = 1 << 20;
+
+/// Stack of the thread the front end runs on. Parsing drops, evaluation and expansion
+/// recurse once per expression level and per fragment call; [`syntax::MAX_NESTING`]
+/// and [`MAX_RECURSION_DEPTH`] are chosen so that the deepest accepted document fits
+/// (tested in debug builds, whose frames are the largest). Only touched pages cost
+/// memory.
+pub const FRONT_STACK_BYTES: usize = 512 << 20;
+
 /// Knobs of the front end.
 #[derive(Clone, Debug)]
 pub struct FrontOptions {
@@ -41,6 +58,8 @@ pub struct FrontOptions {
     pub input_shapes: BTreeMap<String, Vec<Option<usize>>>,
     /// Maximum nesting of fragment expansions (recursion limit).
     pub max_recursion_depth: usize,
+    /// Maximum number of IR nodes, and of fragment calls, the document may expand to.
+    pub max_nodes: usize,
     /// Use zeros, with a warning, for variables without data (tests, shape-only use).
     /// Off by default: a missing `.dat` file is an error.
     pub allow_missing_variables: bool,
@@ -50,7 +69,8 @@ impl Default for FrontOptions {
     fn default() -> Self {
         FrontOptions {
             input_shapes: BTreeMap::new(),
-            max_recursion_depth: 64,
+            max_recursion_depth: MAX_RECURSION_DEPTH,
+            max_nodes: MAX_NODES,
             allow_missing_variables: false,
         }
     }
@@ -69,6 +89,9 @@ pub struct Lowered {
 pub struct FrontError {
     pub diagnostics: Diagnostics,
     pub sources: SourceMap,
+    /// The options, not the model, are wrong (a shape override naming no input): the
+    /// CLI reports this as a usage error.
+    pub usage: bool,
 }
 
 impl FrontError {
@@ -91,12 +114,41 @@ impl std::fmt::Debug for FrontError {
     }
 }
 
+/// Runs `f` on a thread with a [`FRONT_STACK_BYTES`] stack and returns its result; a
+/// panic in `f` is resumed on the caller's thread. Fails with a diagnostic when the
+/// thread cannot be created (no address space for its stack, e.g. a tight `ulimit -v`).
+fn on_front_stack<T: Send>(
+    f: impl FnOnce() -> Result<T, FrontError> + Send,
+) -> Result<T, FrontError> {
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .name("nnefc-front".into())
+            .stack_size(FRONT_STACK_BYTES)
+            .spawn_scoped(scope, f);
+        match thread {
+            Ok(handle) => handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(e) => Err(FrontError {
+                diagnostics: Diagnostic::error(format!(
+                    "cannot start the front end's thread with a {} MiB stack: {e}",
+                    FRONT_STACK_BYTES >> 20
+                ))
+                .into(),
+                sources: SourceMap::new(),
+                usage: false,
+            }),
+        }
+    })
+}
+
 /// Loads a model (folder, `.tgz`/`.tar`, or bare `graph.nnef`) and lowers it,
 /// applying `graph.quant` when present.
 pub fn load_and_lower(path: &Path, opts: &FrontOptions) -> Result<Lowered, FrontError> {
     let src = load::load_model(path).map_err(|e| FrontError {
         diagnostics: Diagnostic::error(format!("cannot load the model: {e}")).into(),
         sources: SourceMap::new(),
+        usage: false,
     })?;
     let lookup = |label: &str| -> VarData {
         let bytes = match src.variable(label) {
@@ -125,31 +177,46 @@ pub fn dump_ast(path: &Path) -> Result<String, FrontError> {
     let src = load::load_model(path).map_err(|e| FrontError {
         diagnostics: Diagnostic::error(format!("cannot load the model: {e}")).into(),
         sources: SourceMap::new(),
+        usage: false,
     })?;
-    let mut sources = SourceMap::new();
-    let file = sources.add(src.graph.path.clone(), src.graph.text.clone());
-    match syntax::parse_document(file, &src.graph.text) {
-        Ok(doc) => Ok(syntax::print::document(&doc)),
-        Err(d) => Err(FrontError {
-            diagnostics: d.into(),
-            sources,
-        }),
-    }
+    on_front_stack(|| {
+        let mut sources = SourceMap::new();
+        let file = sources.add(src.graph.path.clone(), src.graph.text.clone());
+        match syntax::parse_document(file, &src.graph.text) {
+            Ok(doc) => Ok(syntax::print::document(&doc)),
+            Err(d) => Err(FrontError {
+                diagnostics: d,
+                sources,
+                usage: false,
+            }),
+        }
+    })
 }
 
 /// Lowers NNEF text; `variables` gives the data of each `variable` label.
 pub fn lower_source(
     name: &str,
     text: &str,
-    variables: &dyn Fn(&str) -> Option<ir::Tensor>,
+    variables: &(dyn Fn(&str) -> Option<ir::Tensor> + Sync),
     opts: &FrontOptions,
 ) -> Result<Lowered, FrontError> {
     let lookup = |label: &str| variables(label).map_or(VarData::Missing, VarData::Plain);
     lower_model(name, text, None, &lookup, opts)
 }
 
-/// Lowers NNEF text with an optional `graph.quant` (name, text).
+/// Lowers NNEF text with an optional `graph.quant` (name, text), on a thread with a
+/// [`FRONT_STACK_BYTES`] stack.
 pub fn lower_model(
+    name: &str,
+    text: &str,
+    quant: Option<(&str, &str)>,
+    variables: &(dyn Fn(&str) -> VarData + Sync),
+    opts: &FrontOptions,
+) -> Result<Lowered, FrontError> {
+    on_front_stack(|| lower_here(name, text, quant, variables, opts))
+}
+
+fn lower_here(
     name: &str,
     text: &str,
     quant: Option<(&str, &str)>,
@@ -163,14 +230,15 @@ pub fn lower_model(
     let fail = |d: Diagnostics, sources: SourceMap| FrontError {
         diagnostics: d,
         sources,
+        usage: false,
     };
     let doc = match syntax::parse_document(user_file, text) {
         Ok(d) => d,
-        Err(d) => return Err(fail(d.into(), sources)),
+        Err(d) => return Err(fail(d, sources)),
     };
     let stdlib = match syntax::parse_library(std_file, STDLIB) {
         Ok(d) => d,
-        Err(d) => return Err(fail(d.into(), sources)),
+        Err(d) => return Err(fail(d, sources)),
     };
     if let Err(d) = index::check_features(&doc) {
         return Err(fail(d, sources));
@@ -185,6 +253,36 @@ pub fn lower_model(
             sources,
         ));
     };
+    let unknown: Vec<&String> = opts
+        .input_shapes
+        .keys()
+        .filter(|k| !graph_def.params.iter().any(|p| &p.name == *k))
+        .collect();
+    if !unknown.is_empty() {
+        let inputs: Vec<String> = graph_def
+            .params
+            .iter()
+            .map(|p| format!("`{}`", p.name))
+            .collect();
+        let names: Vec<String> = unknown.iter().map(|k| format!("`{k}`")).collect();
+        let d = Diagnostic::error(format!(
+            "an input shape is given for {}, which {} not an input of graph `{}`",
+            names.join(", "),
+            if names.len() == 1 { "is" } else { "are" },
+            graph_def.name.name
+        ))
+        .at(graph_def.name.span, "the graph's inputs are declared here")
+        .with_note(if inputs.is_empty() {
+            "the graph has no inputs".to_string()
+        } else {
+            format!("its inputs are: {}", inputs.join(", "))
+        });
+        return Err(FrontError {
+            diagnostics: d.into(),
+            sources,
+            usage: true,
+        });
+    }
     let mut ev = eval::Evaluator::new(&table, &graph_def.name.name, opts, variables);
     if let (Some(file), Some((_, qt))) = (quant_file, quant) {
         let entries = match quant::parse_quant(qt, file) {

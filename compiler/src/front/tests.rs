@@ -3,7 +3,8 @@
 //! corpus (every model lowers; output shape equals `meta.json`).
 //!
 //! Case files may start with directives: `#! input NAME d,d,?` overrides an external's
-//! shape (`?` leaves the extent open), `#! depth N` sets the recursion limit. Variables
+//! shape (`?` leaves the extent open), `#! depth N` sets the recursion limit, `#! nodes N`
+//! the expansion size limit. Variables
 //! without data become zeros (with a warning) so cases need no `.dat` files.
 
 use super::*;
@@ -23,6 +24,7 @@ fn run_case(path: &Path) -> String {
                 opts.input_shapes.insert(name.to_string(), dims);
             }
             ["depth", n] => opts.max_recursion_depth = n.parse().unwrap_or(64),
+            ["nodes", n] => opts.max_nodes = n.parse().unwrap_or(64),
             _ => return format!("bad directive `{line}`"),
         }
     }
@@ -198,7 +200,11 @@ fn json_int_array(text: &str, key: &str) -> Option<Vec<usize>> {
         .collect()
 }
 
-fn lower_with_quant(graph: &str, quant: &str, vars: &dyn Fn(&str) -> quantize::VarData) -> String {
+fn lower_with_quant(
+    graph: &str,
+    quant: &str,
+    vars: &(dyn Fn(&str) -> quantize::VarData + Sync),
+) -> String {
     let opts = FrontOptions::default();
     match lower_model(
         "graph.nnef",
@@ -296,32 +302,60 @@ fn resource_bombs_are_diagnostics() {
         (
             "array repetition",
             "n = length_of([0] * 1000000000);\n    y = add(x, scalar(n));",
+            "compile-time value too large",
         ),
         (
             "string repetition",
             "s = 'ab' * 2000000000;\n    y = copy(x);",
+            "compile-time value too large",
         ),
         (
             "huge range",
             "n = length_of(range_of([0] * 100000000));\n    y = copy(x);",
+            "compile-time value too large",
         ),
         (
             "huge comprehension",
             "a = [for i in range_of([0] * 100000000) yield i];\n    y = copy(x);",
+            "compile-time value too large",
+        ),
+        (
+            "fragment doubling per level",
+            "y = twice(x, n = 60);",
+            "expanding `twice` creates more than 65536 fragment calls",
+        ),
+        (
+            "attribute fragment doubling per level",
+            "y = add(x, scalar(count(n = 60)));",
+            "expanding `count` creates more than 65536 fragment calls",
         ),
         (
             "huge constant",
             "c = constant(shape = [100000, 100000, 100000], value = [1.0]);\n    y = add(x, c);",
+            "is too large to materialize",
         ),
     ];
-    for (what, body) in cases {
+    for (what, body, expected) in cases {
         let text = format!(
             "version 1.0;\nextension KHR_enable_fragment_definitions, KHR_enable_operator_expressions;\n\
+             fragment twice(x: tensor<scalar>, n: integer) -> (y: tensor<scalar>)\n\
+             {{ y = twice(x, n = n - 1) + twice(x, n = n - 1) if n > 0 else x; }}\n\
+             fragment count(n: integer) -> (c: integer)\n\
+             {{ c = count(n = n - 1) + count(n = n - 1) if n > 0 else 1; }}\n\
              graph g(x) -> (y)\n{{\n    x = external(shape = [2]);\n    {body}\n}}\n"
         );
         let start = std::time::Instant::now();
-        let result = lower_source("bomb.nnef", &text, &|_| None, &FrontOptions::default());
-        assert!(result.is_err(), "{what}: accepted");
+        // The default size limit (MAX_NODES) takes seconds to reach in a debug build;
+        // a smaller one exercises the same checks. Time grows linearly with the limit.
+        let opts = FrontOptions {
+            max_nodes: 1 << 16,
+            ..FrontOptions::default()
+        };
+        let result = lower_source("bomb.nnef", &text, &|_| None, &opts);
+        match result {
+            Ok(_) => panic!("{what}: accepted"),
+            Err(e) => assert!(e.render().contains(expected), "{what}: {}", e.render()),
+        }
         assert!(
             start.elapsed().as_secs() < 5,
             "{what}: took {:?}",
@@ -360,5 +394,85 @@ proptest::proptest! {
         if let Err(e) = lower_source("mutated.nnef", &text, &|_| None, &opts) {
             proptest::prop_assert!(!e.render().is_empty());
         }
+    }
+}
+
+/// Documents at the nesting and recursion limits lower without overflowing the stack
+/// (the front end runs on a thread with `FRONT_STACK_BYTES`), and one level past each
+/// limit is a diagnostic. Debug builds have the largest frames, so this runs there.
+#[test]
+fn deep_documents_at_the_limits() {
+    let head = "version 1.0;\nextension KHR_enable_fragment_definitions, KHR_enable_operator_expressions;\n";
+    let graph = |body: &str| {
+        format!(
+            "{head}fragment chain(x: tensor<scalar>, n: integer) -> (y: tensor<scalar>)\n\
+             {{ y = relu(chain(x, n = n - 1)) if n > 0 else x; }}\n\
+             fragment depth(n: integer) -> (d: integer)\n\
+             {{ d = depth(n = n - 1) + 1 if n > 0 else 0; }}\n\
+             graph g(x) -> (y)\n{{\n    x = external(shape = [2]);\n    {body}\n}}\n"
+        )
+    };
+    let n = syntax::MAX_NESTING - 8;
+    let sum = format!("y = x{};", " + x".repeat(n));
+    let negs = format!("y = {}x{};", "-(".repeat(n / 2), ")".repeat(n / 2));
+    let arrays = format!(
+        "y = mul(x, scalar(length_of({}0{})));",
+        "[".repeat(n),
+        "]".repeat(n)
+    );
+    let recursion = format!("y = chain(x, n = {});", MAX_RECURSION_DEPTH - 1);
+    let attr_recursion = format!(
+        "y = mul(x, scalar(depth(n = {})));",
+        MAX_RECURSION_DEPTH - 1
+    );
+    for (what, body) in [
+        ("sum", &sum),
+        ("negations", &negs),
+        ("arrays", &arrays),
+        ("recursion", &recursion),
+        ("attribute recursion", &attr_recursion),
+    ] {
+        if let Err(e) = lower_source(
+            "deep.nnef",
+            &graph(body),
+            &|_| None,
+            &FrontOptions::default(),
+        ) {
+            panic!("{what}: {}", e.render());
+        }
+    }
+    let too_deep = format!("y = x{};", " + x".repeat(syntax::MAX_NESTING + 1));
+    let too_many = format!("y = chain(x, n = {});", MAX_RECURSION_DEPTH + 1);
+    for (what, body, expected) in [
+        ("sum", &too_deep, "nested too deeply"),
+        ("recursion", &too_many, "fragment expansion deeper than"),
+    ] {
+        match lower_source(
+            "deep.nnef",
+            &graph(body),
+            &|_| None,
+            &FrontOptions::default(),
+        ) {
+            Ok(_) => panic!("{what}: accepted past the limit"),
+            Err(e) => assert!(e.render().contains(expected), "{what}: {}", e.render()),
+        }
+    }
+}
+
+/// Nesting and recursion multiply: each of 4000 recursive calls sits at the bottom of a
+/// 2000-term chain. The stack budget stops it with a diagnostic, not an overflow.
+#[test]
+fn deep_expressions_inside_deep_recursion_are_a_diagnostic() {
+    let text = format!(
+        "version 1.0;\nextension KHR_enable_fragment_definitions, KHR_enable_operator_expressions;\n\
+         fragment chain(x: tensor<scalar>, n: integer) -> (y: tensor<scalar>)\n\
+         {{ y = (chain(x, n = n - 1){} if n > 0 else x); }}\n\
+         graph g(x) -> (y)\n{{\n    x = external(shape = [2]);\n    y = chain(x, n = 4000);\n}}\n",
+        " + x".repeat(2000)
+    );
+    let opts = FrontOptions::default();
+    match lower_source("deep.nnef", &text, &|_| None, &opts) {
+        Ok(_) => panic!("accepted"),
+        Err(e) => assert!(e.render().contains("nests too deeply"), "{}", e.render()),
     }
 }

@@ -25,6 +25,10 @@
 //! - `slice` follows the 1.0.4 rules, clamping begin/end into the axis (so a slice
 //!   can be empty, extent 0) and rejecting `begin > end` for positive strides.
 //!
+//! - every result must fit [`MAX_TENSOR_BYTES`] (known extents multiplied, times the
+//!   item size, without overflow), so an absurd padding, dilation, window or repeat
+//!   count is an error here, at the op, and never a saturated extent shown as valid.
+//!
 //! It does not evaluate anything (no constant folding) and ignores operand layouts: the
 //! results are row-major, and the verifier compares dtype and extents only.
 
@@ -800,16 +804,23 @@ fn transposed_extent(
         return Ok(Dim::Unknown);
     };
     match pad {
-        None => Ok(Dim::Known(n.saturating_mul(s))),
+        None => grown(op, axis, n.checked_mul(s)),
         Some((p, q)) => {
             let Dim::Known(kk) = k else {
                 return Ok(Dim::Unknown);
             };
+            let window = kk
+                .saturating_sub(1)
+                .checked_mul(d)
+                .and_then(|w| w.checked_add(1));
             let full = n
                 .saturating_sub(1)
-                .saturating_mul(s)
-                .saturating_add(effective_window(kk, d));
-            if n == 0 || full <= p + q {
+                .checked_mul(s)
+                .and_then(|x| x.checked_add(window?));
+            let Dim::Known(full) = grown(op, axis, full)? else {
+                return Ok(Dim::Unknown);
+            };
+            if n == 0 || full <= p.saturating_add(q) {
                 return fail(format!(
                     "{} padding ({p},{q}) at axis {axis} leaves no output (input extent {n}, size {kk}, stride {s}, dilation {d})",
                     op.mnemonic()
@@ -818,6 +829,17 @@ fn transposed_extent(
             Ok(Dim::Known(full - p - q))
         }
     }
+}
+
+/// A result extent computed with checked arithmetic: an overflow is an error naming the
+/// op and axis, never a saturated extent passed on as if it were valid.
+fn grown(op: &Op, axis: usize, v: Option<usize>) -> Result<Dim, InferError> {
+    v.map(Dim::Known).ok_or_else(|| {
+        InferError::new(format!(
+            "{} result extent at axis {axis} overflows 64 bits",
+            op.mnemonic()
+        ))
+    })
 }
 
 fn check_transposed_border(op: &Op, border: Border) -> Result<(), InferError> {
@@ -839,9 +861,44 @@ fn out(dtype: DType, dims: Vec<Dim>) -> Vec<TensorType> {
     vec![TensorType::with_dims(dtype, dims)]
 }
 
+/// The largest tensor any stage accepts: 16 GiB. Far above the activations and weights
+/// of real models, far below what overflows an address computation, and small enough
+/// that the extents' product, and every index into the tensor, fits in 64 bits.
+pub const MAX_TENSOR_BYTES: u64 = 16 << 30;
+
+/// Checks that a tensor of type `t` fits [`MAX_TENSOR_BYTES`] (unknown extents are not
+/// counted: they are checked once known). `what` names it in the message ("the result").
+pub fn check_tensor_size(what: &str, t: &TensorType) -> Result<(), InferError> {
+    let bytes = t
+        .dims
+        .iter()
+        .try_fold(t.dtype.size() as u64, |acc, d| match d {
+            Dim::Known(n) => acc.checked_mul(*n as u64),
+            Dim::Unknown => Some(acc),
+        });
+    match bytes {
+        Some(b) if b <= MAX_TENSOR_BYTES => Ok(()),
+        _ => fail(format!(
+            "{what} {}{} would take {} bytes, more than the {} GiB allowed for one tensor",
+            t.dtype.mnemonic(),
+            dims_to_string(&t.dims),
+            bytes.map_or("more than 2^64".to_string(), |b| b.to_string()),
+            MAX_TENSOR_BYTES >> 30
+        )),
+    }
+}
+
 /// The result types of `op` applied to operands of types `inputs`, or why it does not
-/// apply. Results are row-major.
+/// apply. Results are row-major, and each fits [`MAX_TENSOR_BYTES`].
 pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, InferError> {
+    let results = infer_unbounded(op, inputs)?;
+    for r in &results {
+        check_tensor_size("the result", r)?;
+    }
+    Ok(results)
+}
+
+fn infer_unbounded(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, InferError> {
     match op {
         Op::Unary(u) => {
             arity(op, inputs, 1)?;
@@ -958,9 +1015,9 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, InferEr
                 ));
             }
             let mut dims = x.dims.clone();
-            for (d, &f) in dims[2..].iter_mut().zip(factor) {
+            for (axis, (d, &f)) in dims[2..].iter_mut().zip(factor).enumerate() {
                 if let Dim::Known(n) = *d {
-                    *d = Dim::Known(n.saturating_mul(f));
+                    *d = grown(op, axis + 2, n.checked_mul(f))?;
                 }
             }
             Ok(out(DType::F32, dims))
@@ -1179,7 +1236,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, InferEr
                 for i in 0..dims.len() {
                     if i == *axis {
                         dims[i] = match (dims[i], t.dims[i]) {
-                            (Dim::Known(a), Dim::Known(b)) => Dim::Known(a.saturating_add(b)),
+                            (Dim::Known(a), Dim::Known(b)) => grown(op, i, a.checked_add(b))?,
                             _ => Dim::Unknown,
                         };
                     } else {
@@ -1265,11 +1322,12 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, InferEr
                 .dims
                 .iter()
                 .zip(repeats)
-                .map(|(&d, &r)| match d {
-                    Dim::Known(n) => Dim::Known(n.saturating_mul(r)),
-                    Dim::Unknown => Dim::Unknown,
+                .enumerate()
+                .map(|(axis, (&d, &r))| match d {
+                    Dim::Known(n) => grown(op, axis, n.checked_mul(r)),
+                    Dim::Unknown => Ok(Dim::Unknown),
                 })
-                .collect();
+                .collect::<Result<_, _>>()?;
             Ok(out(x.dtype, dims))
         }
         Op::Pad {
@@ -1287,7 +1345,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<Vec<TensorType>, InferEr
                 dims.push(match d {
                     Dim::Known(n) => {
                         check_border_reach(op, *border, n, p, (n + q).saturating_sub(1), i)?;
-                        Dim::Known(n.saturating_add(p).saturating_add(q))
+                        grown(op, i, n.checked_add(p).and_then(|m| m.checked_add(q)))?
                     }
                     Dim::Unknown => Dim::Unknown,
                 });
@@ -1455,7 +1513,7 @@ fn infer_deconv(
             return fail(format!("groups = {g} does not divide input channels {c}"));
         }
         if let Dim::Known(k) = per_group {
-            cout = Dim::Known(k.saturating_mul(g));
+            cout = grown(op, 1, k.checked_mul(g))?;
         }
     }
     if let Some(&n) = attrs.output_shape.first()

@@ -218,12 +218,102 @@ pub enum ExprKind {
         base: Box<Expr>,
         index: Box<Index>,
     },
-    /// `[for i in xs, j in ys if cond yield body]`; iterators advance in lockstep.
+    /// `[for i in xs, (a, b) in ys if cond yield body]`; iterators advance in lockstep.
     Comprehension {
-        iters: Vec<(Ident, Expr)>,
+        iters: Vec<(IterPattern, Expr)>,
         filter: Option<Box<Expr>>,
         body: Box<Expr>,
     },
+}
+
+/// Dropping a tree moves each node's children onto a heap stack instead of recursing:
+/// a document may nest expressions [`super::MAX_NESTING`] deep, and the tree may be
+/// dropped on any thread (the parser's callers, the parser itself after an error).
+impl Drop for Expr {
+    fn drop(&mut self) {
+        let mut pending: Vec<Expr> = Vec::new();
+        take_children(&mut self.kind, &mut pending);
+        while let Some(mut e) = pending.pop() {
+            take_children(&mut e.kind, &mut pending);
+            // `e` drops here without children.
+        }
+    }
+}
+
+/// Moves the sub-expressions of `kind` into `out`, leaving leaves behind.
+fn take_children(kind: &mut ExprKind, out: &mut Vec<Expr>) {
+    fn take(b: &mut Expr, out: &mut Vec<Expr>) {
+        let leaf = Expr {
+            kind: ExprKind::Literal(Literal::Logical(false)),
+            span: Span::default(),
+        };
+        out.push(std::mem::replace(b, leaf));
+    }
+    match kind {
+        ExprKind::Literal(_) | ExprKind::Ident(_) => {}
+        ExprKind::Array(items) | ExprKind::Tuple(items) => out.append(items),
+        ExprKind::Invocation { args, .. } => out.extend(args.drain(..).map(|a| a.value)),
+        ExprKind::Builtin { arg: e, .. } | ExprKind::Unary { operand: e, .. } => take(e, out),
+        ExprKind::Binary { lhs, rhs, .. } => {
+            take(lhs, out);
+            take(rhs, out);
+        }
+        ExprKind::IfElse {
+            cond,
+            then,
+            otherwise,
+        } => {
+            take(cond, out);
+            take(then, out);
+            take(otherwise, out);
+        }
+        ExprKind::Subscript { base, index } => {
+            take(base, out);
+            match std::mem::replace(&mut **index, Index::Range(None, None)) {
+                Index::Single(e) => out.push(e),
+                Index::Range(a, b) => out.extend(a.into_iter().chain(b)),
+            }
+        }
+        ExprKind::Comprehension {
+            iters,
+            filter,
+            body,
+        } => {
+            out.extend(iters.drain(..).map(|(_, e)| e));
+            if let Some(f) = filter {
+                take(f, out);
+            }
+            take(body, out);
+        }
+    }
+}
+
+/// What a comprehension iterator binds: one name, or a tuple pattern `(a, b)` that
+/// destructures each item of the iterable (spec §1.8; tuples may nest).
+#[derive(Clone, Debug, PartialEq)]
+pub enum IterPattern {
+    Name(Ident),
+    Tuple(Vec<IterPattern>, Span),
+}
+
+impl IterPattern {
+    pub fn span(&self) -> Span {
+        match self {
+            IterPattern::Name(i) => i.span,
+            IterPattern::Tuple(_, s) => *s,
+        }
+    }
+
+    /// The pattern as written, for messages: `i`, `(a, b)`.
+    pub fn text(&self) -> String {
+        match self {
+            IterPattern::Name(i) => i.name.clone(),
+            IterPattern::Tuple(items, _) => {
+                let parts: Vec<String> = items.iter().map(IterPattern::text).collect();
+                format!("({})", parts.join(", "))
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -115,14 +115,16 @@ pub enum Tok<'a> {
 
 pub type Spanned<'a> = Result<(usize, Tok<'a>, usize), SyntaxError>;
 
-/// How deep an expression may nest (see [`Nesting`]). Real models and the stdlib stay
-/// far below; the limit keeps every later recursive walk of the tree (including `Drop`)
-/// within a thread's stack.
-pub const MAX_NESTING: usize = 256;
+/// How deep an expression may nest (see [`Nesting`]): a sum of ten thousand terms
+/// written as one `a + b + ...` chain is that deep. Real and generated models stay far
+/// below; the limit keeps every later recursive walk of the tree (evaluation, printing,
+/// cloning) within the front end's stack (`front::FRONT_STACK_BYTES`). `Drop` does not
+/// recurse (see `ast::Expr`).
+pub const MAX_NESTING: usize = 10_000;
 
 /// An upper bound on the depth of the expression being read, kept from tokens alone so
-/// that a too-deep tree is refused *before* the parser builds it (lalrpop drops its
-/// partial trees recursively on error, so checking afterwards would be too late).
+/// that a too-deep tree is refused *before* the parser builds it (the parser's own
+/// reductions and error recovery then never see a deeper tree).
 ///
 /// Every operator or keyword inside an expression and every closed `(...)`/`[...]` adds
 /// at most one tree level to its bracket level; a `,` starts a new item; `;`, `{`, `}`

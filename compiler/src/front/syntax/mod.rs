@@ -2,10 +2,12 @@
 //! printer that writes an AST back as canonical NNEF text.
 //!
 //! Two entry points: [`parse_document`] for a `graph.nnef` (version and graph required)
-//! and [`parse_library`] for the stdlib (fragments only). Both stop at the first syntax
-//! error and return it as a [`Diagnostic`] pointing at the offending token. Expressions
-//! nested deeper than [`MAX_NESTING`] levels are refused, so later recursive passes
-//! cannot overflow the stack. Nothing here resolves names, checks types or knows which
+//! and [`parse_library`] for the stdlib (fragments only). A syntax error inside a graph
+//! or fragment body skips that statement up to its `;` and parsing goes on, so several
+//! errors are reported at once (at most [`MAX_SYNTAX_ERRORS`]), each a [`Diagnostic`]
+//! pointing at the offending token; an error outside a body, or a lexical error, ends
+//! the parse. Expressions nested deeper than [`MAX_NESTING`] levels are refused, so
+//! later recursive passes cannot overflow the stack. Nothing here resolves names, checks types or knows which
 //! extensions a document enabled (compositional syntax is accepted everywhere).
 
 pub mod ast;
@@ -15,8 +17,8 @@ pub mod print;
 #[cfg(test)]
 mod tests;
 
-use crate::diag::{Diagnostic, FileId, Span};
-use lalrpop_util::ParseError;
+use crate::diag::{Diagnostic, Diagnostics, FileId, Span};
+use lalrpop_util::{ErrorRecovery, ParseError};
 use lexer::{Lexer, SyntaxError, Tok};
 
 pub use lexer::MAX_NESTING;
@@ -27,19 +29,57 @@ lalrpop_util::lalrpop_mod!(
     "/front/syntax/nnef.rs"
 );
 
+/// How many syntax errors one parse reports before it says "and more".
+pub const MAX_SYNTAX_ERRORS: usize = 20;
+
 /// Parses a `graph.nnef`: `version`, `extension`s, `fragment`s, then exactly one `graph`.
-pub fn parse_document(file: FileId, text: &str) -> Result<ast::Document, Diagnostic> {
-    grammar::DocumentFileParser::new()
-        .parse(file, Lexer::new(text))
-        .map_err(|e| to_diagnostic(file, text, e))
+pub fn parse_document(file: FileId, text: &str) -> Result<ast::Document, Diagnostics> {
+    let mut recovered = Vec::new();
+    let result = grammar::DocumentFileParser::new().parse(file, &mut recovered, Lexer::new(text));
+    finish(file, text, result, recovered)
 }
 
 /// Parses a fragment library such as `stdlib.nnef`: fragment definitions and
 /// declarations only, no `version`, `extension` or `graph`.
-pub fn parse_library(file: FileId, text: &str) -> Result<ast::Document, Diagnostic> {
-    grammar::LibraryFileParser::new()
-        .parse(file, Lexer::new(text))
-        .map_err(|e| to_diagnostic(file, text, e))
+pub fn parse_library(file: FileId, text: &str) -> Result<ast::Document, Diagnostics> {
+    let mut recovered = Vec::new();
+    let result = grammar::LibraryFileParser::new().parse(file, &mut recovered, Lexer::new(text));
+    finish(file, text, result, recovered)
+}
+
+type Recovered<'a> = Vec<ErrorRecovery<usize, Tok<'a>, SyntaxError>>;
+
+/// The document, or every syntax error in source order: those the parser recovered
+/// from, then the one that ended the parse (if any).
+fn finish<'a>(
+    file: FileId,
+    text: &str,
+    result: Result<ast::Document, ParseError<usize, Tok<'a>, SyntaxError>>,
+    recovered: Recovered<'a>,
+) -> Result<ast::Document, Diagnostics> {
+    let mut errors: Vec<Diagnostic> = recovered
+        .into_iter()
+        .map(|r| to_diagnostic(file, text, r.error))
+        .collect();
+    match result {
+        Ok(doc) if errors.is_empty() => return Ok(doc),
+        Ok(_) => {}
+        // After a recovery, an unexpected end of file is usually a consequence: skipping
+        // to a `;` can pop a `}` that was already read (text after the graph's body).
+        Err(ParseError::UnrecognizedEof { .. }) if !errors.is_empty() => {}
+        Err(e) => errors.push(to_diagnostic(file, text, e)),
+    }
+    if errors.len() > MAX_SYNTAX_ERRORS {
+        let more = errors.len() - MAX_SYNTAX_ERRORS;
+        errors.truncate(MAX_SYNTAX_ERRORS);
+        if let Some(last) = errors.last_mut() {
+            *last = last.clone().with_note(format!(
+                "{more} more syntax error{} not shown",
+                if more == 1 { "" } else { "s" }
+            ));
+        }
+    }
+    Err(Diagnostics(errors))
 }
 
 fn to_diagnostic(

@@ -341,11 +341,11 @@ fn write_expr(out: &mut String, e: &Expr, min: Prec) {
             body,
         } => {
             out.push_str("[for ");
-            for (i, (name, iterable)) in iters.iter().enumerate() {
+            for (i, (pattern, iterable)) in iters.iter().enumerate() {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                let _ = write!(out, "{} in ", name.name);
+                let _ = write!(out, "{} in ", pattern.text());
                 write_expr(out, iterable, Prec::Or);
             }
             if let Some(f) = filter {

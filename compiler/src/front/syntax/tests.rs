@@ -54,8 +54,23 @@ fn strip_doc(doc: &mut Document) {
     }
 }
 
+/// The message of the first diagnostic (the one expression tests look at).
+fn first_message(d: &crate::diag::Diagnostics) -> &str {
+    d.0.first().map_or("", |d| d.message.as_str())
+}
+
 fn strip_ident(i: &mut Ident) {
     i.span = Span::default();
+}
+
+fn strip_pattern(p: &mut IterPattern) {
+    match p {
+        IterPattern::Name(i) => strip_ident(i),
+        IterPattern::Tuple(items, s) => {
+            *s = Span::default();
+            items.iter_mut().for_each(strip_pattern);
+        }
+    }
 }
 
 fn strip_type(t: &mut TypeSpec) {
@@ -141,7 +156,7 @@ fn strip_expr(e: &mut Expr) {
             body,
         } => {
             for (n, e) in iters {
-                strip_ident(n);
+                strip_pattern(n);
                 strip_expr(e);
             }
             if let Some(f) = filter {
@@ -216,7 +231,7 @@ fn sexpr(e: &Expr) -> String {
         } => {
             let its: Vec<String> = iters
                 .iter()
-                .map(|(n, e)| format!("{} {}", n.name, sexpr(e)))
+                .map(|(n, e)| format!("{} {}", n.text(), sexpr(e)))
                 .collect();
             let f = filter
                 .as_ref()
@@ -245,7 +260,7 @@ fn run(text: &str, library: bool) -> String {
             let printed = print::document(&doc);
             let mut again = match parse(file, &printed) {
                 Ok(d) => d,
-                Err(d) => panic!("printed form does not parse:\n{printed}\n{}", d.message),
+                Err(d) => panic!("printed form does not parse:\n{printed}\n{d}"),
             };
             strip_doc(&mut doc);
             strip_doc(&mut again);
@@ -290,7 +305,7 @@ fn check_exprs(exprs: &[&str], expect: Expect) {
                     None => out.push_str(&format!("{e}\n    <no assignment>\n")),
                 }
             }
-            Err(d) => out.push_str(&format!("{e}\n    error: {}\n", d.message)),
+            Err(d) => out.push_str(&format!("{e}\n    error: {}\n", first_message(&d))),
         }
     }
     expect.assert_eq(&out);
@@ -601,6 +616,8 @@ fn subscripts_comprehensions_builtins_invocations() {
             "[for i in xs if i in ys yield (i, i)]",
             "[for i in a + b yield [i]]",
             "[for i in xs yield i if i > 0 else 0]",
+            "[for (a, b) in pairs yield a + b]",
+            "[for ((a, b), c) in nested, i in xs yield (c, i)]",
             "length_of(x)",
             "range_of([1, 2])",
             "shape_of(t)",
@@ -660,6 +677,12 @@ fn subscripts_comprehensions_builtins_invocations() {
             [for i in xs yield i if i > 0 else 0]
                 (for [i xs] (if (> i 0) i 0))
                 [for i in xs yield i if i > 0 else 0]
+            [for (a, b) in pairs yield a + b]
+                (for [(a, b) pairs] (+ a b))
+                [for (a, b) in pairs yield a + b]
+            [for ((a, b), c) in nested, i in xs yield (c, i)]
+                (for [((a, b), c) nested, i xs] (tuple c i))
+                [for ((a, b), c) in nested, i in xs yield (c, i)]
             length_of(x)
                 (length_of x)
                 length_of(x)
@@ -958,6 +981,10 @@ fn document_errors() {
         ("nested tensor type", "version 1.0;\nfragment f(x: tensor<tensor<scalar>>) -> (y: tensor<scalar>);\ngraph g() -> () { x = f(); }\n".into()),
         ("missing parameter type", "version 1.0;\nfragment f(x) -> (y: tensor<scalar>);\ngraph g() -> () { x = f(); }\n".into()),
         ("fragment without terminator", "version 1.0;\nfragment f(x: integer) -> (y: integer)\ngraph g() -> () { x = f(); }\n".into()),
+        // Recovery: each broken statement is skipped to its `;`, and the errors of
+        // several statements (and of several bodies) are reported together.
+        ("several broken statements", g("y = f(x,);\n    z = (;\n    w = g(x);\n    v = f(x) g;\n    u = x $ 2;")),
+        ("errors in a fragment and in the graph", "version 1.0;\nfragment f(x: tensor<scalar>) -> (y: tensor<scalar>) { y = x +; }\ngraph g(x) -> (y) { y = [1, ; }\n".into()),
     ];
     let cases: Vec<(&str, &str)> = cases.iter().map(|(n, t)| (*n, t.as_str())).collect();
     check_errors(
@@ -1264,6 +1291,44 @@ fn document_errors() {
               │
               = is a `;` missing at the end of the previous line?
 
+            == several broken statements
+            error: unexpected `)`; expected expression
+              ┌─ test.nnef:4:13
+              │
+            4 │     y = f(x,);
+              │             ^
+
+            error: unexpected `;`; expected expression
+              ┌─ test.nnef:5:10
+              │
+            5 │     z = (;
+              │          ^
+
+            error: unexpected identifier `g`; expected one of: operator, `if`, `;`
+              ┌─ test.nnef:7:14
+              │
+            7 │     v = f(x) g;
+              │              ^
+
+            error: invalid character `$`
+              ┌─ test.nnef:8:11
+              │
+            8 │     u = x $ 2;
+              │           ^ not valid in NNEF
+
+            == errors in a fragment and in the graph
+            error: unexpected `;`; expected expression
+              ┌─ test.nnef:2:63
+              │
+            2 │ fragment f(x: tensor<scalar>) -> (y: tensor<scalar>) { y = x +; }
+              │                                                               ^
+
+            error: unexpected `;`; expected expression
+              ┌─ test.nnef:3:29
+              │
+            3 │ graph g(x) -> (y) { y = [1, ; }
+              │                             ^
+
         "#]],
     );
 }
@@ -1489,7 +1554,7 @@ fn arb_expr() -> impl Strategy<Value = Expr> {
                 inner.clone()
             )
                 .prop_map(move |(n, it, f, body)| mk(ExprKind::Comprehension {
-                    iters: vec![(Ident { name: n, span }, it)],
+                    iters: vec![(IterPattern::Name(Ident { name: n, span }), it)],
                     filter: f.map(b),
                     body: b(body),
                 })),
@@ -1592,10 +1657,9 @@ fn deep_nesting_is_an_error_not_a_crash() {
         match parse_document(FileId(0), &text) {
             Ok(_) => panic!("accepted a {n}-deep expression"),
             Err(d) => assert!(
-                d.message.contains("nested too deeply"),
-                "{}: {}",
+                first_message(&d).contains("nested too deeply"),
+                "{}: {d}",
                 &body[..20],
-                d.message
             ),
         }
     }
