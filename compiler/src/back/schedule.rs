@@ -15,7 +15,11 @@
 //! inner loops cover, no indirect store). A lone vector loop is first cut into blocks of a
 //! power-of-two size that divides it, so element-wise kernels split too. Because only the
 //! range of that loop changes between tasks, every element is computed by the same
-//! instructions whatever the number of tasks. This file does not tile or reorder loops.
+//! instructions whatever the number of tasks. Small kernels of a node that has a parallel
+//! kernel over the same outer extent are made parallel too (`select` calls
+//! [`mark_parallel`]): the border regions of a depthwise conv then split by channel like
+//! its interior, so each thread keeps touching its own channels. This file does not tile
+//! or reorder loops.
 
 use super::emit::expr::vectorizable;
 use super::kernel::{Expr, Kernel, Loop, ReduceKind};
@@ -69,15 +73,24 @@ fn choose_parallel(k: &mut Kernel) {
             r.first_loop += 1;
         }
     }
+    mark_parallel(k);
+}
+
+/// Gives loop 0 the parallel role when that is legal (see the module docs), whatever the
+/// amount of work. Returns whether it did.
+pub fn mark_parallel(k: &mut Kernel) -> bool {
+    if k.loops.is_empty() {
+        return false;
+    }
     let fr = first_red(k);
     if fr == 0 || k.loops[0].extent < 2 || (k.loops.len() == 1 && k.loops[0].vector > 1) {
-        return;
+        return false;
     }
     let Some(store) = k.accesses.get(k.store.0 as usize) else {
-        return;
+        return false;
     };
     if !store.indirect.is_empty() {
-        return;
+        return false;
     }
     let s0 = store.strides.first().copied().unwrap_or(0).unsigned_abs();
     let span: u64 = 1
@@ -88,9 +101,10 @@ fn choose_parallel(k: &mut Kernel) {
             })
             .sum::<u64>();
     if s0 < span {
-        return;
+        return false;
     }
     k.loops[0].parallel = true;
+    true
 }
 
 fn first_red(k: &Kernel) -> usize {

@@ -196,6 +196,36 @@ impl<'g> Lowering<'g> {
         0
     }
 
+    /// Among the steps of the node just lowered (those not yet attributed), the kernels
+    /// whose outer extent equals that of a parallel kernel become parallel too, whatever
+    /// their size: the regions of one op then split the same way (a depthwise conv's
+    /// borders by channel like its interior), instead of one thread walking every
+    /// channel's border while the other idles and the caches hold the wrong channels.
+    fn parallel_siblings(&mut self) {
+        let from = self.prog.step_nodes.len();
+        let extents: Vec<usize> = self.prog.steps[from..]
+            .iter()
+            .filter_map(|s| match s {
+                Step::Kernel(k) if k.loops.first().is_some_and(|l| l.parallel) => {
+                    Some(k.loops[0].extent)
+                }
+                _ => None,
+            })
+            .collect();
+        if extents.is_empty() {
+            return;
+        }
+        for s in &mut self.prog.steps[from..] {
+            if let Step::Kernel(k) = s
+                && k.loops
+                    .first()
+                    .is_some_and(|l| !l.parallel && extents.contains(&l.extent))
+            {
+                super::schedule::mark_parallel(k);
+            }
+        }
+    }
+
     /// Index of the node being lowered.
     pub fn node_idx(&self) -> usize {
         self.node_index
@@ -295,6 +325,7 @@ impl<'g> Lowering<'g> {
         let groups = fuse::plan(self.g, self.plan);
         for (i, n) in self.g.nodes.iter().enumerate() {
             if i > 0 {
+                self.parallel_siblings();
                 self.prog.attribute_steps(i - 1);
             }
             self.node_index = i;
@@ -309,6 +340,7 @@ impl<'g> Lowering<'g> {
                 None => self.node(n)?,
             }
         }
+        self.parallel_siblings();
         self.prog
             .attribute_steps(self.g.nodes.len().saturating_sub(1));
         self.node_index = self.g.nodes.len();
