@@ -407,7 +407,7 @@ fn winograd_random() {
     b.check("wino");
     // The path is really taken: fused conv → relu as transform kernels + one batched GEMM.
     let mut g = Graph::new("wino1");
-    let xt = r.tensor(DType::F32, &[1, 64, 9, 8], -1.0, 1.0);
+    let xt = r.tensor(DType::F32, &[1, 64, 12, 11], -1.0, 1.0);
     let x = g.add_input("x", xt.ty());
     let f = g.add_const(r.tensor(DType::F32, &[20, 64, 3, 3], -1.0, 1.0), None, None);
     let bias = g.add_const(r.tensor(DType::F32, &[1, 20], -1.0, 1.0), None, None);
