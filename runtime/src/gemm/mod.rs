@@ -43,9 +43,9 @@ pub(crate) const KC: usize = 256;
 pub(crate) const NC: usize = 512;
 /// Height of an m block (`MC`) when A is packed at run time (multiple of `MR`).
 pub(crate) const MC: usize = 144;
-/// The widest micro-kernel tile (`NR`) of any kernel; scratch sizes are computed with it so
-/// they do not depend on the CPU.
-pub(crate) const NR_MAX: usize = 32;
+/// The widest micro-kernel tile (`NR`) of any kernel (AVX-512's 6×64); scratch sizes are
+/// computed with it so they do not depend on the CPU.
+pub(crate) const NR_MAX: usize = 64;
 
 /// What happens to the product before it is stored in C.
 ///
@@ -295,7 +295,8 @@ pub fn packed_a_len(m: usize, k: usize) -> usize {
 /// Bytes of scratch [`nnefc_sgemm`] and [`nnefc_sgemm_packed_a`] need for this shape.
 ///
 /// Independent of the CPU (so the compiler can plan the workspace) and bounded by about
-/// 0.7 MiB whatever the shape.
+/// 2.2 MiB whatever the shape (2 MiB when B is narrow enough to be packed whole, see
+/// `driver::is_panel_major`).
 pub fn sgemm_scratch_bytes(m: usize, n: usize, k: usize) -> usize {
     let layout = driver::ScratchLayout::new(m, n, k);
     layout.total_bytes
