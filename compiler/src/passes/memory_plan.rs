@@ -2,7 +2,8 @@
 //!
 //! A value's lifetime runs from the node that defines it to the last node that reads it
 //! (inclusive at both ends, so a node's outputs never share bytes with its inputs: kernels
-//! may read inputs after writing outputs). Values are placed in definition order, each in
+//! may read inputs after writing outputs); a conv's input lives to the end of its
+//! epilogue chain (`passes::epilogue`), which the back end computes inside the conv. Values are placed in definition order, each in
 //! the smallest free gap that fits (best fit), at 64-byte aligned offsets. Graph inputs,
 //! graph outputs and constants get no slot. This pass does not alias values (a reshape's
 //! output gets its own slot) and does not reorder nodes to reduce the peak.
@@ -39,6 +40,18 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
             if let Some(l) = last.get_mut(v.index()) {
                 *l = Some(ni);
             }
+        }
+    }
+    // A conv's input stays alive to the end of its epilogue chain, which the conv computes
+    // while still reading it (`passes::epilogue`).
+    let users = graph.users();
+    for (ni, n) in graph.nodes.iter().enumerate() {
+        if let Some(c) = super::epilogue::chain(graph, &users, ni)
+            && let Some(&end) = c.nodes.last()
+            && let Some(x) = n.inputs.first()
+            && let Some(l) = last.get_mut(x.index())
+        {
+            *l = Some(l.map_or(end, |l| l.max(end)));
         }
     }
     // Intermediates in definition order, with [first, last] and rounded size.

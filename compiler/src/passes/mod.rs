@@ -13,6 +13,7 @@
 
 pub mod const_fold;
 pub mod dce;
+pub mod epilogue;
 pub mod memory_plan;
 pub mod simplify;
 

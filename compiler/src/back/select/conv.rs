@@ -27,7 +27,8 @@ use crate::ir::infer::{
     deconv_groups, resolved_conv_padding, resolved_deconv_padding,
     resolved_transposed_window_padding,
 };
-use crate::ir::{BinaryOp, Border, ConvAttrs, DType, Op, UnaryOp, ValueId, WindowAttrs};
+use crate::ir::{BinaryOp, Border, ConvAttrs, DType, UnaryOp, ValueId, WindowAttrs};
+use crate::passes::epilogue::ChainActivation;
 
 /// Operands and extents of a conv/deconv node.
 pub(super) struct ConvIo {
@@ -365,70 +366,25 @@ fn disjoint(lw: &mut Lowering<'_>, a: ValueId, b: ValueId) -> Result<bool, Codeg
     })
 }
 
-/// A scalar constant operand.
-fn scalar_const(lw: &Lowering<'_>, v: ValueId) -> Option<f32> {
-    let t = lw.g.const_of(v)?;
-    let d = t.as_f32()?;
-    if d.len() == 1 { Some(d[0]) } else { None }
-}
-
-/// Finds `conv → [add residual] → [relu | clamp(const, const)]` where each intermediate
-/// has exactly one user, is not a graph output, the nodes follow each other, and the
-/// final buffer cannot alias the conv input (the GEMM writes it while reading that input).
+/// The epilogue chain `conv → [add residual] → [relu | clamp(const, const)]` of this conv
+/// (`passes::epilogue`, which the memory plan saw), kept when its final buffer does not
+/// alias the conv input (the GEMM writes it while reading that input; the plan keeps the
+/// input alive to prevent exactly that) and the residual is disjoint or in place.
 /// Marks the fused nodes skipped.
 fn fusion(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<Fusion>, CodegenError> {
     let users = lw.g.users();
-    let single = |v: ValueId| {
-        users.get(v.index()).is_some_and(|u| u.len() == 1) && !lw.g.outputs.contains(&v)
+    let Some(chain) = crate::passes::epilogue::chain(lw.g, &users, lw.node_idx()) else {
+        return Ok(None);
     };
-    let mut cur = io.y;
-    let mut at = lw.node_idx() + 1;
-    let mut nodes = Vec::new();
-    let mut residual = None;
-    let mut activation = Activation::None;
-    // Residual add.
-    if single(cur)
-        && let Some(n) = lw.g.nodes.get(at)
-        && matches!(n.op, Op::Binary(BinaryOp::Add))
-        && n.inputs.len() == 2
-        && n.inputs.contains(&cur)
-    {
-        let other = if n.inputs[0] == cur {
-            n.inputs[1]
-        } else {
-            n.inputs[0]
-        };
-        if other != cur
-            && lw.shape(other)? == io.ys
-            && lw.dtype(other)? == DType::F32
-            && lw.shape(n.outputs[0])? == io.ys
-        {
-            residual = Some(other);
-            cur = n.outputs[0];
-            nodes.push(at);
-            at += 1;
-        }
+    if chain.nodes.first() != Some(&(lw.node_idx() + 1)) {
+        return Ok(None);
     }
-    if single(cur)
-        && let Some(n) = lw.g.nodes.get(at)
-        && n.inputs.first() == Some(&cur)
-    {
-        let act = match &n.op {
-            Op::Unary(UnaryOp::Relu) => Some(Activation::Relu),
-            Op::Clamp if n.inputs.len() == 3 && lw.shape(n.outputs[0])? == io.ys => {
-                match (scalar_const(lw, n.inputs[1]), scalar_const(lw, n.inputs[2])) {
-                    (Some(lo), Some(hi)) if lo <= hi => Some(Activation::Clamp(lo, hi)),
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        if let Some(a) = act {
-            activation = a;
-            cur = n.outputs[0];
-            nodes.push(at);
-        }
-    }
+    let (cur, residual, nodes) = (chain.out, chain.residual, chain.nodes);
+    let activation = match chain.activation {
+        ChainActivation::None => Activation::None,
+        ChainActivation::Relu => Activation::Relu,
+        ChainActivation::Clamp(lo, hi) => Activation::Clamp(lo, hi),
+    };
     if nodes.is_empty() || !disjoint(lw, cur, io.x)? {
         return Ok(None);
     }

@@ -1,0 +1,113 @@
+//! Analysis: the convolution epilogue chains `conv → [add residual] → [relu | clamp]` that
+//! the back end computes inside the convolution (`back::select::conv` folds them into the
+//! GEMM epilogue or the direct kernels), decided on the graph so that the memory plan can
+//! see them.
+//!
+//! A chain's nodes follow the conv directly in node order; each intermediate has exactly
+//! one user (the next member) and is not a graph output; the residual has the conv's
+//! output shape and is f32; the clamp bounds are scalar constants with `lo ≤ hi`.
+//! `memory_plan` keeps the conv's input alive until the end of the chain, because the
+//! fused kernel writes the chain's output while still reading that input: otherwise the
+//! plan could give the output the input's bytes (the input dies at the conv) and the
+//! fusion would have to be abandoned.
+//!
+//! Not here: the lowering itself, or whether a particular conv lowering supports fusion
+//! (select falls back to running the members alone, which is always correct).
+
+use crate::ir::{BinaryOp, DType, Graph, NodeId, Op, UnaryOp, ValueId};
+
+/// The activation ending a chain.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ChainActivation {
+    None,
+    Relu,
+    Clamp(f32, f32),
+}
+
+/// One epilogue chain after the conv at node index `conv`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpilogueChain {
+    /// The nodes folded into the conv, in order (1 or 2).
+    pub nodes: Vec<usize>,
+    /// The value the chain produces (written by the fused conv).
+    pub out: ValueId,
+    /// The residual added before the activation.
+    pub residual: Option<ValueId>,
+    pub activation: ChainActivation,
+}
+
+fn scalar_const(g: &Graph, v: ValueId) -> Option<f32> {
+    let d = g.const_of(v)?.as_f32()?;
+    if d.len() == 1 { Some(d[0]) } else { None }
+}
+
+/// The epilogue chain after the conv at node `conv`, if any. `users` is
+/// `g.users()`.
+pub fn chain(g: &Graph, users: &[Vec<NodeId>], conv: usize) -> Option<EpilogueChain> {
+    let node = g.nodes.get(conv)?;
+    if !matches!(node.op, Op::Conv(_)) {
+        return None;
+    }
+    let y = *node.outputs.first()?;
+    let ys = g.ty(y).shape()?;
+    let single =
+        |v: ValueId| users.get(v.index()).is_some_and(|u| u.len() == 1) && !g.outputs.contains(&v);
+    let mut cur = y;
+    let mut at = conv + 1;
+    let mut nodes = Vec::new();
+    let mut residual = None;
+    let mut activation = ChainActivation::None;
+    if single(cur)
+        && let Some(n) = g.nodes.get(at)
+        && matches!(n.op, Op::Binary(BinaryOp::Add))
+        && n.inputs.len() == 2
+        && n.inputs.contains(&cur)
+    {
+        let other = if n.inputs[0] == cur {
+            n.inputs[1]
+        } else {
+            n.inputs[0]
+        };
+        if other != cur
+            && g.ty(other).shape().as_ref() == Some(&ys)
+            && g.ty(other).dtype == DType::F32
+            && g.ty(n.outputs[0]).shape().as_ref() == Some(&ys)
+        {
+            residual = Some(other);
+            cur = n.outputs[0];
+            nodes.push(at);
+            at += 1;
+        }
+    }
+    if single(cur)
+        && let Some(n) = g.nodes.get(at)
+        && n.inputs.first() == Some(&cur)
+    {
+        let act = match &n.op {
+            Op::Unary(UnaryOp::Relu) => Some(ChainActivation::Relu),
+            Op::Clamp
+                if n.inputs.len() == 3 && g.ty(n.outputs[0]).shape().as_ref() == Some(&ys) =>
+            {
+                match (scalar_const(g, n.inputs[1]), scalar_const(g, n.inputs[2])) {
+                    (Some(lo), Some(hi)) if lo <= hi => Some(ChainActivation::Clamp(lo, hi)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(a) = act {
+            activation = a;
+            cur = n.outputs[0];
+            nodes.push(at);
+        }
+    }
+    if nodes.is_empty() {
+        return None;
+    }
+    Some(EpilogueChain {
+        nodes,
+        out: cur,
+        residual,
+        activation,
+    })
+}
