@@ -12,4 +12,5 @@ mod models_smoke;
 mod ops;
 mod random;
 mod resample;
+mod special;
 mod window;
