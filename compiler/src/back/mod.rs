@@ -86,8 +86,9 @@
 //! a tie of +0 and −0, which may give either zero on x86 (`relu(−0)` is +0 everywhere).
 //! `argmax`/`argmin` (reductions and `argmax_pool`) take the first NaN, as NumPy's
 //! `argmax`. `sign(NaN)` is NaN, `sign(±0)` is ±0. The inline math (`emit::math`) gives
-//! the interpreter's answers at NaN, ±∞, denormals and huge finite values; its documented
-//! limits (early `exp` overflow, `sin` beyond 8192) are in that module. Exceptions: the
+//! the interpreter's answers at NaN, ±∞ and huge finite values; its documented
+//! limits (early `exp` overflow, `sin` beyond 8192, `log` of denormals) are in that
+//! module. Exceptions: the
 //! Winograd convolution turns ±∞ outputs into NaN (`select::winograd`), and f32 sums in
 //! the code's order may overflow or cancel differently from the interpreter's f64 sums.
 //! Tested value by value in `tests::special` (every path, aarch64 under qemu) and in the
