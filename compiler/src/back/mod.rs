@@ -75,6 +75,25 @@
 //! * data-dependent indices (`gather`, `sample`, ROI boxes, `batch_index`) are clamped into
 //!   the indexed extent (`kernel::Indirect`).
 //!
+//! # NaN and infinity
+//! IEEE-propagating everywhere, as NumPy and ONNX Runtime (the README's "choices" list has
+//! the user-facing summary), and the same on every path: `ir::interp` (and so constant
+//! folding), x86-64 and aarch64 code, and the runtime's GEMM epilogues. f32 `max`/`min`
+//! (element-wise, `relu`, `clamp`, reductions, pools, fused conv epilogues) are IEEE
+//! 754-2019 `maximum`/`minimum`: NaN if either operand is NaN. Emitted as one `fmax` on
+//! aarch64 and as `maxps` plus `cmpunordps`/`orps` on x86 (`emit::math::Cx::fmax`; three
+//! instructions instead of Cranelift's eight-instruction IEEE `fmax`); the one freedom is
+//! a tie of +0 and −0, which may give either zero on x86 (`relu(−0)` is +0 everywhere).
+//! `argmax`/`argmin` (reductions and `argmax_pool`) take the first NaN, as NumPy's
+//! `argmax`. `sign(NaN)` is NaN, `sign(±0)` is ±0. The inline math (`emit::math`) gives
+//! the interpreter's answers at NaN, ±∞ and huge finite values; its documented
+//! limits (early `exp` overflow, `sin` beyond 8192, `log` of denormals) are in that
+//! module. Exceptions: the
+//! Winograd convolution turns ±∞ outputs into NaN (`select::winograd`), and f32 sums in
+//! the code's order may overflow or cancel differently from the interpreter's f64 sums.
+//! Tested value by value in `tests::special` (every path, aarch64 under qemu) and in the
+//! runtime's `epilogues_propagate_nan_and_infinity`.
+//!
 //! # Element-wise fusion
 //! `select::fuse` groups f32 element-wise nodes (unary, binary, clamp, cast, batch norm)
 //! whose intermediate results are read only inside the group into one kernel over the

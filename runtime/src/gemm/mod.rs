@@ -59,7 +59,8 @@ pub struct GemmEpilogue {
     /// Other values are reserved and mean no bias.
     pub bias_kind: u32,
     /// 0: none; 1: ReLU (`max(x, 0)`); 2: clamp to `[lo, hi]`. Other values are reserved and
-    /// mean none.
+    /// mean none. NaN propagates (IEEE 754-2019 `maximum`/`minimum`: ReLU(NaN) and clamp of
+    /// NaN, or with a NaN bound, are NaN); ReLU(−0) is +0.
     pub activation: u32,
     /// Lower clamp bound (activation 2).
     pub lo: f32,

@@ -698,3 +698,122 @@ fn gemm_shapes_throughput() {
         );
     }
 }
+
+/// NaN and ±∞ through every kernel's epilogue (tiles, edge tiles, GEMV): C = a·bᵀ with
+/// k = 2 where the second term is an exact 0, so C[i][j] = a[i]·b[j] exactly; then ReLU
+/// or clamp. Expected: [`kernels::activate`] (IEEE `maximum`/`minimum`: NaN propagates)
+/// on that product. Compared by bits, any NaN matching any NaN.
+#[test]
+fn epilogues_propagate_nan_and_infinity() {
+    let specials = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e30,
+        -1e30,
+        -0.0,
+        0.0,
+        1e-40,
+        -3.0,
+        0.3,
+        7.0,
+    ];
+    let bs = [1.0f32, -1.0, 2.0, 0.5];
+    let (lo, hi) = (-1.0f32, 6.0f32);
+    for id in available_kernels() {
+        let kern = kernel(id).expect("available");
+        for (m, n) in [(1, 37), (37, 1), (11, 37), (13, 70)] {
+            for (act, packed) in [(1u32, false), (2, true), (2, false), (1, true)] {
+                let k = 2;
+                let a: Vec<f32> = (0..m * k)
+                    .map(|i| {
+                        if i % k == 0 {
+                            specials[(i / k) % specials.len()]
+                        } else {
+                            1.0
+                        }
+                    })
+                    .collect();
+                let b: Vec<f32> = (0..k * n)
+                    .map(|i| if i < n { bs[i % bs.len()] } else { 0.0 })
+                    .collect();
+                let mut c = std::vec![0.0f32; m * n];
+                let ge = GemmEpilogue {
+                    bias: core::ptr::null(),
+                    bias_kind: 0,
+                    activation: act,
+                    lo,
+                    hi,
+                    accumulate: 0,
+                };
+                let packed_a = if packed {
+                    pack_a(m, k, &a, k, 1)
+                } else {
+                    Vec::new()
+                };
+                let a_src = if packed {
+                    ASrc::Packed(packed_a.as_ptr())
+                } else {
+                    ASrc::Strided {
+                        a: a.as_ptr(),
+                        rsa: k as isize,
+                        csa: 1,
+                    }
+                };
+                let mut scratch =
+                    std::vec![Line([0; 64]); sgemm_scratch_bytes(m, n, k).div_ceil(64) + 1];
+                // SAFETY: a is m×k, b is k×n, c is m×n, all row-major; scratch is sized.
+                unsafe {
+                    driver::sgemm(
+                        kern,
+                        Problem {
+                            m,
+                            n,
+                            k,
+                            a: a_src,
+                            b: b.as_ptr(),
+                            rsb: n as isize,
+                            csb: 1,
+                            c: c.as_mut_ptr(),
+                            rsc: n as isize,
+                        },
+                        &ge,
+                        scratch.as_mut_ptr().cast::<u8>(),
+                    );
+                }
+                for i in 0..m {
+                    for j in 0..n {
+                        let p = a[i * k] * b[j];
+                        let want = kernels::activate(p, act, lo, hi);
+                        let got = c[i * n + j];
+                        let same = (got.is_nan() && want.is_nan()) || got.to_bits() == want.to_bits()
+                            // Products are never −0 here (−0·1 + 1·0 = +0), but a tie of
+                            // the bounds with a zero may pick either zero on x86.
+                            || (got == 0.0 && want == 0.0);
+                        assert!(
+                            same,
+                            "{id:?} m={m} n={n} act={act} packed={packed}: C[{i}][{j}] = \
+                             {got:e} ({:#x}), want {want:e} (activation of {p:e})",
+                            got.to_bits()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn activate_is_ieee_maximum_minimum() {
+    use kernels::activate;
+    assert!(activate(f32::NAN, 1, 0.0, 0.0).is_nan());
+    assert_eq!(activate(-0.0, 1, 0.0, 0.0).to_bits(), 0.0f32.to_bits());
+    assert_eq!(activate(f32::NEG_INFINITY, 1, 0.0, 0.0), 0.0);
+    assert_eq!(activate(f32::INFINITY, 1, 0.0, 0.0), f32::INFINITY);
+    assert!(activate(f32::NAN, 2, 0.0, 6.0).is_nan());
+    assert!(activate(1.0, 2, f32::NAN, 6.0).is_nan());
+    assert!(activate(1.0, 2, 0.0, f32::NAN).is_nan());
+    assert_eq!(activate(f32::INFINITY, 2, 0.0, 6.0), 6.0);
+    assert_eq!(activate(f32::NEG_INFINITY, 2, 0.0, 6.0), 0.0);
+    assert_eq!(activate(-0.0, 2, 0.0, 6.0).to_bits(), 0.0f32.to_bits());
+}

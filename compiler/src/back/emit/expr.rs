@@ -204,21 +204,28 @@ fn unary(cx: &mut Cx<'_, '_>, op: UnaryOp, x: Value, t: DType) -> Result<Value, 
         }
         U::Tanh => cx.tanh(x),
         U::Asinh => {
-            // sign(x)·ln(|x| + √(x²+1))
+            // sign(x)·ln(|x| + √(x²+1)); ln|x| + ln 2 above 10⁴ (where the two agree to
+            // f32 precision), so x² cannot overflow.
             let a = cx.b.ins().fabs(x);
             let aa = cx.fmul(a, a);
             let d = cx.faddc(aa, 1.0);
             let s = cx.b.ins().sqrt(d);
             let sum = cx.fadd(a, s);
-            let l = cx.log(sum);
+            let l = large_arg_log(cx, a, sum);
             cx.copysign(l, x)
         }
         U::Acosh => {
+            // ln(x + √(x²−1)), and ln x + ln 2 above 10⁴ as asinh; NaN below 1 (a huge
+            // negative x would otherwise give ln(x + ∞) = ∞).
             let xx = cx.fmul(x, x);
             let d = cx.faddc(xx, -1.0);
             let s = cx.b.ins().sqrt(d);
             let sum = cx.fadd(x, s);
-            cx.log(sum)
+            let l = large_arg_log(cx, x, sum);
+            let one = cx.fc(1.0);
+            let ok = cx.fcmp(FloatCC::GreaterThanOrEqual, x, one);
+            let nan = cx.fc(f32::NAN);
+            cx.sel(ok, l, nan)
         }
         U::Atanh => {
             let one = cx.fc(1.0);
@@ -278,6 +285,19 @@ fn unary(cx: &mut Cx<'_, '_>, op: UnaryOp, x: Value, t: DType) -> Result<Value, 
             cx.sel(neg, ax, x)
         }
     })
+}
+
+/// ln(sum), or ln(a) + ln 2 where a > 10⁴ (`sum` ≈ 2a there, but its x² may overflow;
+/// ±∞ and NaN come through either way).
+fn large_arg_log(cx: &mut Cx<'_, '_>, a: Value, sum: Value) -> Value {
+    let lim = cx.fc(1e4);
+    let big = cx.fcmp(FloatCC::GreaterThan, a, lim);
+    let arg = cx.sel(big, a, sum);
+    let l = cx.log(arg);
+    let ln2 = cx.fc(std::f32::consts::LN_2);
+    let z = cx.fc(0.0);
+    let add = cx.sel(big, ln2, z);
+    cx.fadd(l, add)
 }
 
 /// lambda · (x < 0 ? alpha·(eˣ − 1) : x)

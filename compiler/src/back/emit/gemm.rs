@@ -21,7 +21,7 @@
 //! [`Step::Tiled`]: crate::back::kernel::Step::Tiled
 
 use crate::back::CodegenError;
-use crate::back::emit::math::Caps;
+use crate::back::emit::math::{Caps, Cx};
 use crate::back::kernel::{Activation, GemmCall};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I64};
@@ -79,6 +79,7 @@ struct Gx<'a, 'b> {
     b: &'a mut FunctionBuilder<'b>,
     g: &'a GemmCall,
     fma: bool,
+    caps: Caps,
     ptr: Type,
 }
 
@@ -286,22 +287,25 @@ impl<'a, 'b> Gx<'a, 'b> {
         Ok(())
     }
 
+    /// The fused relu/clamp, with the element-wise ops' NaN-propagating min/max
+    /// ([`Cx::fmax`]), so fused and unfused graphs agree on NaN.
     fn activation(&mut self, x: Value, vec: bool) -> Value {
-        let konst = |b: &mut FunctionBuilder<'_>, v: f32| {
-            let s = b.ins().f32const(v);
-            if vec { b.ins().splat(F32X4, s) } else { s }
+        let mut cx = Cx {
+            b: &mut *self.b,
+            lanes: if vec { 4 } else { 1 },
+            caps: self.caps,
         };
         match self.g.epi.activation {
             Activation::None => x,
             Activation::Relu => {
-                let z = konst(self.b, 0.0);
-                self.b.ins().fmax(x, z)
+                let z = cx.fc(0.0);
+                cx.fmax(x, z)
             }
             Activation::Clamp(lo, hi) => {
-                let h = konst(self.b, hi);
-                let l = konst(self.b, lo);
-                let m = self.b.ins().fmin(x, h);
-                self.b.ins().fmax(m, l)
+                let h = cx.fc(hi);
+                let l = cx.fc(lo);
+                let m = cx.fmin(x, h);
+                cx.fmax(m, l)
             }
         }
     }
@@ -380,6 +384,7 @@ pub(crate) fn emit(
         b,
         g,
         fma: caps.fma,
+        caps,
         ptr,
     };
     // Per batch entry: element offsets of [a, b, c, bias, row bias].

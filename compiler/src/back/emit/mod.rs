@@ -734,13 +734,23 @@ impl KernelEmitter<'_, '_> {
         let dt = self.body_type();
         if let Some((best, cnt)) = st.arg {
             let cur = self.b.use_var(st.scalar);
+            // f32: a NaN beats any number and nothing beats a NaN, so the index is the
+            // first NaN's when there is one (NumPy's `argmax`; `ir::interp` agrees).
             let better = match (kind, dt) {
-                (ReduceKind::ArgMax, DType::F32) => self.b.ins().fcmp(FloatCC::GreaterThan, v, cur),
-                (ReduceKind::ArgMin, DType::F32) => self.b.ins().fcmp(FloatCC::LessThan, v, cur),
+                (ReduceKind::ArgMax | ReduceKind::ArgMin, DType::F32) => {
+                    let cc = if kind == ReduceKind::ArgMax {
+                        FloatCC::UnorderedOrGreaterThan
+                    } else {
+                        FloatCC::UnorderedOrLessThan
+                    };
+                    let b = self.b.ins().fcmp(cc, v, cur);
+                    let num = self.b.ins().fcmp(FloatCC::Ordered, cur, cur);
+                    self.b.ins().band(b, num)
+                }
                 (ReduceKind::ArgMax, _) => self.b.ins().icmp(IntCC::SignedGreaterThan, v, cur),
                 _ => self.b.ins().icmp(IntCC::SignedLessThan, v, cur),
             };
-            // The first element always wins (so all-NaN rows give index 0 like the oracle's first).
+            // The first element always wins (the accumulator's initial ±∞ is no element).
             let c = self.b.use_var(cnt);
             let first = self.b.ins().icmp_imm_s(IntCC::Equal, c, 0);
             let better = self.b.ins().bor(better, first);

@@ -17,8 +17,8 @@
 //! small feature maps ROI heads see, not for large ones (a run-time loop extent in the
 //! kernel description would remove the `Π n_d / bin size` waste).
 //!
-//! Known difference: a NaN pixel makes `max_roi_pool` NaN (the interpreter's fold skips
-//! it).
+//! A NaN pixel makes its `max_roi_pool` bin NaN, as in the interpreter (NaN-propagating
+//! `max`, see `back`'s "NaN and infinity").
 //!
 //! Not here: `roi_resample` (`select::resample`).
 

@@ -7,7 +7,10 @@
 //! `t` (one batched runtime GEMM: `cout × cin` by `cin × tiles`), `Y = Aᵀ M A` (output
 //! transform, 4 kernels, each summing 9 values of M, plus bias, the fused residual and
 //! activation). The transforms only use 0, ±1, ±½, so the result differs from the direct
-//! sum by a few ulps.
+//! sum by a few ulps. Special values: a NaN input reaches exactly the outputs whose
+//! window holds it, but an infinite input appears with both signs in the transformed
+//! values an output sums, so an output that is ±∞ directly becomes NaN here (∞ − ∞; its
+//! fused activation then gives NaN too). Guarding that would cost a test per tile.
 //!
 //! Not here: other tile sizes, strided/dilated/grouped convs, the self-contained mode
 //! (the caller only routes 2-d, 3×3, stride 1, dilation 1, one group, constant filter).

@@ -10,6 +10,8 @@ mod int_bool;
 mod math;
 mod models_smoke;
 mod ops;
+mod perf;
 mod random;
 mod resample;
+mod special;
 mod window;

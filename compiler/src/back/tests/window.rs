@@ -770,39 +770,48 @@ fn aarch64_under_qemu() {
 /// inputs embedded, runs it under qemu and compares the printed output bits with the
 /// interpreter. The caller checks that the tools exist ([`aarch64_tools`]).
 pub(super) fn check_on_aarch64(b: Batch, prefix: &str) {
+    let want = crate::ir::interp::run(&b.g, &b.inputs).expect("interp");
+    let got = run_on_aarch64(&b.g, &b.inputs, prefix);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_close(&format!("aarch64 {}", b.what[i]), g, w);
+    }
+}
+
+/// Compiles `g` for aarch64-linux (self-contained), links a static C driver with the
+/// inputs embedded, runs it under qemu and returns the outputs (read back bit for bit,
+/// any dtype). The caller checks that the tools exist ([`aarch64_tools`]).
+pub(super) fn run_on_aarch64(g: &Graph, inputs: &[Tensor], prefix: &str) -> Vec<Tensor> {
     let o = crate::back::BackendOptions {
         target: Some("aarch64-unknown-linux-gnu".into()),
         ..opts(prefix)
     };
     assert!(o.is_self_contained());
-    let art = crate::back::compile(&b.g, &o).expect("compile");
-    let want = crate::ir::interp::run(&b.g, &b.inputs).expect("interp");
+    let art = crate::back::compile(g, &o).expect("compile");
     let mut c = String::from(
         "#include <stdio.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n",
     );
     c += &format!("int {prefix}_run(const void *const *, void *const *, void *);\n");
-    for (i, t) in b.inputs.iter().enumerate() {
-        let bytes = t.to_le_bytes();
-        let words: Vec<String> = bytes
-            .chunks(4)
-            .map(|w| format!("0x{:08x}u", u32::from_le_bytes([w[0], w[1], w[2], w[3]])))
-            .collect();
+    for (i, t) in inputs.iter().enumerate() {
+        let bytes: Vec<String> = t.to_le_bytes().iter().map(|b| format!("{b}")).collect();
         c += &format!(
-            "static const uint32_t in{i}[] = {{{}}};\n",
-            if words.is_empty() {
+            "static const uint8_t in{i}[] __attribute__((aligned(64))) = {{{}}};\n",
+            if bytes.is_empty() {
                 "0".into()
             } else {
-                words.join(",")
+                bytes.join(",")
             }
         );
     }
     for (i, t) in art.interface.outputs.iter().enumerate() {
-        c += &format!("static uint32_t out{i}[{}];\n", t.volume().max(1));
+        c += &format!(
+            "static uint8_t out{i}[{}] __attribute__((aligned(64)));\n",
+            (t.volume() * t.dtype.size()).max(1)
+        );
     }
     c += "int main(void) {\n";
     c += &format!(
         "  const void *ins[] = {{{}}};\n",
-        (0..b.inputs.len())
+        (0..inputs.len())
             .map(|i| format!("in{i}"))
             .collect::<Vec<_>>()
             .join(",")
@@ -822,8 +831,8 @@ pub(super) fn check_on_aarch64(b: Batch, prefix: &str) {
     c += "  if (st) { printf(\"status %d\\n\", st); return 1; }\n";
     for (i, t) in art.interface.outputs.iter().enumerate() {
         c += &format!(
-            "  for (int j = 0; j < {}; j++) printf(\"%08x \", out{i}[j]);\n  printf(\"\\n\");\n",
-            t.volume()
+            "  for (int j = 0; j < {}; j++) printf(\"%02x\", out{i}[j]);\n  printf(\"\\n\");\n",
+            t.volume() * t.dtype.size()
         );
     }
     c += "  return 0;\n}\n";
@@ -848,19 +857,19 @@ pub(super) fn check_on_aarch64(b: Batch, prefix: &str) {
     );
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), want.len());
-    for (i, (line, w)) in lines.iter().zip(&want).enumerate() {
-        let bits: Vec<u32> = line
-            .split_whitespace()
-            .map(|h| u32::from_str_radix(h, 16).expect("hex"))
-            .collect();
-        let got = Tensor::f32(
-            w.shape.clone(),
-            bits.iter().map(|&u| f32::from_bits(u)).collect(),
-        );
-        assert_close(&format!("aarch64 {}", b.what[i]), &got, w);
-    }
+    assert_eq!(lines.len(), art.interface.outputs.len());
+    let got = lines
+        .iter()
+        .zip(&art.interface.outputs)
+        .map(|(line, t)| {
+            let bytes: Vec<u8> = (0..line.len() / 2)
+                .map(|j| u8::from_str_radix(&line[2 * j..2 * j + 2], 16).expect("hex"))
+                .collect();
+            Tensor::from_le_bytes(t.dtype, t.shape.clone(), &bytes).expect("output size")
+        })
+        .collect();
     let _ = std::fs::remove_dir_all(&dir);
+    got
 }
 
 /// Objects for the other targets build (ELF/Mach-O magic) and are self-contained.

@@ -3,11 +3,13 @@
 //! `batch_normalization` and `cast`.
 //!
 //! Float functions are evaluated in f64 and rounded once to f32 (for + − × ÷ that is the
-//! same as f32 arithmetic; for transcendental functions it is more accurate). Compound
-//! fragments follow their stdlib bodies exactly, including NaN behaviour where the body
-//! is a `select` (`min`, `max`, `relu`, `clamp`). Integer arithmetic wraps like two's
-//! complement hardware; integer division by zero is an error. Not here: reductions or any
-//! op that mixes elements.
+//! same as f32 arithmetic; for transcendental functions it is more accurate). NaN and
+//! infinity are IEEE-propagating, as in NumPy and ONNX Runtime: `min`, `max`, `relu` and
+//! `clamp` return NaN when an operand is NaN ([`maximum`]/[`minimum`], IEEE 754-2019's
+//! operations of those names) instead of what their stdlib `select` bodies would give,
+//! and `sign(NaN)` is NaN. Integer arithmetic wraps like two's complement hardware;
+//! integer division by zero is an error. Not here: reductions or any op that mixes
+//! elements (they use [`maximum`]/[`minimum`] too).
 
 use super::{Result, bool_data, f32_data, invalid, strides};
 use crate::ir::op::{BinaryOp, UnaryOp};
@@ -72,6 +74,36 @@ fn zip_broadcast<A: Copy, B: Copy, R>(
     Ok(r)
 }
 
+/// IEEE 754-2019 `maximum`: NaN if either operand is NaN, and +0 above −0. The one
+/// definition of `max` for every f32 path (element-wise, `relu`, `clamp`, reductions,
+/// pools); compiled code agrees except that a tie of +0 and −0 may give either zero on x86.
+pub(crate) fn maximum(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else if a == b {
+        // Only ±0 compare equal with different bits: +0 wins.
+        f32::from_bits(a.to_bits() & b.to_bits())
+    } else if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// IEEE 754-2019 `minimum`: NaN if either operand is NaN, and −0 below +0.
+pub(crate) fn minimum(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else if a == b {
+        // Only ±0 compare equal with different bits: −0 wins.
+        f32::from_bits(a.to_bits() | b.to_bits())
+    } else if a < b {
+        a
+    } else {
+        b
+    }
+}
+
 fn unary_f64(u: UnaryOp, x: f64) -> f64 {
     let sigmoid = |v: f64| 1.0 / (1.0 + (-v).exp());
     match u {
@@ -110,13 +142,8 @@ fn unary_f64(u: UnaryOp, x: f64) -> f64 {
         UnaryOp::Rsqr => 1.0 / (x * x),
         UnaryOp::Rsqrt => 1.0 / x.sqrt(),
         UnaryOp::Log2 => x.log2(),
-        UnaryOp::Relu => {
-            if x > 0.0 {
-                x
-            } else {
-                0.0
-            }
-        }
+        // max(x, 0): NaN stays NaN, −0 gives +0.
+        UnaryOp::Relu => maximum(x as f32, 0.0) as f64,
         UnaryOp::Sigmoid => sigmoid(x),
         // log(eˣ + 1) without overflow for large x.
         UnaryOp::Softplus => x.max(0.0) + (-x.abs()).exp().ln_1p(),
@@ -230,21 +257,8 @@ fn float_binary(b: BinaryOp, x: f32, y: f32) -> f32 {
         BinaryOp::Mul => x * y,
         BinaryOp::Div => x / y,
         BinaryOp::Pow => (x as f64).powf(y as f64) as f32,
-        // select(x < y, x, y) and select(x > y, x, y), NaN included.
-        BinaryOp::Min => {
-            if x < y {
-                x
-            } else {
-                y
-            }
-        }
-        BinaryOp::Max => {
-            if x > y {
-                x
-            } else {
-                y
-            }
-        }
+        BinaryOp::Min => minimum(x, y),
+        BinaryOp::Max => maximum(x, y),
         // Comparisons and logical ops never reach here.
         _ => f32::NAN,
     }
@@ -340,8 +354,8 @@ pub(super) fn select(cond: &Tensor, t: &Tensor, f: &Tensor, out: &[usize]) -> Re
     })
 }
 
-/// `clamp(x, a, b) = max(min(x, b), a)` broadcast to `out` (f32 or i32), with the
-/// `select` semantics of the stdlib `min`/`max` (a NaN `x` gives `b`, then `max(b, a)`).
+/// `clamp(x, a, b) = max(min(x, b), a)` broadcast to `out` (f32 or i32); for f32 with
+/// [`maximum`]/[`minimum`], so a NaN in `x`, `a` or `b` gives NaN.
 pub(super) fn clamp(x: &Tensor, a: &Tensor, b: &Tensor, out: &[usize]) -> Result<Tensor> {
     let op = "clamp";
     let (ox, oa, ob) = (
@@ -350,27 +364,27 @@ pub(super) fn clamp(x: &Tensor, a: &Tensor, b: &Tensor, out: &[usize]) -> Result
         broadcast_offsets(out, &b.shape),
     );
     let count: usize = out.iter().product();
-    fn clamp_all<T: Copy + PartialOrd>(
+    fn clamp_all<T: Copy>(
         count: usize,
         o: [&Option<Vec<usize>>; 3],
-        x: &[T],
-        a: &[T],
-        b: &[T],
+        (x, a, b): (&[T], &[T], &[T]),
+        min: impl Fn(T, T) -> T,
+        max: impl Fn(T, T) -> T,
     ) -> Vec<T> {
         (0..count)
             .map(|i| {
                 let (v, lo, hi) = (x[at(o[0], i)], a[at(o[1], i)], b[at(o[2], i)]);
-                let m = if v < hi { v } else { hi };
-                if m > lo { m } else { lo }
+                max(min(v, hi), lo)
             })
             .collect()
     }
+    let o = [&ox, &oa, &ob];
     let data = match (&x.data, &a.data, &b.data) {
         (TensorData::F32(x), TensorData::F32(a), TensorData::F32(b)) => {
-            TensorData::F32(clamp_all(count, [&ox, &oa, &ob], x, a, b))
+            TensorData::F32(clamp_all(count, o, (x, a, b), minimum, maximum))
         }
         (TensorData::I32(x), TensorData::I32(a), TensorData::I32(b)) => {
-            TensorData::I32(clamp_all(count, [&ox, &oa, &ob], x, a, b))
+            TensorData::I32(clamp_all(count, o, (x, a, b), i32::min, i32::max))
         }
         _ => return Err(invalid(op, "operands must all be f32 or all be i32")),
     };

@@ -54,7 +54,9 @@ fn split_axes(
 
 /// `sum`/`mean`/`max`/`min` (f32), `any`/`all` (bool), `argmax`/`argmin` (f32 → i32,
 /// first position on ties). Reducing an empty slice gives the identity (0, −∞, +∞,
-/// false, true) and index 0; `mean` of an empty slice is NaN.
+/// false, true) and index 0; `mean` of an empty slice is NaN. NaN propagates: `max`/`min`
+/// of a slice holding a NaN is NaN, and `argmax`/`argmin` give the position of the first
+/// NaN (as NumPy's `argmax` does), so the index always designates the reduced value.
 pub(super) fn reduce(r: ReduceOp, axes: &[usize], input: &Tensor) -> Result<Tensor> {
     let op = crate::ir::op::Op::Reduce {
         op: r,
@@ -81,7 +83,7 @@ pub(super) fn reduce(r: ReduceOp, axes: &[usize], input: &Tensor) -> Result<Tens
             let mut best = 0;
             for (i, &s) in slice.iter().enumerate().skip(1) {
                 let (v, w) = (x[b + s], x[b + slice[best]]);
-                if (max && v > w) || (!max && v < w) {
+                if !w.is_nan() && ((max && v > w) || (!max && v < w) || v.is_nan()) {
                     best = i;
                 }
             }
@@ -89,20 +91,23 @@ pub(super) fn reduce(r: ReduceOp, axes: &[usize], input: &Tensor) -> Result<Tens
         });
         return Ok(Tensor::i32(shape, out.collect()));
     }
+    use super::elementwise::{maximum, minimum};
     let out = bases.iter().map(|&b| {
         let values = slice.iter().map(|&s| x[b + s] as f64);
-        let v = match r {
-            ReduceOp::Sum => values.sum::<f64>(),
-            ReduceOp::Mean => values.sum::<f64>() / slice.len() as f64,
-            ReduceOp::Max => values.fold(f64::NEG_INFINITY, |m, v| if v > m { v } else { m }),
-            _ => values.fold(f64::INFINITY, |m, v| if v < m { v } else { m }),
-        };
-        v as f32
+        let exact = slice.iter().map(|&s| x[b + s]);
+        match r {
+            ReduceOp::Sum => values.sum::<f64>() as f32,
+            ReduceOp::Mean => (values.sum::<f64>() / slice.len() as f64) as f32,
+            ReduceOp::Max => exact.fold(f32::NEG_INFINITY, maximum),
+            _ => exact.fold(f32::INFINITY, minimum),
+        }
     });
     Ok(Tensor::f32(shape, out.collect()))
 }
 
-/// `softmax` jointly over `axes`: `exp(x − max) / Σ exp(x − max)`.
+/// `softmax` jointly over `axes`: `exp(x − max) / Σ exp(x − max)`, in IEEE arithmetic: a
+/// slice holding a NaN or +∞ is NaN throughout (∞ − ∞), −∞ entries give 0 next to a
+/// finite maximum, and a slice of only −∞ is NaN.
 pub(super) fn softmax(axes: &[usize], input: &Tensor) -> Result<Tensor> {
     let op = "softmax";
     let x = f32_data(op, "input", input)?;
@@ -110,10 +115,9 @@ pub(super) fn softmax(axes: &[usize], input: &Tensor) -> Result<Tensor> {
     let mut out = vec![0f32; x.len()];
     let mut e = vec![0f64; slice.len()];
     for &b in &bases {
-        let m = slice.iter().fold(
-            f32::NEG_INFINITY,
-            |m, &s| if x[b + s] > m { x[b + s] } else { m },
-        ) as f64;
+        let m = slice.iter().fold(f32::NEG_INFINITY, |m, &s| {
+            super::elementwise::maximum(m, x[b + s])
+        }) as f64;
         let mut sum = 0f64;
         for (ei, &s) in e.iter_mut().zip(&slice) {
             *ei = (x[b + s] as f64 - m).exp();

@@ -264,10 +264,10 @@ pub(super) fn roi_pool(
                             pixels.iter().map(|&p| x[base + p] as f64).sum::<f64>()
                                 / pixels.len() as f64
                         }
-                        RoiPoolOp::Max => pixels
-                            .iter()
-                            .map(|&p| x[base + p] as f64)
-                            .fold(f64::NEG_INFINITY, |m, v| if v > m { v } else { m }),
+                        // NaN-propagating, like `max_pool`.
+                        RoiPoolOp::Max => pixels.iter().fold(f32::NEG_INFINITY, |m, &p| {
+                            super::elementwise::maximum(m, x[base + p])
+                        }) as f64,
                     }
                 };
                 out.push(v as f32);

@@ -277,8 +277,9 @@ pub(super) fn debox(
     ))
 }
 
-/// `max_pool`: window maximum; outside taps read 0 under `constant` and are skipped
-/// under `ignore` (an all-outside window gives −∞).
+/// `max_pool`: window maximum ([`super::elementwise::maximum`]: a NaN tap gives NaN);
+/// outside taps read 0 under `constant` and are skipped under `ignore` (an all-outside
+/// window gives −∞).
 pub(super) fn max_pool(w: &WindowAttrs, input: &Tensor, out_shape: &[usize]) -> Result<Tensor> {
     let op = "max_pool";
     let x = f32_data(op, "input", input)?;
@@ -292,9 +293,7 @@ pub(super) fn max_pool(w: &WindowAttrs, input: &Tensor, out_shape: &[usize]) -> 
                 None if w.border == Border::Ignore => continue,
                 None => 0.0,
             };
-            if v > best {
-                best = v;
-            }
+            best = super::elementwise::maximum(best, v);
         }
         out[o] = best;
         Ok(())
@@ -302,8 +301,9 @@ pub(super) fn max_pool(w: &WindowAttrs, input: &Tensor, out_shape: &[usize]) -> 
     Ok(Tensor::f32(g.output.clone(), out))
 }
 
-/// `argmax_pool`: the row-major offset inside each window of its first maximum; outside
-/// taps are treated as in `max_pool` (an all-outside `ignore` window gives 0).
+/// `argmax_pool`: the row-major offset inside each window of its first maximum, or of its
+/// first NaN (as `argmax_reduce`); outside taps are treated as in `max_pool` (an
+/// all-outside `ignore` window gives 0).
 pub(super) fn argmax_pool(w: &WindowAttrs, input: &Tensor, out_shape: &[usize]) -> Result<Tensor> {
     let op = "argmax_pool";
     let x = f32_data(op, "input", input)?;
@@ -317,7 +317,7 @@ pub(super) fn argmax_pool(w: &WindowAttrs, input: &Tensor, out_shape: &[usize]) 
                 None if w.border == Border::Ignore => continue,
                 None => 0.0,
             };
-            if best.is_none_or(|(_, b)| v > b) {
+            if best.is_none_or(|(_, b)| !b.is_nan() && (v > b || v.is_nan())) {
                 best = Some((t, v));
             }
         }

@@ -22,7 +22,7 @@ pub(crate) struct TileEpi {
     pub bias_row: *const f32,
     /// Null, or `nr` values (one per tile column).
     pub bias_col: *const f32,
-    /// 0 none, 1 ReLU, 2 clamp to `[lo, hi]`.
+    /// 0 none, 1 ReLU, 2 clamp to `[lo, hi]`, NaN-propagating as [`activate`].
     pub act: u32,
     /// Clamp lower bound.
     pub lo: f32,
@@ -174,18 +174,45 @@ pub(crate) fn for_width(kern: &'static Kernel, n: usize) -> &'static Kernel {
     }
 }
 
-/// Applies activation `act` to one value (scalar edge and GEMV paths).
+/// Applies activation `act` to one value (scalar edge and GEMV paths). NaN propagates:
+/// ReLU is IEEE 754-2019 `maximum(v, +0)` (NaN stays NaN, −0 gives +0) and clamp is
+/// `maximum(minimum(v, hi), lo)` (NaN in `v` or a bound gives NaN), the compiler's
+/// element-wise semantics, so a fused epilogue agrees with the unfused ops.
 #[inline(always)]
 pub(crate) fn activate(v: f32, act: u32, lo: f32, hi: f32) -> f32 {
     match act {
-        1 => {
-            if v < 0.0 {
-                0.0
-            } else {
-                v
-            }
-        }
-        2 => v.max(lo).min(hi),
+        1 => maximum(v, 0.0),
+        2 => maximum(minimum(v, hi), lo),
         _ => v,
+    }
+}
+
+/// IEEE 754-2019 `maximum`: NaN if either operand is NaN, +0 above −0.
+#[inline(always)]
+pub(crate) fn maximum(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        a + b
+    } else if a == b {
+        // Only ±0 compare equal with different bits: +0 wins.
+        f32::from_bits(a.to_bits() & b.to_bits())
+    } else if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// IEEE 754-2019 `minimum`: NaN if either operand is NaN, −0 below +0.
+#[inline(always)]
+pub(crate) fn minimum(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        a + b
+    } else if a == b {
+        // Only ±0 compare equal with different bits: −0 wins.
+        f32::from_bits(a.to_bits() | b.to_bits())
+    } else if a < b {
+        a
+    } else {
+        b
     }
 }

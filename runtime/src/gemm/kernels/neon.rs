@@ -75,11 +75,11 @@ unsafe fn tile(
                 if !epi.bias_col.is_null() {
                     v = vaddq_f32(v, vld1q_f32(epi.bias_col.add(4 * j)));
                 }
-                // Matches the scalar `activate` on NaN: ReLU keeps NaN (fmax propagates it),
-                // clamp maps NaN to lo (fmaxnm prefers the number).
+                // FMAX/FMIN are IEEE 754-2019 `maximum`/`minimum`, exactly the scalar
+                // `activate`: NaN propagates, ReLU(−0) = +0.
                 v = match epi.act {
                     1 => vmaxq_f32(v, zero),
-                    2 => vminnmq_f32(vmaxnmq_f32(v, lo), hi),
+                    2 => vmaxq_f32(vminq_f32(v, hi), lo),
                     _ => v,
                 };
                 vst1q_f32(cp, v);

@@ -121,11 +121,17 @@ unsafe fn tile_avx2(
                 if !epi.bias_col.is_null() {
                     v = _mm256_add_ps(v, _mm256_loadu_ps(epi.bias_col.add(h * 8)));
                 }
-                // Operand order matches the scalar `activate` on NaN: max(0, NaN) = NaN,
-                // clamp(NaN) = lo.
+                // NaN-propagating like the scalar `activate`. `maxps`/`minps` return their
+                // second operand when either is NaN, so: ReLU = maxps(v, 0) (−0 gives +0)
+                // with the unordered mask of v OR-ed in (all ones is a NaN); clamp =
+                // maxps(minps(hi, v), lo) with the mask of (v, hi) OR-ed in (a NaN lo comes
+                // through maxps). Two instructions more than without NaN handling.
                 v = match epi.act {
-                    1 => _mm256_max_ps(zero, v),
-                    2 => _mm256_min_ps(_mm256_max_ps(v, lo), hi),
+                    1 => _mm256_or_ps(_mm256_max_ps(v, zero), _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v)),
+                    2 => _mm256_or_ps(
+                        _mm256_max_ps(_mm256_min_ps(hi, v), lo),
+                        _mm256_cmp_ps::<_CMP_UNORD_Q>(v, hi),
+                    ),
                     _ => v,
                 };
                 _mm256_storeu_ps(cp, v);
@@ -177,6 +183,7 @@ unsafe fn tile_avx512(
             bp = bp.offset(rsb);
         }
         let zero = _mm512_setzero_ps();
+        let nan = _mm512_set1_ps(f32::NAN);
         let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
         for (r, acc_r) in acc.iter().enumerate() {
             for (h, &s) in acc_r.iter().enumerate() {
@@ -192,9 +199,19 @@ unsafe fn tile_avx512(
                 if !epi.bias_col.is_null() {
                     v = _mm512_add_ps(v, _mm512_loadu_ps(epi.bias_col.add(h * 16)));
                 }
+                // As the AVX2 tile, with a mask move instead of OR (`_mm512_or_ps` needs
+                // AVX512DQ).
                 v = match epi.act {
-                    1 => _mm512_max_ps(zero, v),
-                    2 => _mm512_min_ps(_mm512_max_ps(v, lo), hi),
+                    1 => _mm512_mask_mov_ps(
+                        _mm512_max_ps(v, zero),
+                        _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v),
+                        v,
+                    ),
+                    2 => _mm512_mask_mov_ps(
+                        _mm512_max_ps(_mm512_min_ps(hi, v), lo),
+                        _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, hi),
+                        nan,
+                    ),
                     _ => v,
                 };
                 _mm512_storeu_ps(cp, v);
