@@ -297,6 +297,7 @@ unsafe fn tile_avx512w_body<const PREFETCH: bool>(
             bp = bp.offset(rsb);
         }
         let zero = _mm512_setzero_ps();
+        let nan = _mm512_set1_ps(f32::NAN);
         let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
         for (r, acc_r) in acc.iter().enumerate() {
             for (h, &s) in acc_r.iter().enumerate() {
@@ -312,9 +313,18 @@ unsafe fn tile_avx512w_body<const PREFETCH: bool>(
                 if !epi.bias_col.is_null() {
                     v = _mm512_add_ps(v, _mm512_loadu_ps(epi.bias_col.add(h * 16)));
                 }
+                // NaN-propagating, as the 6×32 tile.
                 v = match epi.act {
-                    1 => _mm512_max_ps(zero, v),
-                    2 => _mm512_min_ps(_mm512_max_ps(v, lo), hi),
+                    1 => _mm512_mask_mov_ps(
+                        _mm512_max_ps(v, zero),
+                        _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v),
+                        v,
+                    ),
+                    2 => _mm512_mask_mov_ps(
+                        _mm512_max_ps(_mm512_min_ps(hi, v), lo),
+                        _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, hi),
+                        nan,
+                    ),
                     _ => v,
                 };
                 _mm512_storeu_ps(cp, v);
