@@ -168,7 +168,7 @@ mod pool {
                         return;
                     }
                     let g = self.state.load(Ordering::Acquire) >> 32;
-                    if g != seen && g % 2 == 0 {
+                    if g != seen && g.is_multiple_of(2) {
                         break g;
                     }
                     if spins < SPIN {

@@ -52,7 +52,7 @@ fn choose_parallel(k: &mut Kernel) {
         let e = k.loops[0].extent;
         let Some(c) = [4096usize, 2048, 1024, 512, 256]
             .into_iter()
-            .find(|&c| e % c == 0 && e / c >= 2)
+            .find(|&c| e.is_multiple_of(c) && e / c >= 2)
         else {
             return;
         };
