@@ -210,15 +210,17 @@ mod pool {
                 }
                 return;
             }
-            // Publish: odd generation while writing, then even with index 0.
-            let generation = (self.state.load(Ordering::Relaxed) >> 32) + 1;
+            // Publish: odd generation while writing, then even with index 0. Generations
+            // live in 32 bits and wrap; masking keeps their parity across the wrap.
+            const GEN: u64 = 0xFFFF_FFFF;
+            let generation = ((self.state.load(Ordering::Relaxed) >> 32) + 1) & GEN;
             self.state.store(generation << 32, Ordering::Relaxed);
             fence(Ordering::Release);
             self.task.store(task as usize, Ordering::Relaxed);
             self.ctx.store(ctx as usize, Ordering::Relaxed);
             self.n.store(n, Ordering::Relaxed);
             self.done.store(0, Ordering::Relaxed);
-            let generation = generation + 1;
+            let generation = (generation + 1) & GEN;
             self.state.store(generation << 32, Ordering::Release);
             if let Some(threads) = self.threads.get() {
                 for t in threads.iter().take(helpers) {
@@ -291,6 +293,18 @@ mod pool {
         /// Number of workers, the calling thread included.
         pub fn workers(&self) -> usize {
             self.inner.workers
+        }
+
+        /// The generation of the last published job (tests of the wrap-around).
+        #[cfg(test)]
+        pub(crate) fn generation(&self) -> u64 {
+            self.inner.state.load(Ordering::Acquire) >> 32
+        }
+
+        /// Sets the generation, as if that many jobs had run (tests of the wrap-around).
+        #[cfg(test)]
+        pub(crate) fn set_generation(&self, g: u64) {
+            self.inner.state.store(g << 32, Ordering::Release);
         }
 
         /// The descriptor to pass to `PREFIX_run_parallel`; valid while the pool lives.
@@ -378,5 +392,41 @@ mod pool {
             // SAFETY: live pool by the caller's contract.
             unsafe { (*pool).parallel() }
         }
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::ThreadPool;
+    use core::ffi::c_void;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    unsafe extern "C" fn count(ctx: *mut c_void, _i: usize, _w: usize) {
+        // SAFETY: ctx is the counter below.
+        unsafe { (*(ctx as *const AtomicUsize)).fetch_add(1, Ordering::SeqCst) };
+    }
+
+    /// The 32-bit generation wraps with its parity intact: every published job stays even
+    /// (helpers take only even generations) and every task still runs once.
+    #[test]
+    fn generation_wraps_with_even_parity() {
+        let pool = ThreadPool::new(3).expect("threads start");
+        pool.set_generation(0xFFFF_FFFA);
+        for _ in 0..6 {
+            let hits = AtomicUsize::new(0);
+            // SAFETY: `count` only touches `hits`, which outlives the call.
+            unsafe { pool.parallel_for(count, &hits as *const AtomicUsize as *mut c_void, 9) };
+            assert_eq!(hits.load(Ordering::SeqCst), 9);
+            assert!(
+                pool.generation().is_multiple_of(2),
+                "{:#x}",
+                pool.generation()
+            );
+        }
+        assert!(
+            pool.generation() < 0x10,
+            "wrapped: {:#x}",
+            pool.generation()
+        );
     }
 }
