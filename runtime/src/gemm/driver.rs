@@ -46,14 +46,22 @@ pub(crate) struct ScratchLayout {
 }
 
 impl ScratchLayout {
+    /// What a product reserves: enough for the blocked order and, when the shape allows
+    /// the panel-major order, for all of B packed (`k·NR_MAX` floats). Monotone in `m`
+    /// and `n`, so every part of a split product fits its whole product's scratch.
     pub(crate) fn new(m: usize, n: usize, k: usize) -> ScratchLayout {
+        let mut l = ScratchLayout::blocked(m, n, k);
+        if is_panel_major(n, k) {
+            l.total_bytes = l.total_bytes.max(k * NR_MAX * 4);
+        }
+        l
+    }
+
+    /// The blocked order's layout: one packed `kc × nc` block of B, then one `mc × kc`
+    /// block of A.
+    pub(crate) fn blocked(m: usize, n: usize, k: usize) -> ScratchLayout {
         let kc = k.min(KC);
-        let b_floats = if is_panel_major(n, k) {
-            // All of B (packed A only; strided A uses the blocked order and less of it).
-            k * NR_MAX
-        } else {
-            kc * n.min(NC).div_ceil(NR_MAX) * NR_MAX
-        };
+        let b_floats = kc * n.min(NC).div_ceil(NR_MAX) * NR_MAX;
         let a_floats = m.min(MC).div_ceil(MR) * MR * kc;
         let a_offset = (b_floats * 4).div_ceil(64) * 64;
         ScratchLayout {
@@ -74,8 +82,10 @@ pub(crate) enum Route {
     EpilogueOnly,
     /// One of the matrix-vector forms, with this kernel's GEMV bodies.
     Gemv(GemvKind, &'static Kernel),
-    /// The cache-blocked loops with this kernel.
-    Blocked(&'static Kernel),
+    /// The cache-blocked loops with this kernel, panel-major ([`panel_major`]) or not.
+    /// Both are decided on the whole product: a part must not switch to the panel-major
+    /// order, whose packed B can exceed the scratch sized for the whole product.
+    Blocked(&'static Kernel, bool),
 }
 
 /// The matrix-vector forms of [`run_gemv`].
@@ -126,7 +136,10 @@ impl Route {
             ASrc::Packed(_) if p.n <= 4 => return Route::Gemv(GemvKind::Panel, kern),
             _ => {}
         }
-        Route::Blocked(super::kernels::for_width(kern, p.n))
+        Route::Blocked(
+            super::kernels::for_width(kern, p.n),
+            matches!(p.a, ASrc::Packed(_)) && is_panel_major(p.n, p.k),
+        )
     }
 }
 
@@ -165,7 +178,9 @@ pub(crate) unsafe fn run_route(route: Route, p: &Problem, epi: &GemmEpilogue, sc
             Route::Empty => {}
             Route::EpilogueOnly => epilogue_only(p, bias_row, bias_col, epi),
             Route::Gemv(kind, kern) => run_gemv(kern, kind, p, bias_row, bias_col, epi),
-            Route::Blocked(kern) => blocked(kern, p, bias_row, bias_col, accumulate, epi, scratch),
+            Route::Blocked(kern, pm) => {
+                blocked(kern, p, pm, bias_row, bias_col, accumulate, epi, scratch)
+            }
         }
     }
 }
@@ -330,6 +345,7 @@ fn nul_f32() -> *const f32 {
 unsafe fn blocked(
     kern: &'static Kernel,
     p: &Problem,
+    panel_major_order: bool,
     bias_row: *const f32,
     bias_col: *const f32,
     accumulate: bool,
@@ -338,13 +354,13 @@ unsafe fn blocked(
 ) {
     let (m, n, k, nr) = (p.m, p.n, p.k, kern.nr);
     if let ASrc::Packed(ap) = p.a
-        && is_panel_major(n, k)
+        && panel_major_order
     {
         // SAFETY: forwarded; the condition of panel_major holds.
         unsafe { panel_major(kern, p, ap, bias_row, bias_col, accumulate, epi, scratch) };
         return;
     }
-    let layout = ScratchLayout::new(m, n, k);
+    let layout = ScratchLayout::blocked(m, n, k);
     let bpack = scratch.cast::<f32>();
     // SAFETY: a_offset lies within the scratch (it is at most total_bytes).
     let apack = unsafe { scratch.add(layout.a_offset) }.cast::<f32>();

@@ -55,7 +55,7 @@ impl Plan {
             Route::Gemv(GemvKind::RowAxpy | GemvKind::RowDot, _) => (Axis::Cols, GEMV_GRANULE),
             Route::Gemv(GemvKind::ColAxpy | GemvKind::ColDot, _) => (Axis::Rows, GEMV_GRANULE),
             Route::Gemv(GemvKind::Panel, _) => (Axis::Rows, MR),
-            Route::Blocked(kern) => {
+            Route::Blocked(kern, _) => {
                 // The axis whose largest part is closest to an even share.
                 let waste = |total: usize, g: usize| {
                     let units = total.div_ceil(g);

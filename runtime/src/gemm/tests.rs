@@ -443,13 +443,14 @@ unsafe extern "C" fn reverse_for(
 /// axis the planner picks, gives C bit for bit equal to the serial call, for every kernel.
 #[test]
 fn split_products_are_bit_identical_to_serial() {
-    let shapes: [(usize, usize, usize); 12] = [
-        (96, 700, 67),  // blocked, columns
-        (512, 49, 300), // blocked, rows (few columns)
-        (13, 1000, 33), // blocked, odd rows
-        (1, 4000, 100), // m == 1: row GEMV
-        (3000, 1, 80),  // n == 1: column GEMV
-        (700, 3, 90),   // packed A, n ≤ 4: panel GEMV
+    let shapes: [(usize, usize, usize); 13] = [
+        (64, 100, 2000), // wide enough to be blocked, parts narrow enough for panel-major
+        (96, 700, 67),   // blocked, columns
+        (512, 49, 300),  // blocked, rows (few columns)
+        (13, 1000, 33),  // blocked, odd rows
+        (1, 4000, 100),  // m == 1: row GEMV
+        (3000, 1, 80),   // n == 1: column GEMV
+        (700, 3, 90),    // packed A, n ≤ 4: panel GEMV
         (37, 3000, 5),
         (200, 200, 200),
         (2, 20000, 8),
@@ -512,7 +513,8 @@ fn split_products_are_bit_identical_to_serial() {
                 };
                 let stride = sgemm_scratch_bytes(m, n, k).div_ceil(64) * 64;
                 let mut serial = c0.clone();
-                let mut scratch = std::vec![Line([0; 64]); (stride * 5).div_ceil(64).max(1)];
+                // Five workers' scratch, then a guard line that must stay untouched.
+                let mut scratch = std::vec![Line([0xAB; 64]); (stride * 5).div_ceil(64) + 1];
                 // SAFETY: buffers sized for the strides; scratch holds 5 strides.
                 unsafe {
                     driver::sgemm(kern, problem(&mut serial), &ge, scratch.as_mut_ptr().cast())
@@ -535,6 +537,12 @@ fn split_products_are_bit_identical_to_serial() {
                             stride,
                         )
                     };
+                    let guard = scratch.last().map(|l| l.0);
+                    assert_eq!(
+                        guard,
+                        Some([0xAB; 64]),
+                        "{id:?} m={m} n={n} k={k}: scratch overrun"
+                    );
                     let same = c
                         .iter()
                         .zip(&serial)
