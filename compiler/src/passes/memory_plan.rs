@@ -6,7 +6,8 @@
 //! epilogue chain (`passes::epilogue`), which the back end computes inside the conv. Values are placed in definition order, each in
 //! the smallest free gap that fits (best fit), at 64-byte aligned offsets; a second
 //! placement, largest first at the lowest free offset (greedy by size), is kept instead
-//! when its arena is smaller. Graph inputs,
+//! when its arena is smaller; graphs of at most 256 intermediates that still miss the
+//! peak-live bound also try up to 200 shuffled greedy orders (fixed seed: deterministic). Graph inputs,
 //! graph outputs and constants get no slot. This pass does not alias values (a reshape's
 //! output gets its own slot) and does not reorder nodes to reduce the peak.
 
@@ -90,20 +91,44 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
         slots = by_size;
         arena = arena2;
     }
-    // Peak of live (rounded) bytes over node steps.
-    let mut peak = 0usize;
-    for step in 0..graph.nodes.len() {
-        let total: usize = wanted
-            .iter()
-            .filter(|w| w.3 <= step && step <= w.4)
-            .map(|w| w.2)
-            .sum();
-        peak = peak.max(total);
+    // Peak of live (rounded) bytes over node steps: no placement can do better.
+    let peak_bound = (0..graph.nodes.len())
+        .map(|step| {
+            wanted
+                .iter()
+                .filter(|w| w.3 <= step && step <= w.4)
+                .map(|w| w.2)
+                .sum::<usize>()
+        })
+        .max()
+        .unwrap_or(0);
+    // Small graphs: greedy placements in shuffled orders (a fixed seed, so the plan is
+    // deterministic) until one reaches the bound or the budget runs out.
+    if arena > peak_bound && wanted.len() <= SEARCH_MAX_VALUES {
+        let mut order: Vec<usize> = (0..wanted.len()).collect();
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..SEARCH_TRIES {
+            for i in (1..order.len()).rev() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                order.swap(i, (seed % (i as u64 + 1)) as usize);
+            }
+            let shuffled: Vec<Wanted> = order.iter().map(|&i| wanted[i]).collect();
+            let (s, a) = greedy_in_order(&shuffled, nvals);
+            if a < arena {
+                slots = s;
+                arena = a;
+                if arena <= peak_bound {
+                    break;
+                }
+            }
+        }
     }
     Ok(MemoryPlan {
         slots,
         arena_size: arena,
-        peak_live: peak,
+        peak_live: peak_bound,
     })
 }
 
@@ -115,13 +140,23 @@ type Wanted = (usize, usize, usize, usize, usize);
 /// interleave (a U-Net's skip connections, an attention block's branches) it packs
 /// tighter than placing in definition order, which cannot move what it placed earlier.
 fn greedy_by_size(wanted: &[Wanted], nvals: usize) -> (Vec<Option<Slot>>, usize) {
-    let mut order: Vec<&Wanted> = wanted.iter().collect();
+    let mut order: Vec<Wanted> = wanted.to_vec();
     order.sort_by(|a, b| b.2.cmp(&a.2).then(a.3.cmp(&b.3)).then(a.0.cmp(&b.0)));
+    greedy_in_order(&order, nvals)
+}
+
+/// Graphs with at most this many intermediates get the shuffled search.
+const SEARCH_MAX_VALUES: usize = 256;
+/// Orders the search tries at most (each placement is quadratic in the values).
+const SEARCH_TRIES: usize = 200;
+
+/// Each value, in the given order, at the lowest offset free for its whole lifetime.
+fn greedy_in_order(order: &[Wanted], nvals: usize) -> (Vec<Option<Slot>>, usize) {
     let mut slots = vec![None; nvals];
     // Placed values: (offset, rounded size, first, last).
     let mut placed: Vec<(usize, usize, usize, usize)> = Vec::new();
     let mut arena = 0usize;
-    for &&(vi, size, rounded, first, lastu) in &order {
+    for &(vi, size, rounded, first, lastu) in order {
         let mut busy: Vec<(usize, usize)> = placed
             .iter()
             .filter(|p| p.2 <= lastu && first <= p.3)
