@@ -160,3 +160,32 @@ fn wrong_input_is_an_error() {
     expect_test::expect!["input `input` must be f32[1, 1, 28, 28], got f32[1, 28, 28]"]
         .assert_eq(&e.to_string());
 }
+
+/// Every shipped model and, when present, every shared one packs its intermediates into an
+/// arena no larger than their peak of live bytes, the lower bound of any placement
+/// (`passes::memory_plan`).
+#[test]
+fn memory_plans_reach_the_peak_live_bound() {
+    let mut dirs = corpus::shipped(&repo());
+    match corpus::shared_dir(&repo()) {
+        Some(shared) => dirs.extend(corpus::models_in(&shared)),
+        None => {
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                (format!("skipped: ../shared/models not present (shipped models only)") + "\n")
+                    .as_bytes(),
+            );
+        }
+    }
+    for m in &dirs {
+        let mut lowered = nnefc::compiler::front::load_and_lower(
+            &m.nnef(),
+            &nnefc::compiler::front::FrontOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{}: {:?}", m.name, e.diagnostics));
+        nnefc::compiler::passes::optimize(&mut lowered.graph, &Default::default())
+            .expect("optimizes");
+        let p = nnefc::compiler::passes::memory_plan::plan(&lowered.graph).expect("plans");
+        assert_eq!(p.arena_size, p.peak_live, "{}", m.name);
+    }
+}
