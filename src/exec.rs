@@ -210,6 +210,11 @@ impl LoadedModel {
         Ok(())
     }
 
+    /// The pool's `nnefc_parallel` descriptor, `None` for serial runs.
+    fn parallel(&self) -> Option<nnefc_runtime::Parallel> {
+        self.pool.as_ref().map(|p| p.parallel())
+    }
+
     /// Workers a run uses.
     pub fn threads(&self) -> usize {
         self.pool.as_ref().map_or(1, |p| p.workers())
@@ -254,10 +259,8 @@ impl LoadedModel {
         let in_ptrs: Vec<*const u8> = inputs.iter().map(data_ptr).collect();
         let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(data_ptr_mut).collect();
         let ws = self.workspace.as_mut_ptr() as *mut u8;
-        let par = self.pool.as_ref().map(|p| p.parallel());
-        let par_ptr = par
-            .as_ref()
-            .map_or(std::ptr::null(), |p| p as *const nnefc_runtime::Parallel);
+        let par = self.parallel();
+        let par_ptr = par_ptr(&par);
         // SAFETY: every pointer covers a tensor of the dtype and shape the model expects
         // (checked above), the workspace has workspace_size_for(workers) bytes aligned to
         // 64 (set_threads sized it), `par` is null or describes our live pool, and the
@@ -265,6 +268,12 @@ impl LoadedModel {
         let status = unsafe { (self.run)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), ws, par_ptr) };
         nnefc_runtime::check(status).map_err(ExecError::Run)
     }
+}
+
+/// The `par` argument of `PREFIX_run_parallel`: the descriptor, or null for serial.
+fn par_ptr(par: &Option<nnefc_runtime::Parallel>) -> *const nnefc_runtime::Parallel {
+    par.as_ref()
+        .map_or(std::ptr::null(), |p| p as *const nnefc_runtime::Parallel)
 }
 
 fn check_tensors(
@@ -395,10 +404,8 @@ impl LoadedModel {
         let in_ptrs: Vec<*const u8> = inputs.iter().map(data_ptr).collect();
         let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(data_ptr_mut).collect();
         let ws = self.workspace.as_mut_ptr() as *mut u8;
-        let par = self.pool.as_ref().map(|p| p.parallel());
-        let par_ptr = par
-            .as_ref()
-            .map_or(std::ptr::null(), |p| p as *const nnefc_runtime::Parallel);
+        let par = self.parallel();
+        let par_ptr = par_ptr(&par);
         let now = std::time::Instant::now();
         let mut ctx = ProfileCtx {
             stamps: vec![now; steps.len()],

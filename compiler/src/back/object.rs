@@ -675,20 +675,6 @@ fn define_run_parallel(
         };
         let store = MemFlagsData::trusted();
         for (si, (step, fref)) in program.steps.iter().zip(&refs).enumerate() {
-            if si > 0
-                && let Some((h, hctx)) = hook
-            {
-                // After step si − 1: hook(hook_ctx, si − 1) when a hook is given.
-                let call_blk = b.create_block();
-                let next = b.create_block();
-                let none = b.ins().icmp_imm_s(IntCC::Equal, h, 0);
-                b.ins().brif(none, next, &[], call_blk, &[]);
-                b.switch_to_block(call_blk);
-                let idx = b.ins().iconst(ptr, si as i64 - 1);
-                b.ins().call_indirect(hsig, h, &[hctx, idx]);
-                b.ins().jump(next, &[]);
-                b.switch_to_block(next);
-            }
             match (step, fref) {
                 (Step::Kernel(k), Some(f)) if is_parallel(k) => {
                     let slot =
@@ -798,19 +784,18 @@ fn define_run_parallel(
                 }
                 _ => return Err(CodegenError::Internal("kernel without a function".into())),
             }
-        }
-        if let Some((h, hctx)) = hook
-            && !program.steps.is_empty()
-        {
-            let call_blk = b.create_block();
-            let next = b.create_block();
-            let none = b.ins().icmp_imm_s(IntCC::Equal, h, 0);
-            b.ins().brif(none, next, &[], call_blk, &[]);
-            b.switch_to_block(call_blk);
-            let idx = b.ins().iconst(ptr, program.steps.len() as i64 - 1);
-            b.ins().call_indirect(hsig, h, &[hctx, idx]);
-            b.ins().jump(next, &[]);
-            b.switch_to_block(next);
+            if let Some((h, hctx)) = hook {
+                // After step si: hook(hook_ctx, si) when a hook is given.
+                let call_blk = b.create_block();
+                let next = b.create_block();
+                let none = b.ins().icmp_imm_s(IntCC::Equal, h, 0);
+                b.ins().brif(none, next, &[], call_blk, &[]);
+                b.switch_to_block(call_blk);
+                let idx = b.ins().iconst(ptr, si as i64);
+                b.ins().call_indirect(hsig, h, &[hctx, idx]);
+                b.ins().jump(next, &[]);
+                b.switch_to_block(next);
+            }
         }
         let ok = b.ins().iconst(I32, 0);
         b.ins().return_(&[ok]);

@@ -80,6 +80,13 @@ fn lane_type(dt: DType, lanes: usize) -> Type {
     }
 }
 
+/// Iterations of a counted loop: a compile-time extent (at least 2), or a run-time value.
+#[derive(Clone, Copy)]
+enum Trip {
+    Const(usize),
+    Dyn(Value),
+}
+
 /// The body of a counted loop: called once with the pointers of the current iteration.
 type LoopBody<'f, S> = dyn FnMut(&mut S, &[Value]) -> Result<(), CodegenError> + 'f;
 
@@ -275,67 +282,13 @@ impl KernelEmitter<'_, '_> {
                     }
                 })
                 .collect();
-            return self.rotated_dyn(count, &start, &steps, &mut |s, cur| {
+            return self.counted(Trip::Dyn(count), &start, &steps, &mut |s, cur| {
                 s.level(l + 1, cur, acc)
             });
         }
         self.rotated(lp.extent, ptrs, &steps, &mut |s, cur| {
             s.level(l + 1, cur, acc)
         })
-    }
-
-    /// [`Self::rotated`] with a run-time iteration count (possibly 0).
-    fn rotated_dyn(
-        &mut self,
-        n: Value,
-        ptrs: &[Value],
-        steps: &[i64],
-        body: &mut LoopBody<'_, Self>,
-    ) -> Result<(), CodegenError> {
-        let mut vars: Vec<Option<Variable>> = Vec::with_capacity(ptrs.len());
-        for (i, &p) in ptrs.iter().enumerate() {
-            let r = self.rep.get(i).copied().unwrap_or(i);
-            if steps.get(i).copied().unwrap_or(0) == 0 {
-                vars.push(None);
-            } else if r < i {
-                // Shares its representative's pointer (same buffer and strides).
-                vars.push(vars[r]);
-            } else {
-                let v = self.b.declare_var(self.ptr);
-                self.b.def_var(v, p);
-                vars.push(Some(v));
-            }
-        }
-        let cnt = self.b.declare_var(I64);
-        let zero = self.b.ins().iconst(I64, 0);
-        self.b.def_var(cnt, zero);
-        let blk = self.b.create_block();
-        let exit = self.b.create_block();
-        let empty = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
-        self.b.ins().brif(empty, exit, &[], blk, &[]);
-        self.b.switch_to_block(blk);
-        let cur: Vec<Value> = vars
-            .iter()
-            .zip(ptrs)
-            .map(|(v, &p)| v.map(|v| self.b.use_var(v)).unwrap_or(p))
-            .collect();
-        body(self, &cur)?;
-        for (i, v) in vars.iter().enumerate() {
-            if let Some(v) = *v
-                && self.rep.get(i).copied().unwrap_or(i) == i
-            {
-                let p = self.b.use_var(v);
-                let p = self.b.ins().iadd_imm_s(p, steps[i]);
-                self.b.def_var(v, p);
-            }
-        }
-        let c = self.b.use_var(cnt);
-        let c = self.b.ins().iadd_imm_s(c, 1);
-        self.b.def_var(cnt, c);
-        let more = self.b.ins().icmp(IntCC::NotEqual, c, n);
-        self.b.ins().brif(more, blk, &[], exit, &[]);
-        self.b.switch_to_block(exit);
-        Ok(())
     }
 
     /// A counted loop of `n` iterations whose pointers advance by `steps` bytes.
@@ -346,12 +299,24 @@ impl KernelEmitter<'_, '_> {
         steps: &[i64],
         body: &mut LoopBody<'_, Self>,
     ) -> Result<(), CodegenError> {
-        if n == 0 {
-            return Ok(());
+        match n {
+            0 => Ok(()),
+            1 => body(self, ptrs),
+            _ => self.counted(Trip::Const(n), ptrs, steps, body),
         }
-        if n == 1 {
-            return body(self, ptrs);
-        }
+    }
+
+    /// The rotated loop behind [`Self::rotated`] and the parallel loop's task range: one
+    /// pointer variable per moving representative access (accesses sharing a pointer,
+    /// see [`shared_pointers`], reuse it), advanced by `steps` bytes per iteration. A
+    /// run-time trip count may be 0, so it is tested before the first iteration.
+    fn counted(
+        &mut self,
+        n: Trip,
+        ptrs: &[Value],
+        steps: &[i64],
+        body: &mut LoopBody<'_, Self>,
+    ) -> Result<(), CodegenError> {
         let mut vars: Vec<Option<Variable>> = Vec::with_capacity(ptrs.len());
         for (i, &p) in ptrs.iter().enumerate() {
             let r = self.rep.get(i).copied().unwrap_or(i);
@@ -371,7 +336,15 @@ impl KernelEmitter<'_, '_> {
         self.b.def_var(cnt, zero);
         let blk = self.b.create_block();
         let exit = self.b.create_block();
-        self.b.ins().jump(blk, &[]);
+        match n {
+            Trip::Const(_) => {
+                self.b.ins().jump(blk, &[]);
+            }
+            Trip::Dyn(n) => {
+                let empty = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
+                self.b.ins().brif(empty, exit, &[], blk, &[]);
+            }
+        }
         self.b.switch_to_block(blk);
         let cur: Vec<Value> = vars
             .iter()
@@ -391,7 +364,10 @@ impl KernelEmitter<'_, '_> {
         let c = self.b.use_var(cnt);
         let c = self.b.ins().iadd_imm_s(c, 1);
         self.b.def_var(cnt, c);
-        let more = self.b.ins().icmp_imm_s(IntCC::NotEqual, c, n as i64);
+        let more = match n {
+            Trip::Const(n) => self.b.ins().icmp_imm_s(IntCC::NotEqual, c, n as i64),
+            Trip::Dyn(n) => self.b.ins().icmp(IntCC::NotEqual, c, n),
+        };
         self.b.ins().brif(more, blk, &[], exit, &[]);
         self.b.switch_to_block(exit);
         Ok(())

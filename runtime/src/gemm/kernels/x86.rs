@@ -145,7 +145,6 @@ unsafe fn tile_avx2(
 /// # Safety
 /// The CPU has AVX-512F; `a` holds `kc·MR` floats, B rows `kk < kc` hold 32 floats at `b + kk·rsb`, C addresses a 6×32
 /// tile with row stride `rsc`, bias pointers (if non-null) address 6 / 32 floats.
-#[target_feature(enable = "avx512f")]
 unsafe fn tile_avx512(
     kc: usize,
     a: *const f32,
@@ -155,69 +154,8 @@ unsafe fn tile_avx512(
     rsc: isize,
     epi: &TileEpi,
 ) {
-    // SAFETY: every load/store below stays inside the panels, tile and bias described in
-    // the contract; the target feature is present.
-    unsafe {
-        // The C tile is read (accumulate) or written only after the k loop: start
-        // fetching its 12 lines now so the epilogue does not wait for them.
-        for r in 0..MR {
-            let row = c.wrapping_offset(r as isize * rsc);
-            _mm_prefetch::<_MM_HINT_T0>(row.cast());
-            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(16).cast());
-        }
-        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-        let (mut ap, mut bp) = (a, b);
-        for _ in 0..kc {
-            // B rows may still be in L3 or memory on the first A panel of a block; fetch a
-            // few rows ahead (a hint: it never faults, even past the end).
-            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_offset(PF_ROWS * rsb).cast());
-            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_offset(PF_ROWS * rsb + 16).cast());
-            let b0 = _mm512_loadu_ps(bp);
-            let b1 = _mm512_loadu_ps(bp.add(16));
-            for (r, acc_r) in acc.iter_mut().enumerate() {
-                let av = _mm512_set1_ps(*ap.add(r));
-                acc_r[0] = _mm512_fmadd_ps(av, b0, acc_r[0]);
-                acc_r[1] = _mm512_fmadd_ps(av, b1, acc_r[1]);
-            }
-            ap = ap.add(MR);
-            bp = bp.offset(rsb);
-        }
-        let zero = _mm512_setzero_ps();
-        let nan = _mm512_set1_ps(f32::NAN);
-        let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
-        for (r, acc_r) in acc.iter().enumerate() {
-            for (h, &s) in acc_r.iter().enumerate() {
-                let cp = c.offset(r as isize * rsc).add(h * 16);
-                let mut v = if epi.accumulate {
-                    _mm512_add_ps(_mm512_loadu_ps(cp), s)
-                } else {
-                    s
-                };
-                if !epi.bias_row.is_null() {
-                    v = _mm512_add_ps(v, _mm512_set1_ps(*epi.bias_row.add(r)));
-                }
-                if !epi.bias_col.is_null() {
-                    v = _mm512_add_ps(v, _mm512_loadu_ps(epi.bias_col.add(h * 16)));
-                }
-                // As the AVX2 tile, with a mask move instead of OR (`_mm512_or_ps` needs
-                // AVX512DQ).
-                v = match epi.act {
-                    1 => _mm512_mask_mov_ps(
-                        _mm512_max_ps(v, zero),
-                        _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v),
-                        v,
-                    ),
-                    2 => _mm512_mask_mov_ps(
-                        _mm512_max_ps(_mm512_min_ps(hi, v), lo),
-                        _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, hi),
-                        nan,
-                    ),
-                    _ => v,
-                };
-                _mm512_storeu_ps(cp, v);
-            }
-        }
-    }
+    // SAFETY: forwarded contract (32 columns: two vectors per row).
+    unsafe { tile_avx512_body::<2, true>(kc, a, b, rsb, c, rsc, epi) }
 }
 
 /// 6×64 AVX-512 tile: 24 accumulators, so each k step issues 24 FMAs for 4 loads of B
@@ -239,22 +177,26 @@ unsafe fn tile_avx512w(
 ) {
     // Packed B panels are contiguous (rsb == 64) and stream in without help; B read in
     // place (an im2col matrix, a weight matrix) jumps a row stride per k step.
-    // SAFETY: forwarded contract.
+    // SAFETY: forwarded contract (64 columns: four vectors per row).
     unsafe {
         if rsb == 64 {
-            tile_avx512w_body::<false>(kc, a, b, rsb, c, rsc, epi)
+            tile_avx512_body::<4, false>(kc, a, b, rsb, c, rsc, epi)
         } else {
-            tile_avx512w_body::<true>(kc, a, b, rsb, c, rsc, epi)
+            tile_avx512_body::<4, true>(kc, a, b, rsb, c, rsc, epi)
         }
     }
 }
 
-/// The body of [`tile_avx512w`]; `PREFETCH` fetches B rows `PF_ROWS` ahead.
+/// The AVX-512 tiles: `MR × 16·Q` outputs in `MR·Q` accumulators; `PREFETCH` fetches B
+/// rows `PF_ROWS` ahead (B rows may still be in L3 or memory on the first A panel of a
+/// block; the hint never faults, even past the end).
 ///
 /// # Safety
-/// As for [`tile_avx512w`].
+/// The CPU has AVX-512F; `a` holds `kc·MR` floats, B rows `kk < kc` hold `16·Q` floats at
+/// `b + kk·rsb`, C addresses an `MR × 16·Q` tile with row stride `rsc`, bias pointers (if
+/// non-null) address `MR` / `16·Q` floats.
 #[target_feature(enable = "avx512f")]
-unsafe fn tile_avx512w_body<const PREFETCH: bool>(
+unsafe fn tile_avx512_body<const Q: usize, const PREFETCH: bool>(
     kc: usize,
     a: *const f32,
     b: *const f32,
@@ -266,30 +208,27 @@ unsafe fn tile_avx512w_body<const PREFETCH: bool>(
     // SAFETY: every load/store below stays inside the panels, tile and bias described in
     // the contract; the target feature is present.
     unsafe {
+        // The C tile is read (accumulate) or written only after the k loop: start
+        // fetching its lines now so the epilogue does not wait for them.
         for r in 0..MR {
             let row = c.wrapping_offset(r as isize * rsc);
-            for q in 0..4 {
+            for q in 0..Q {
                 _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(16 * q).cast());
             }
         }
-        let mut acc = [[_mm512_setzero_ps(); 4]; MR];
+        let mut acc = [[_mm512_setzero_ps(); Q]; MR];
         let (mut ap, mut bp) = (a, b);
         for _ in 0..kc {
             if PREFETCH {
                 let ahead = bp.wrapping_offset(PF_ROWS * rsb);
-                for q in 0..4 {
+                for q in 0..Q {
                     _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16 * q).cast());
                 }
             }
-            let bv = [
-                _mm512_loadu_ps(bp),
-                _mm512_loadu_ps(bp.add(16)),
-                _mm512_loadu_ps(bp.add(32)),
-                _mm512_loadu_ps(bp.add(48)),
-            ];
+            let bv: [__m512; Q] = core::array::from_fn(|q| _mm512_loadu_ps(bp.add(16 * q)));
             for (r, acc_r) in acc.iter_mut().enumerate() {
                 let av = _mm512_set1_ps(*ap.add(r));
-                for q in 0..4 {
+                for q in 0..Q {
                     acc_r[q] = _mm512_fmadd_ps(av, bv[q], acc_r[q]);
                 }
             }
@@ -313,7 +252,8 @@ unsafe fn tile_avx512w_body<const PREFETCH: bool>(
                 if !epi.bias_col.is_null() {
                     v = _mm512_add_ps(v, _mm512_loadu_ps(epi.bias_col.add(h * 16)));
                 }
-                // NaN-propagating, as the 6×32 tile.
+                // As the AVX2 tile, with a mask move instead of OR (`_mm512_or_ps` needs
+                // AVX512DQ).
                 v = match epi.act {
                     1 => _mm512_mask_mov_ps(
                         _mm512_max_ps(v, zero),
