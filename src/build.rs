@@ -36,6 +36,7 @@ pub struct Build {
     out_dir: Option<PathBuf>,
     cargo_metadata: bool,
     profile: bool,
+    external_weights: bool,
 }
 
 impl Default for Build {
@@ -55,6 +56,8 @@ pub struct BuildOutput {
     pub header: PathBuf,
     /// The Rust module `<prefix>.rs` to `include!`.
     pub rust: PathBuf,
+    /// The weights file `<prefix>.weights`, with [`Build::external_weights`].
+    pub weights: Option<PathBuf>,
     /// Names, dtypes and shapes of the inputs and outputs.
     pub interface: ModelInterface,
 }
@@ -179,6 +182,7 @@ impl Build {
             out_dir: None,
             cargo_metadata: true,
             profile: false,
+            external_weights: false,
         }
     }
 
@@ -224,6 +228,14 @@ impl Build {
         self
     }
 
+    /// Keep the weights out of the object: they go to `<prefix>.weights` in the output
+    /// folder, which the program loads (`nnefc_runtime::Weights::from_file`) and gives
+    /// the model (`Model::with_weights`). Default `false` (weights embedded).
+    pub fn external_weights(&mut self, on: bool) -> &mut Build {
+        self.external_weights = on;
+        self
+    }
+
     /// Where to write the outputs. Default: `OUT_DIR`.
     pub fn out_dir(&mut self, dir: impl AsRef<Path>) -> &mut Build {
         self.out_dir = Some(dir.as_ref().to_path_buf());
@@ -241,6 +253,7 @@ impl Build {
         opts.front.input_shapes = self.input_shapes.clone();
         opts.optimize = self.optimize;
         opts.back.profile = self.profile;
+        opts.back.external_weights = self.external_weights;
         opts.back.target = self.target.clone().or_else(|| {
             let target = std::env::var("TARGET").ok()?;
             let host = std::env::var("HOST").ok()?;
@@ -320,6 +333,10 @@ fn write_outputs(
     let library = write(format!("lib{prefix}.a"), &ar)?;
     let header = write(format!("{prefix}.h"), art.header.as_bytes())?;
     let rust = write(format!("{prefix}.rs"), art.rust.as_bytes())?;
+    let weights = match &art.weights {
+        Some(w) => Some(write(format!("{prefix}.weights"), w)?),
+        None => None,
+    };
     if cargo_metadata {
         println!("cargo:rustc-link-search=native={}", out_dir.display());
         println!("cargo:rustc-link-lib=static={prefix}");
@@ -329,6 +346,7 @@ fn write_outputs(
         object,
         header,
         rust,
+        weights,
         interface: art.interface.clone(),
     })
 }

@@ -7,7 +7,8 @@
 //! undefined in that library and resolve against the running executable, which must export
 //! them: this package's `build.rs` links its binaries, tests, benches and examples with
 //! `-rdynamic`, and [`load`](LoadedModel::load) references the runtime so it is linked
-//! in. Runs go through `PREFIX_run_parallel`, with a runtime `ThreadPool` after
+//! in. Runs go through `PREFIX_run_ex` (with the weights file when the model was compiled
+//! with external weights), with a runtime `ThreadPool` after
 //! [`set_threads`](LoadedModel::set_threads). A program outside this package that uses `exec` needs the same `-rdynamic` link
 //! argument.
 //!
@@ -56,6 +57,8 @@ impl fmt::Display for ExecError {
 impl std::error::Error for ExecError {}
 
 type RunFn = unsafe extern "C" fn(
+    usize,
+    *const u8,
     *const *const u8,
     *const *mut u8,
     *mut u8,
@@ -79,6 +82,8 @@ pub struct LoadedModel {
     workspace: Vec<Block>,
     /// The thread pool runs use (`None`: the calling thread only).
     pool: Option<nnefc_runtime::ThreadPool>,
+    /// The weights file of a model compiled with external weights.
+    weights: Option<nnefc_runtime::Weights>,
     // Declared last so it is dropped after the function pointers above are unusable.
     _library: libloading::Library,
 }
@@ -169,11 +174,18 @@ impl LoadedModel {
         let library =
             unsafe { libloading::Library::new(&so) }.map_err(|e| ExecError::Load(e.to_string()))?;
         let prefix = &artifacts.interface.prefix;
-        // SAFETY: `PREFIX_run_parallel` has this signature (the nnefc ABI).
+        // SAFETY: `PREFIX_run_ex` has this signature (the nnefc ABI).
         let run: RunFn = unsafe {
             *library
-                .get::<RunFn>(format!("{prefix}_run_parallel\0").as_bytes())
-                .map_err(|e| ExecError::Load(format!("symbol {prefix}_run_parallel: {e}")))?
+                .get::<RunFn>(format!("{prefix}_run_ex\0").as_bytes())
+                .map_err(|e| ExecError::Load(format!("symbol {prefix}_run_ex: {e}")))?
+        };
+        let weights = match &artifacts.weights {
+            Some(bytes) => Some(
+                nnefc_runtime::Weights::from_bytes(bytes)
+                    .map_err(|e| ExecError::Load(format!("the weights the compiler wrote: {e}")))?,
+            ),
+            None => None,
         };
         // SAFETY: `PREFIX_info` is a static `nnefc_runtime::ModelInfo`; we take its address.
         let info: *const nnefc_runtime::ModelInfo = unsafe {
@@ -188,6 +200,7 @@ impl LoadedModel {
             interface: artifacts.interface.clone(),
             workspace: vec![Block([0; 64]); blocks],
             pool: None,
+            weights,
             _library: library,
         })
     }
@@ -208,6 +221,13 @@ impl LoadedModel {
         let blocks = self.interface.workspace_size_for(workers).div_ceil(64);
         self.workspace = vec![Block([0; 64]); blocks];
         Ok(())
+    }
+
+    /// The `weights` argument of `PREFIX_run_ex`: the file, or null when embedded.
+    fn weights_ptr(&self) -> *const u8 {
+        self.weights
+            .as_ref()
+            .map_or(std::ptr::null(), |w| w.as_bytes().as_ptr())
     }
 
     /// The pool's `nnefc_parallel` descriptor, `None` for serial runs.
@@ -265,12 +285,21 @@ impl LoadedModel {
         // (checked above), the workspace has workspace_size_for(workers) bytes aligned to
         // 64 (set_threads sized it), `par` is null or describes our live pool, and the
         // function has the nnefc ABI.
-        let status = unsafe { (self.run)(in_ptrs.as_ptr(), out_ptrs.as_ptr(), ws, par_ptr) };
+        let status = unsafe {
+            (self.run)(
+                0,
+                self.weights_ptr(),
+                in_ptrs.as_ptr(),
+                out_ptrs.as_ptr(),
+                ws,
+                par_ptr,
+            )
+        };
         nnefc_runtime::check(status).map_err(ExecError::Run)
     }
 }
 
-/// The `par` argument of `PREFIX_run_parallel`: the descriptor, or null for serial.
+/// The `par` argument of `PREFIX_run_ex`: the descriptor, or null for serial.
 fn par_ptr(par: &Option<nnefc_runtime::Parallel>) -> *const nnefc_runtime::Parallel {
     par.as_ref()
         .map_or(std::ptr::null(), |p| p as *const nnefc_runtime::Parallel)
@@ -359,6 +388,8 @@ unsafe extern "C" fn profile_hook(ctx: *mut std::ffi::c_void, step: usize) {
 }
 
 type ProfiledFn = unsafe extern "C" fn(
+    usize,
+    *const u8,
     *const *const u8,
     *const *mut u8,
     *mut u8,
@@ -417,6 +448,8 @@ impl LoadedModel {
             // SAFETY: as in `run_into`; the hook only writes `ctx`, which outlives the call.
             let status = unsafe {
                 run(
+                    0,
+                    self.weights_ptr(),
                     in_ptrs.as_ptr(),
                     out_ptrs.as_ptr(),
                     ws,

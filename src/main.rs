@@ -122,6 +122,19 @@ struct CodegenArgs {
     /// step) and PREFIX_profile_table; `bench` then prints time per layer
     #[arg(long, id = "profile")]
     profile: bool,
+    /// Where the weights go: `embedded` in the object (the default), or `external`: the
+    /// object holds code only and a weights file next to it (model.o → model.weights)
+    /// holds every constant, which the caller passes to PREFIX_run_ex
+    #[arg(long, value_enum, default_value = "embedded", value_name = "WHERE")]
+    weights: WeightsArg,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum WeightsArg {
+    /// Read-only data in the object
+    Embedded,
+    /// A separate <stem>.weights file
+    External,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -145,7 +158,7 @@ struct CompileArgs {
     #[command(flatten)]
     codegen: CodegenArgs,
     /// The object file to write. Other outputs are named after it (model.o → model.h,
-    /// model.rs, model.nnefir, model.dot). Default: <prefix>.o in the current directory
+    /// model.rs, model.nnefir, model.dot, model.weights). Default: <prefix>.o in the current directory
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
     /// What to write, comma-separated: obj, header, rust, ir, dot
@@ -353,6 +366,7 @@ impl CodegenArgs {
         o.back.target = self.target.clone();
         o.back.cpu_features = self.cpu_features.clone();
         o.back.profile = self.profile;
+        o.back.external_weights = self.weights == WeightsArg::External;
     }
 }
 
@@ -410,7 +424,12 @@ fn cmd_compile(a: &CompileArgs) -> Result<(), Failure> {
     let sibling = |ext: &str| object.with_extension(ext);
     for e in &emit {
         match (e, &artifacts) {
-            (Emit::Obj, Some(art)) => write_file(&object, &art.object)?,
+            (Emit::Obj, Some(art)) => {
+                write_file(&object, &art.object)?;
+                if let Some(w) = &art.weights {
+                    write_file(&sibling("weights"), w)?;
+                }
+            }
             (Emit::Header, Some(art)) => write_file(
                 &a.header.clone().unwrap_or_else(|| sibling("h")),
                 art.header.as_bytes(),

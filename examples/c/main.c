@@ -4,14 +4,17 @@
  * `nnefc MODEL --prefix model --emit obj,header -o build/model.o` and links build/model.o
  * with the runtime's static library libnnefc_runtime.a.
  *
- * Usage: main INPUT.dat [ITERATIONS] [EXPECTED.dat|-] [THREADS]
+ * Usage: main INPUT.dat [ITERATIONS] [EXPECTED.dat|-] [THREADS] [WEIGHTS]
  * Reads a float32 NNEF .dat tensor, runs the model, prints its first output's top-5
  * entries and the median time per inference. With EXPECTED.dat it also compares the first
  * output with that tensor, elementwise, under |ours - expected| <= 1e-4 * max(1, max|expected|),
  * prints the largest difference and exits with status 3 on a mismatch. With THREADS > 1
  * it runs through model_run_parallel on the runtime's thread pool (nnefc_pool_new), and
- * checks that the outputs are byte-identical to those of the serial model_run (exit 4
- * otherwise). Handles models whose first input and first output are float32; it does not
+ * checks that the outputs are byte-identical to those of a serial run (exit 4
+ * otherwise). A model compiled with `--weights external` (MODEL_WEIGHTS_EXTERNAL) reads
+ * its weights file (WEIGHTS, default model.weights): loaded once to 64-byte-aligned
+ * memory, checked once with model_check_weights, then passed to every model_run_ex.
+ * Handles models whose first input and first output are float32; it does not
  * convert other element types, and checks no output but the first. */
 #define _POSIX_C_SOURCE 200112L
 #include <math.h>
@@ -93,6 +96,24 @@ static int check_expected(const float *ours, const float *expected, size_t n) {
     return ok ? 0 : -1;
 }
 
+/* Reads a whole file into 64-byte-aligned memory (what model_run_ex wants of weights). */
+static void *read_aligned(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { perror(path); return NULL; }
+    void *p = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long n = ftell(f);
+        if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+            *len = (size_t)n;
+            p = aligned_alloc(64, (*len + 63) / 64 * 64 + 64);
+            if (p && fread(p, 1, *len, f) != *len) { free(p); p = NULL; }
+        }
+    }
+    fclose(f);
+    if (!p) fprintf(stderr, "%s: cannot read\n", path);
+    return p;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -100,7 +121,7 @@ static int cmp_double(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s INPUT.dat [ITERATIONS] [EXPECTED.dat]\n", argv[0]);
+        fprintf(stderr, "usage: %s INPUT.dat [ITERATIONS] [EXPECTED.dat|-] [THREADS] [WEIGHTS]\n", argv[0]);
         return 2;
     }
     int iterations = argc > 2 ? atoi(argv[2]) : 100;
@@ -108,6 +129,20 @@ int main(int argc, char **argv) {
     const char *expected_path = argc > 3 && strcmp(argv[3], "-") != 0 ? argv[3] : NULL;
     int threads = argc > 4 ? atoi(argv[4]) : 1;
     if (threads < 1) threads = 1;
+
+    /* External weights: NULL when they are embedded in the object. */
+    void *weights = NULL;
+#if MODEL_WEIGHTS_EXTERNAL
+    {
+        const char *path = argc > 5 ? argv[5] : "model.weights";
+        size_t len = 0;
+        weights = read_aligned(path, &len);
+        if (!weights) return 1;
+        int st = model_check_weights(weights, len);
+        if (st != 0) { fprintf(stderr, "%s: not this model's weights (status %d)\n", path, st); return 1; }
+        printf("weights: %zu bytes from %s\n", len, path);
+    }
+#endif
 
     /* The descriptor: what the model takes and returns, readable at run time. */
     const nnefc_tensor_info *in0 = &model_info.inputs[0], *out0 = &model_info.outputs[0];
@@ -147,18 +182,18 @@ int main(int argc, char **argv) {
     const nnefc_parallel *parp = pool ? &par : NULL;
 
     const void *inputs[1] = {input};
-    int status = model_run_parallel(inputs, outputs, workspace, parp);
+    int status = model_run_ex(0, weights, inputs, outputs, workspace, parp);
     if (status != 0) {
-        fprintf(stderr, "model_run_parallel failed with status %d\n", status);
+        fprintf(stderr, "model_run_ex failed with status %d\n", status);
         return 1;
     }
     int differs = 0;
     if (threads > 1) {
-        /* The outputs do not depend on the number of threads: compare with model_run. */
+        /* The outputs do not depend on the number of threads: compare with a serial run. */
         void *serial[MODEL_NUM_OUTPUTS];
         for (size_t k = 0; k < MODEL_NUM_OUTPUTS; k++) serial[k] = malloc(out_sizes[k] * 4 + 1);
         void *ws1 = aligned_alloc(MODEL_WORKSPACE_ALIGN, ws_size ? ws_size : MODEL_WORKSPACE_ALIGN);
-        if (!ws1 || model_run(inputs, serial, ws1) != 0) { fprintf(stderr, "model_run failed\n"); return 1; }
+        if (!ws1 || model_run_ex(0, weights, inputs, serial, ws1, NULL) != 0) { fprintf(stderr, "serial run failed\n"); return 1; }
         for (size_t k = 0; k < MODEL_NUM_OUTPUTS; k++) {
             differs |= memcmp(serial[k], outputs[k], out_sizes[k] * 4) != 0;
             free(serial[k]);
@@ -197,10 +232,10 @@ int main(int argc, char **argv) {
     /* Time per inference: median of `iterations` runs after a few warm-up runs. */
     double *ms = malloc(sizeof(double) * iterations);
     if (!ms) { fprintf(stderr, "out of memory\n"); return 1; }
-    for (int i = 0; i < 5; i++) model_run_parallel(inputs, outputs, workspace, parp);
+    for (int i = 0; i < 5; i++) model_run_ex(0, weights, inputs, outputs, workspace, parp);
     for (int i = 0; i < iterations; i++) {
         double t0 = now_ms();
-        model_run_parallel(inputs, outputs, workspace, parp);
+        model_run_ex(0, weights, inputs, outputs, workspace, parp);
         ms[i] = now_ms() - t0;
     }
     qsort(ms, iterations, sizeof(double), cmp_double);
@@ -208,6 +243,7 @@ int main(int argc, char **argv) {
 
     free(ms);
     free(workspace);
+    free(weights);
     nnefc_pool_free(pool);
     for (size_t k = 0; k < MODEL_NUM_OUTPUTS; k++) free(outputs[k]);
     free(input);

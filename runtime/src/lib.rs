@@ -12,7 +12,9 @@
 //! - [`Status`] / [`Error`]: the status codes a compiled `*_run` function returns;
 //! - [`DType`], [`TensorInfo`], [`ModelInfo`]: the descriptor a compiled model exposes;
 //! - [`TensorView`], [`TensorViewMut`] (and, with `std`, [`Tensor`]): safe shaped views the
-//!   generated Rust bindings hand out.
+//!   generated Rust bindings hand out;
+//! - [`weights`]: the external weights file of a model compiled with `--weights external`
+//!   (format, checkers, and with `std` the aligned [`Weights`] buffer).
 //!
 //! It does not allocate at run time (a [`ThreadPool`] allocates and starts its threads once,
 //! when created), start threads of its own accord or hold global mutable state other than
@@ -30,6 +32,7 @@ mod model;
 pub mod parallel;
 mod status;
 mod tensor;
+pub mod weights;
 
 pub use gemm::{
     GemmArgs, GemmEpilogue, nnefc_sgemm, nnefc_sgemm_packed_a, nnefc_sgemm_parallel, packed_a_len,
@@ -45,3 +48,5 @@ pub use status::{Error, Status, check};
 #[cfg(feature = "std")]
 pub use tensor::Tensor;
 pub use tensor::{Element, TensorView, TensorViewMut};
+#[cfg(feature = "std")]
+pub use weights::Weights;

@@ -127,6 +127,13 @@ pub struct ModelInfo {
     pub workspace_align: usize,
     /// Bytes of workspace each worker beyond the first adds for `PREFIX_run_parallel`.
     pub workspace_per_worker: usize,
+    /// Bytes of the external weights file the model reads (header included), or 0 when
+    /// its weights are embedded in the object.
+    pub weights_size: usize,
+    /// The model hash an external weights file must carry (0 when embedded).
+    pub weights_model_hash: u64,
+    /// The checksum of an external weights file's data (0 when embedded).
+    pub weights_data_hash: u64,
 }
 
 impl ModelInfo {
@@ -213,6 +220,9 @@ mod tests {
             workspace_size: 64,
             workspace_align: 64,
             workspace_per_worker: 0,
+            weights_size: 0,
+            weights_model_hash: 0,
+            weights_data_hash: 0,
         };
         // SAFETY: every pointer above points to live, correctly sized data.
         unsafe {

@@ -27,11 +27,16 @@ pub enum Status {
     Unsupported = 6,
     /// An internal invariant was violated (a bug in nnefc; please report it).
     Internal = 7,
+    /// An external weights blob is not an nnefc weights file, is of another format
+    /// version, is truncated, or its data does not match the checksum in its header.
+    InvalidWeights = 8,
+    /// An external weights blob is valid but was written for another model.
+    WrongWeights = 9,
 }
 
 impl Status {
     /// Every status, in code order.
-    pub const ALL: [Status; 8] = [
+    pub const ALL: [Status; 10] = [
         Status::Ok,
         Status::NullPointer,
         Status::Misaligned,
@@ -40,6 +45,8 @@ impl Status {
         Status::IndexOutOfRange,
         Status::Unsupported,
         Status::Internal,
+        Status::InvalidWeights,
+        Status::WrongWeights,
     ];
 
     /// The status with numeric value `code`, or `None` for an unknown code.
@@ -63,6 +70,10 @@ impl Status {
             Status::IndexOutOfRange => "an index computed at run time is out of range",
             Status::Unsupported => "not supported by this build or CPU",
             Status::Internal => "internal error in nnefc-generated code",
+            Status::InvalidWeights => {
+                "the weights are not a valid nnefc weights file (bad header, truncated or corrupted)"
+            }
+            Status::WrongWeights => "the weights file was written for another model",
         }
     }
 }

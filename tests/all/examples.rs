@@ -156,8 +156,10 @@ struct Compiled {
     /// `examples/tiny_cnn` or `shared/resnet18`.
     label: String,
     model: ModelDir,
+    /// `model.o`, `.h`, `.rs` with embedded weights, and in `ext/` the same compiled with
+    /// `--weights external` (plus `model.weights`).
     dir: PathBuf,
-    /// Seconds `nnefc` took.
+    /// Seconds `nnefc` took (both compiles).
     compile_secs: f64,
 }
 
@@ -216,6 +218,16 @@ fn compiled_models() -> &'static [Result<Compiled, String>] {
                         .args(["--prefix", "model", "--emit", "obj,header,rust", "-o"])
                         .arg(dir.join("model.o")),
                     &format!("{label}: nnefc"),
+                )?;
+                let ext = dir.join("ext");
+                std::fs::create_dir_all(&ext).map_err(|e| format!("{}: {e}", ext.display()))?;
+                run_ok(
+                    Command::new(env!("CARGO_BIN_EXE_nnefc"))
+                        .arg(model.nnef())
+                        .args(["--prefix", "model", "--emit", "obj,header,rust"])
+                        .args(["--weights", "external", "-o"])
+                        .arg(ext.join("model.o")),
+                    &format!("{label}: nnefc --weights external"),
                 )?;
                 Ok(Compiled {
                     label,
@@ -283,39 +295,48 @@ fn c_program_links_every_model() {
     let runtime = bin_dir().join("libnnefc_runtime.a");
     let main_c = repo().join("examples/c/main.c");
     for_every_model(|m| {
-        let exe = m.dir.join("main-c");
-        run_ok(
-            Command::new("cc")
-                .args(["-O2", "-Wall", "-Wextra", "-std=c11", "-I"])
-                .arg(&m.dir)
-                .arg(&main_c)
-                .arg(m.dir.join("model.o"))
-                .arg(&runtime)
-                .args(["-lm", "-lpthread", "-ldl", "-o"])
-                .arg(&exe),
-            &format!("{}: cc", m.label),
-        )?;
-        // One timed run after main.c's warm-up runs: this checks results, not speed. With
-        // 2 and 3 threads the program also checks its outputs against a serial run.
         let mut verdicts = Vec::new();
-        for threads in ["1", "2", "3"] {
-            let out = run_ok(
-                Command::new(&exe)
-                    .arg(m.model.input())
-                    .arg("1")
-                    .arg(m.model.expected())
-                    .arg(threads),
-                &format!("{}: C program, {threads} thread(s)", m.label),
+        for (dir, kind) in [(m.dir.clone(), "embedded"), (m.dir.join("ext"), "external")] {
+            let exe = dir.join("main-c");
+            run_ok(
+                Command::new("cc")
+                    .args(["-O2", "-Wall", "-Wextra", "-std=c11", "-I"])
+                    .arg(&dir)
+                    .arg(&main_c)
+                    .arg(dir.join("model.o"))
+                    .arg(&runtime)
+                    .args(["-lm", "-lpthread", "-ldl", "-o"])
+                    .arg(&exe),
+                &format!("{}: cc", m.label),
             )?;
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let verdict = stdout
-                .lines()
-                .find(|l| l.starts_with("expected: match"))
-                .ok_or_else(|| format!("{}: no match line:\n{stdout}", m.label))?;
-            if threads != "1" && !stdout.contains("byte-identical to the serial run") {
-                return Err(format!("{}: {threads} threads:\n{stdout}", m.label));
+            // One timed run after main.c's warm-up runs: this checks results, not speed. With
+            // 2 and 3 threads the program also checks its outputs against a serial run.
+            for threads in ["1", "2", "3"] {
+                let out = run_ok(
+                    Command::new(&exe)
+                        .arg(m.model.input())
+                        .arg("1")
+                        .arg(m.model.expected())
+                        .arg(threads)
+                        .arg(dir.join("model.weights")),
+                    &format!(
+                        "{}: C program ({kind} weights), {threads} thread(s)",
+                        m.label
+                    ),
+                )?;
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                let verdict = stdout
+                    .lines()
+                    .find(|l| l.starts_with("expected: match"))
+                    .ok_or_else(|| format!("{}: no match line:\n{stdout}", m.label))?;
+                if threads != "1" && !stdout.contains("byte-identical to the serial run") {
+                    return Err(format!("{}: {threads} threads:\n{stdout}", m.label));
+                }
+                if kind == "external" && !stdout.contains("weights: ") {
+                    return Err(format!("{}: external weights not read:\n{stdout}", m.label));
+                }
+                verdicts.push(format!("{kind} {threads} thr: {verdict}"));
             }
-            verdicts.push(format!("{threads} thr: {verdict}"));
         }
         Ok(format!("C    {}: {}", m.label, verdicts.join("; ")))
     });
@@ -342,35 +363,41 @@ fn rust_program_links_every_model() {
     let rlib = bin_dir().join("libnnefc_runtime.rlib");
     let deps = bin_dir().join("deps");
     for_every_model(|m| {
-        let src = m.dir.join("driver.rs");
-        std::fs::write(&src, include_str!("link_driver.rs"))
-            .map_err(|e| format!("{}: {e}", src.display()))?;
-        let exe = m.dir.join("main-rs");
-        run_ok(
-            Command::new(&rustc)
-                .current_dir(&m.dir)
-                .args(["--edition", "2024", "-C", "debuginfo=0"])
-                .arg(&src)
-                .arg("-o")
-                .arg(&exe)
-                .arg("-C")
-                .arg(format!("link-arg={}", m.dir.join("model.o").display()))
-                .arg("--extern")
-                .arg(format!("nnefc_runtime={}", rlib.display()))
-                .arg("-L")
-                .arg(format!("dependency={}", deps.display())),
-            &format!("{}: rustc", m.label),
-        )?;
-        let out = run_ok(
-            Command::new(&exe)
-                .arg(m.model.input())
-                .arg(m.model.expected()),
-            &format!("{}: Rust program", m.label),
-        )?;
-        Ok(format!(
-            "Rust {}: {}",
-            m.label,
-            String::from_utf8_lossy(&out.stdout).trim()
-        ))
+        let mut lines = Vec::new();
+        for (dir, kind) in [(m.dir.clone(), "embedded"), (m.dir.join("ext"), "external")] {
+            let src = dir.join("driver.rs");
+            std::fs::write(&src, include_str!("link_driver.rs"))
+                .map_err(|e| format!("{}: {e}", src.display()))?;
+            let exe = dir.join("main-rs");
+            run_ok(
+                Command::new(&rustc)
+                    .current_dir(&dir)
+                    .args(["--edition", "2024", "-C", "debuginfo=0"])
+                    .arg(&src)
+                    .arg("-o")
+                    .arg(&exe)
+                    .arg("-C")
+                    .arg(format!("link-arg={}", dir.join("model.o").display()))
+                    .arg("--extern")
+                    .arg(format!("nnefc_runtime={}", rlib.display()))
+                    .arg("-L")
+                    .arg(format!("dependency={}", deps.display())),
+                &format!("{}: rustc", m.label),
+            )?;
+            let mut cmd = Command::new(&exe);
+            cmd.arg(m.model.input()).arg(m.model.expected());
+            if kind == "external" {
+                cmd.arg(dir.join("model.weights"));
+            }
+            let out = run_ok(
+                &mut cmd,
+                &format!("{}: Rust program ({kind} weights)", m.label),
+            )?;
+            lines.push(format!(
+                "{kind}: {}",
+                String::from_utf8_lossy(&out.stdout).trim()
+            ));
+        }
+        Ok(format!("Rust {}: {}", m.label, lines.join("; ")))
     });
 }

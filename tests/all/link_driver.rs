@@ -3,10 +3,12 @@
 //! `include!`s the generated bindings, runs the model once through the safe wrapper
 //! (`model::Model::infer`) on `INPUT.dat` and compares output 0 with `EXPECTED.dat` under
 //! `|ours − expected| ≤ 1e-4 · max(1, max|expected|)`, and checks that `Model::with_threads`
-//! at 2 and 3 threads gives byte-identical outputs. It is not a module of the test
+//! at 2 and 3 threads gives byte-identical outputs. For a model compiled with external
+//! weights it reads them (`nnefc_runtime::Weights::from_file`), checks that a run without
+//! them is refused, and gives them to every `Model`. It is not a module of the test
 //! binary, and it handles only models with one float32 input and one float32 output.
 //!
-//! Usage: `driver INPUT.dat EXPECTED.dat`; prints the largest difference, exits non-zero on
+//! Usage: `driver INPUT.dat EXPECTED.dat [WEIGHTS]`; prints the largest difference, exits non-zero on
 //! a mismatch or an unreadable file.
 
 include!("model.rs");
@@ -45,8 +47,28 @@ fn read_f32_dat(path: &str) -> Result<(Vec<usize>, Vec<f32>), String> {
 
 fn check() -> Result<String, String> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, input, expected] = args.as_slice() else {
-        return Err("usage: driver INPUT.dat EXPECTED.dat".into());
+    let (input, expected, weights_path) = match args.as_slice() {
+        [_, i, e] => (i, e, None),
+        [_, i, e, w] => (i, e, Some(w)),
+        _ => return Err("usage: driver INPUT.dat EXPECTED.dat [WEIGHTS]".into()),
+    };
+    // A model compiled with external weights needs its file; one with embedded weights
+    // refuses any.
+    let weights = match weights_path {
+        Some(p) => Some(nnefc_runtime::Weights::from_file(p).map_err(|e| format!("{p}: {e}"))?),
+        None => None,
+    };
+    if model::WEIGHTS_EXTERNAL != weights.is_some() {
+        return Err(format!("WEIGHTS_EXTERNAL is {}", model::WEIGHTS_EXTERNAL));
+    }
+    let with_weights = |m: model::Model| -> Result<model::Model, String> {
+        match &weights {
+            Some(w) => {
+                let w = nnefc_runtime::Weights::from_bytes(w.as_bytes()).map_err(|e| e.to_string())?;
+                m.with_weights(w).map_err(|e| e.to_string())
+            }
+            None => Ok(m),
+        }
     };
     let (in_shape, input) = read_f32_dat(input)?;
     let (out_shape, expected) = read_f32_dat(expected)?;
@@ -57,11 +79,18 @@ fn check() -> Result<String, String> {
             model::OUTPUT0_SHAPE
         ));
     }
-    let mut m = model::Model::new();
+    if model::WEIGHTS_EXTERNAL {
+        // Without its weights the model says so instead of running.
+        let e = model::Model::new().infer(&input).unwrap_err();
+        if e != model::Error::NoWeights {
+            return Err(format!("run without weights: {e}"));
+        }
+    }
+    let mut m = with_weights(model::Model::new())?;
     let ours = m.infer(&input).map_err(|e| e.to_string())?;
     // The same through the runtime's thread pool, at 2 and 3 threads: byte-identical.
     for threads in [2, 3] {
-        let mut mt = model::Model::with_threads(threads).map_err(|e| e.to_string())?;
+        let mut mt = with_weights(model::Model::with_threads(threads).map_err(|e| e.to_string())?)?;
         let theirs = mt.infer(&input).map_err(|e| e.to_string())?;
         let same = ours
             .data()

@@ -1,8 +1,9 @@
 //! The C ABI of a compiled model beyond the entry point: status codes and the run-time
 //! descriptor `PREFIX_info`.
 //!
-//! `int PREFIX_run(const void *const *inputs, void *const *outputs, void *workspace)`
-//! returns 0 or an `nnefc_runtime::Status` code. `PREFIX_info` is an exported
+//! The entry points (`PREFIX_run`, `PREFIX_run_parallel`, `PREFIX_run_ex`,
+//! `PREFIX_check_weights`; defined in `object`) return 0 or an `nnefc_runtime::Status`
+//! code. `PREFIX_info` is an exported
 //! `nnefc_runtime::ModelInfo` (`#[repr(C)]`) in read-only data, followed in the same data
 //! object by its `TensorInfo` arrays, the extents and the NUL-terminated names; its
 //! pointers are data relocations to itself. Only 64-bit pointer targets are supported
@@ -18,8 +19,9 @@ use cranelift_object::ObjectModule;
 pub use nnefc_runtime::Status;
 
 /// Byte size of `ModelInfo`: name, num_inputs, inputs, num_outputs, outputs,
-/// workspace_size, workspace_align, workspace_per_worker (8 × 8).
-pub const MODEL_INFO_SIZE: usize = 64;
+/// workspace_size, workspace_align, workspace_per_worker, weights_size,
+/// weights_model_hash, weights_data_hash (11 × 8).
+pub const MODEL_INFO_SIZE: usize = 88;
 /// Byte size of `TensorInfo`: name ptr, dtype u32, rank u32, dims ptr.
 pub const TENSOR_INFO_SIZE: usize = 24;
 
@@ -62,6 +64,11 @@ pub(crate) fn info_image(iface: &ModelInterface) -> (Vec<u8>, Vec<(usize, usize)
     put(&mut img, 40, &(iface.workspace_size as u64).to_le_bytes());
     put(&mut img, 48, &64u64.to_le_bytes());
     put(&mut img, 56, &(iface.worker_workspace as u64).to_le_bytes());
+    if let Some(w) = &iface.weights {
+        put(&mut img, 64, &(w.size as u64).to_le_bytes());
+        put(&mut img, 72, &w.model_hash.to_le_bytes());
+        put(&mut img, 80, &w.data_hash.to_le_bytes());
+    }
     // TensorInfo records and their extents.
     let mut dim_cursor = dims_at;
     for (i, t) in all.iter().enumerate() {

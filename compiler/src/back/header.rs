@@ -79,6 +79,16 @@ pub fn c_header(m: &ModelInterface) -> String {
         o,
         "/* Workspace bytes for {p}_run_parallel with w workers. */\n#define {up}_WORKSPACE_SIZE_FOR(w) ((size_t){up}_WORKSPACE_SIZE + ((w) > 1 ? ((size_t)(w) - 1) * (size_t){up}_WORKSPACE_PER_WORKER : 0))"
     );
+    let _ = writeln!(
+        o,
+        "#define {up}_WEIGHTS_EXTERNAL {} /* 1: pass the weights file to {p}_run_ex */",
+        u8::from(m.weights.is_some())
+    );
+    let _ = writeln!(
+        o,
+        "#define {up}_WEIGHTS_SIZE {} /* bytes of the weights file (0: weights embedded) */",
+        m.weights.map_or(0, |w| w.size)
+    );
     let tensor = |o: &mut String, kind: &str, k: usize, t: &TensorInfo| {
         let dt = match t.dtype {
             DType::F32 => "NNEFC_DTYPE_F32",
@@ -124,6 +134,9 @@ typedef struct nnefc_model_info {{
     size_t workspace_size;
     size_t workspace_align;
     size_t workspace_per_worker;
+    size_t weights_size;        /* 0: weights embedded */
+    uint64_t weights_model_hash;
+    uint64_t weights_data_hash;
 }} nnefc_model_info;
 #endif
 
@@ -154,27 +167,47 @@ extern const nnefc_model_info {p}_info;"
         o,
         "\n/* Runs the model. inputs/outputs are arrays of pointers in graph order.
    workspace points to {up}_WORKSPACE_SIZE bytes aligned to {up}_WORKSPACE_ALIGN.
-   Returns 0 on success, a non-zero status otherwise (1: null pointer, 2: misaligned
-   workspace). Reentrant: concurrent calls are safe when each has its own workspace
-   and outputs. No allocation, no globals written. */
+   Returns 0 on success, a non-zero status otherwise (1: null pointer, 2: misaligned,
+   3: shape, 8: invalid weights file, 9: weights of another model). Reentrant: concurrent
+   calls are safe when each has its own workspace and outputs. No allocation, no globals
+   written. A model compiled with external weights ({up}_WEIGHTS_EXTERNAL) runs only
+   through {p}_run_ex ({p}_run gives status 1). */
 int {p}_run(const void *const *inputs, void *const *outputs, void *workspace);
 
 /* {p}_run with the work of large layers split over par->workers workers (par NULL:
    serial, exactly {p}_run). workspace holds {up}_WORKSPACE_SIZE_FOR(par->workers) bytes.
    Outputs are bit-identical whatever the number of workers. */
 int {p}_run_parallel(const void *const *inputs, void *const *outputs, void *workspace,
-                     const nnefc_parallel *par);"
+                     const nnefc_parallel *par);
+
+/* The general entry point: {p}_run_parallel with
+   batch:   0 (the batch the model was compiled for; other values give status 3);
+   weights: the weights file, whole and 64-byte aligned, when {up}_WEIGHTS_EXTERNAL
+            (every run checks its header in O(1); check the whole file once with
+            {p}_check_weights); ignored when the weights are embedded. */
+int {p}_run_ex(size_t batch, const void *weights, const void *const *inputs,
+               void *const *outputs, void *workspace, const nnefc_parallel *par);"
     );
+    if m.weights.is_some() {
+        let _ = writeln!(
+            o,
+            "
+/* Checks a weights file once after loading it: 0 if weights (len bytes) is this model's
+   file, whole and uncorrupted, at a 64-byte-aligned address; otherwise 1 (null),
+   2 (misaligned), 8 (not a weights file, truncated or corrupted) or 9 (another model's). */
+int {p}_check_weights(const void *weights, size_t len);"
+        );
+    }
     if m.profiled {
         let _ = writeln!(
             o,
             "
-/* Profiling (compiled with --profile): {p}_run_parallel that calls hook(hook_ctx, step)
+/* Profiling (compiled with --profile): {p}_run_ex that calls hook(hook_ctx, step)
    after every step (hook may be NULL). {p}_profile_table has one line per step:
    step<TAB>node<TAB>op<TAB>shape<TAB>flops (flops 0: not rated). */
-int {p}_run_profiled(const void *const *inputs, void *const *outputs, void *workspace,
-                     const nnefc_parallel *par, void (*hook)(void *hook_ctx, size_t step),
-                     void *hook_ctx);
+int {p}_run_profiled(size_t batch, const void *weights, const void *const *inputs,
+                     void *const *outputs, void *workspace, const nnefc_parallel *par,
+                     void (*hook)(void *hook_ctx, size_t step), void *hook_ctx);
 extern const char {p}_profile_table[];"
         );
     }
@@ -239,6 +272,8 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         m.inputs.len(),
         m.outputs.len()
     );
+    let ext = m.weights.is_some();
+    let wsize = m.weights.map_or(0, |w| w.size);
     for (kind, list) in [("INPUT", &m.inputs), ("OUTPUT", &m.outputs)] {
         for (k, t) in list.iter().enumerate() {
             let _ = writeln!(
@@ -279,8 +314,15 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     unsafe extern "C" {{
         fn {p}_run(inputs: *const *const u8, outputs: *const *mut u8, workspace: *mut u8) -> i32;
         fn {p}_run_parallel(inputs: *const *const u8, outputs: *const *mut u8, workspace: *mut u8, par: *const nnefc_runtime::Parallel) -> i32;
+        fn {p}_run_ex(batch: usize, weights: *const u8, inputs: *const *const u8, outputs: *const *mut u8, workspace: *mut u8, par: *const nnefc_runtime::Parallel) -> i32;
         static {p}_info: nnefc_runtime::ModelInfo;
     }}
+
+    /// Whether the model reads its weights from a file (compiled with external weights):
+    /// then every run needs them ([`Model::with_weights`], [`run_ex`]).
+    pub const WEIGHTS_EXTERNAL: bool = {ext};
+    /// Bytes of the weights file, header included (0: weights embedded).
+    pub const WEIGHTS_SIZE: usize = {wsize};
 
     /// The descriptor the object exports (names, dtypes, shapes, workspace size).
     pub fn info() -> &'static nnefc_runtime::ModelInfo {{
@@ -329,6 +371,8 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         Shape {{ tensor: &'static str }},
         /// The workspace is too small or not aligned to `WORKSPACE_ALIGN`.
         Workspace,
+        /// The model reads its weights from a file and none were given.
+        NoWeights,
         /// The compiled code returned a non-zero status.
         Model(nnefc_runtime::Error),
     }}
@@ -339,6 +383,7 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
                 Error::Length {{ tensor, expected, got }} => write!(f, "tensor `{{tensor}}` needs {{expected}} elements, got {{got}}"),
                 Error::Shape {{ tensor }} => write!(f, "tensor `{{tensor}}` has the wrong shape"),
                 Error::Workspace => write!(f, "workspace must be workspace_size_for(workers) bytes (WORKSPACE_SIZE = {{WORKSPACE_SIZE}} for one) aligned to {{WORKSPACE_ALIGN}}"),
+                Error::NoWeights => write!(f, "model `{p}` was compiled with external weights: give them (Model::with_weights)"),
                 Error::Model(e) => write!(f, "model `{p}` failed: {{e}}"),
             }}
         }}
@@ -347,12 +392,13 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     impl std::error::Error for Error {{}}
 
     /// The runtime's status for this error (a shape or length problem is `ShapeMismatch`,
-    /// a bad workspace `Misaligned`).
+    /// a bad workspace `Misaligned`, missing weights `NullPointer`).
     impl From<Error> for nnefc_runtime::Error {{
         fn from(e: Error) -> nnefc_runtime::Error {{
             match e {{
                 Error::Length {{ .. }} | Error::Shape {{ .. }} => nnefc_runtime::Status::ShapeMismatch.into(),
                 Error::Workspace => nnefc_runtime::Status::Misaligned.into(),
+                Error::NoWeights => nnefc_runtime::Status::NullPointer.into(),
                 Error::Model(e) => e,
             }}
         }}
@@ -396,6 +442,7 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     pub struct Model {{
         workspace: Workspace,
         pool: Option<std::sync::Arc<nnefc_runtime::ThreadPool>>,
+        weights: Option<nnefc_runtime::Weights>,
     }}
 
     impl Default for Model {{
@@ -405,13 +452,30 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     }}
 "#
     );
+    if ext {
+        let _ = writeln!(
+            o,
+            r#"    unsafe extern "C" {{
+        fn {p}_check_weights(weights: *const u8, len: usize) -> i32;
+    }}
+
+    /// Checks a weights file in place as `{p}_check_weights` does: this model's, whole,
+    /// uncorrupted and 64-byte aligned ([`nnefc_runtime::Weights`] copies a file to
+    /// aligned memory).
+    pub fn check_weights(weights: &[u8]) -> Result<(), Error> {{
+        // SAFETY: the pointer and length describe a live slice.
+        nnefc_runtime::check(unsafe {{ {p}_check_weights(weights.as_ptr(), weights.len()) }}).map_err(Error::Model)
+    }}
+"#
+        );
+    }
     if m.profiled {
         let _ = writeln!(
             o,
             r#"    unsafe extern "C" {{
-        /// `{p}_run_parallel` calling `hook(hook_ctx, step)` after every step (the object
+        /// `{p}_run_ex` calling `hook(hook_ctx, step)` after every step (the object
         /// was compiled with profiling).
-        pub fn {p}_run_profiled(inputs: *const *const u8, outputs: *const *mut u8, workspace: *mut u8, par: *const nnefc_runtime::Parallel, hook: Option<unsafe extern "C" fn(*mut core::ffi::c_void, usize)>, hook_ctx: *mut core::ffi::c_void) -> i32;
+        pub fn {p}_run_profiled(batch: usize, weights: *const u8, inputs: *const *const u8, outputs: *const *mut u8, workspace: *mut u8, par: *const nnefc_runtime::Parallel, hook: Option<unsafe extern "C" fn(*mut core::ffi::c_void, usize)>, hook_ctx: *mut core::ffi::c_void) -> i32;
         static {p}_profile_table: core::ffi::c_char;
     }}
 
@@ -503,7 +567,7 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         r#"    impl Model {{
         /// A model with a fresh workspace that runs on the calling thread.
         pub fn new() -> Self {{
-            Model {{ workspace: Workspace::new(), pool: None }}
+            Model {{ workspace: Workspace::new(), pool: None, weights: None }}
         }}
 
         /// A model that splits large layers over `threads` workers (the calling thread
@@ -516,7 +580,16 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         /// A model that runs on a shared pool (one `run` at a time uses it; a concurrent
         /// run of another model on the same pool runs serially rather than waiting).
         pub fn with_pool(pool: std::sync::Arc<nnefc_runtime::ThreadPool>) -> Self {{
-            Model {{ workspace: Workspace::for_workers(pool.workers()), pool: Some(pool) }}
+            Model {{ workspace: Workspace::for_workers(pool.workers()), pool: Some(pool), weights: None }}
+        }}
+
+        /// The model with its weights file (required when [`WEIGHTS_EXTERNAL`]): refused
+        /// with `WrongWeights` unless it was written for this model (a model with embedded
+        /// weights accepts none).
+        pub fn with_weights(mut self, weights: nnefc_runtime::Weights) -> Result<Self, Error> {{
+            weights.check_for(info()).map_err(Error::Model)?;
+            self.weights = Some(weights);
+            Ok(self)
         }}
 
         /// Workers a run uses (1 without a pool).
@@ -526,10 +599,11 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
 
         /// Runs the model on dense row-major slices (arrays coerce), writing the outputs:
 {docs}        pub fn run(&mut self, {params}) -> Result<(), Error> {{
-            match &self.pool {{
-                Some(pool) => run_parallel_with_workspace(self.workspace.as_bytes_mut(), &pool.parallel(), {args}),
-                None => run_with_workspace(self.workspace.as_bytes_mut(), {args}),
-            }}
+            let par = match &self.pool {{
+                Some(pool) => pool.parallel(),
+                None => nnefc_runtime::Parallel::SERIAL,
+            }};
+            run_ex(self.weights.as_ref(), self.workspace.as_bytes_mut(), &par, {args})
         }}
 
         /// Runs the model on shaped views; shapes must equal the `*_SHAPE` constants.
@@ -554,6 +628,17 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     /// workspace of at least `workspace_size_for(par.workers)` bytes aligned to
     /// `WORKSPACE_ALIGN`.
     pub fn run_parallel_with_workspace(workspace: &mut [u8], par: &nnefc_runtime::Parallel, {params}) -> Result<(), Error> {{
+        run_ex(None, workspace, par, {args})
+    }}
+
+    /// The general form: [`run_parallel_with_workspace`] with the weights file, which a
+    /// model compiled with external weights needs ([`Error::NoWeights`] without) and
+    /// others ignore.
+    pub fn run_ex(weights: Option<&nnefc_runtime::Weights>, workspace: &mut [u8], par: &nnefc_runtime::Parallel, {params}) -> Result<(), Error> {{
+        if WEIGHTS_EXTERNAL && weights.is_none() {{
+            return Err(Error::NoWeights);
+        }}
+        let weights = weights.map_or(core::ptr::null(), |w| w.as_bytes().as_ptr());
         let workers = if par.parallel_for.is_some() {{ par.workers.max(1) }} else {{ 1 }};
         if workspace.len() < workspace_size_for(workers) || (workspace.as_ptr() as usize) % WORKSPACE_ALIGN != 0 {{
             return Err(Error::Workspace);
@@ -566,7 +651,8 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         // SAFETY: every pointer covers its tensor (lengths checked), the workspace is large
         // enough and aligned (checked), and `{p}_run` has the nnefc ABI.
         // `par` is valid for the call and its workspace need was checked above.
-        let status = unsafe {{ {p}_run_parallel(inputs.as_ptr(), outputs.as_ptr(), workspace.as_mut_ptr(), par) }};
+        // `weights` is null or a whole, aligned weights file (`Weights` guarantees it).
+        let status = unsafe {{ {p}_run_ex(0, weights, inputs.as_ptr(), outputs.as_ptr(), workspace.as_mut_ptr(), par) }};
         nnefc_runtime::check(status).map_err(Error::Model)
     }}
 }}"#,

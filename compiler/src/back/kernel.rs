@@ -37,6 +37,9 @@ pub enum BufKind {
     Workspace(usize),
     /// Read-only data object `consts[i]` of the [`Program`].
     Const(usize),
+    /// `weights + offset`: a constant moved to the external weights file
+    /// (`back::weights`; offset in bytes from the file's start, 64-byte aligned).
+    Weights(usize),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -411,6 +414,7 @@ impl fmt::Display for Program {
                 BufKind::Output(k) => format!("output {k}"),
                 BufKind::Workspace(o) => format!("workspace @{o}"),
                 BufKind::Const(c) => format!("const {c}"),
+                BufKind::Weights(o) => format!("weights @{o}"),
             };
             writeln!(f, "b{i}: {}[{}] {kind}", b.dtype, b.len)?;
         }

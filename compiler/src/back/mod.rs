@@ -121,6 +121,7 @@ pub mod object;
 pub mod profile;
 pub mod schedule;
 pub mod select;
+pub mod weights;
 
 #[cfg(test)]
 mod tests;
@@ -158,6 +159,10 @@ pub struct BackendOptions {
     /// step table `PREFIX_profile_table` (see `profile`). Off: neither exists, and the
     /// other entry points are unchanged.
     pub profile: bool,
+    /// Keep the constants out of the object: they go to a separate weights file
+    /// ([`Artifacts::weights`]) that the caller passes to `PREFIX_run_ex` (see
+    /// [`weights`]). Off: constants are read-only data in the object.
+    pub external_weights: bool,
 }
 
 impl BackendOptions {
@@ -189,6 +194,7 @@ impl Default for BackendOptions {
             vectorize: true,
             self_contained: None,
             profile: false,
+            external_weights: false,
         }
     }
 }
@@ -219,6 +225,8 @@ pub struct ModelInterface {
     pub worker_workspace: usize,
     /// The object exports `PREFIX_run_profiled` and `PREFIX_profile_table`.
     pub profiled: bool,
+    /// The external weights file the code reads (`None`: weights embedded).
+    pub weights: Option<weights::WeightsInfo>,
 }
 
 impl ModelInterface {
@@ -239,6 +247,8 @@ pub struct Artifacts {
     pub interface: ModelInterface,
     /// The kernel program (for `nnefc dump --stage kernels`).
     pub kernels: String,
+    /// The weights file, with `BackendOptions::external_weights`.
+    pub weights: Option<Vec<u8>>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -300,6 +310,7 @@ fn interface(
         workspace_size,
         worker_workspace,
         profiled: false,
+        weights: None,
     })
 }
 
@@ -331,14 +342,27 @@ pub fn kernels(
     plan: &MemoryPlan,
     opts: &BackendOptions,
 ) -> Result<kernel::Program, CodegenError> {
+    Ok(program_and_weights(graph, plan, opts)?.0)
+}
+
+/// The kernel program, and with `external_weights` the weights file it reads.
+fn program_and_weights(
+    graph: &Graph,
+    plan: &MemoryPlan,
+    opts: &BackendOptions,
+) -> Result<(kernel::Program, Option<(Vec<u8>, weights::WeightsInfo)>), CodegenError> {
     check_prefix(&opts.prefix)?;
-    select::select_with(
+    let mut program = select::select_with(
         graph,
         plan,
         &opts.prefix,
         opts.vectorize,
         opts.is_self_contained(),
-    )
+    )?;
+    let file = opts
+        .external_weights
+        .then(|| weights::externalize(&mut program));
+    Ok((program, file))
 }
 
 /// Compiles a verified graph with a given memory plan.
@@ -368,7 +392,7 @@ pub fn compile_with_plan(
     opts: &BackendOptions,
 ) -> Result<Artifacts, CodegenError> {
     check_sizes(graph)?;
-    let program = kernels(graph, plan, opts)?;
+    let (program, file) = program_and_weights(graph, plan, opts)?;
     let mut iface = interface(
         graph,
         &opts.prefix,
@@ -376,6 +400,7 @@ pub fn compile_with_plan(
         program.worker_scratch,
     )?;
     iface.profiled = opts.profile;
+    iface.weights = file.as_ref().map(|f| f.1);
     let table = opts
         .profile
         .then(|| profile::table(graph, &program.step_nodes));
@@ -387,5 +412,6 @@ pub fn compile_with_plan(
         workspace_size: program.workspace_size,
         interface: iface,
         kernels: program.to_string(),
+        weights: file.map(|f| f.0),
     })
 }

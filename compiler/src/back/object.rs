@@ -172,7 +172,7 @@ pub(crate) fn build(
             .define_data(id, &dd)
             .map_err(cl("define profile table"))?;
     }
-    define_entry(&mut cx, program, &kernel_ids, opts, profile_table.is_some())?;
+    define_entry(&mut cx, program, &kernel_ids, opts, iface)?;
     abi::define_info(&mut cx.module, iface)?;
     let product = cx.module.finish();
     product.emit().map_err(cl("emit object"))
@@ -392,7 +392,7 @@ fn define_entry(
     program: &Program,
     kernels: &[Option<FuncId>],
     opts: &BackendOptions,
-    profiled: bool,
+    iface: &ModelInterface,
 ) -> Result<(), CodegenError> {
     let ptr = cx.module.target_config().pointer_type();
     let entry_sig = |cx: &mut Ctx, params: usize| {
@@ -403,45 +403,71 @@ fn define_entry(
         sig.returns.push(AbiParam::new(I32));
         sig
     };
+    let declare = |cx: &mut Ctx, name: &str, sig: &Signature| {
+        cx.module
+            .declare_function(name, Linkage::Export, sig)
+            .map_err(cl("declare entry"))
+    };
+    // PREFIX_run_ex(batch, weights, inputs, outputs, workspace, par) is the ABI's general
+    // entry point; the others forward to it.
+    let xsig = entry_sig(cx, 6);
+    let xname = format!("{}_run_ex", opts.prefix);
+    let xid = declare(cx, &xname, &xsig)?;
+    if iface.profiled {
+        // PREFIX_run_profiled(…, par, hook, hook_ctx) holds the code; run_ex calls it
+        // with a null hook.
+        let fsig = entry_sig(cx, 8);
+        let fname = format!("{}_run_profiled", opts.prefix);
+        let fid = declare(cx, &fname, &fsig)?;
+        define_body(cx, program, kernels, iface, fid, fsig, &fname, true)?;
+        let args: Vec<Arg> = (0..6)
+            .map(Arg::Param)
+            .chain([Arg::Null, Arg::Null])
+            .collect();
+        define_forward(cx, xid, xsig, fid, &xname, &args)?;
+    } else {
+        define_body(cx, program, kernels, iface, xid, xsig, &xname, false)?;
+    }
+    // PREFIX_run_parallel(inputs, outputs, workspace, par) = run_ex(0, NULL, …, par).
     let psig = entry_sig(cx, 4);
     let pname = format!("{}_run_parallel", opts.prefix);
-    let pid = cx
-        .module
-        .declare_function(&pname, Linkage::Export, &psig)
-        .map_err(cl("declare entry"))?;
-    if profiled {
-        // PREFIX_run_profiled(inputs, outputs, workspace, par, hook, hook_ctx) holds the
-        // code; PREFIX_run_parallel calls it with a null hook.
-        let fsig = entry_sig(cx, 6);
-        let fname = format!("{}_run_profiled", opts.prefix);
-        let fid = cx
-            .module
-            .declare_function(&fname, Linkage::Export, &fsig)
-            .map_err(cl("declare entry"))?;
-        define_run_parallel(cx, program, kernels, fid, fsig, &fname, true)?;
-        define_forward(cx, pid, psig, fid, &pname, 2)?;
-    } else {
-        define_run_parallel(cx, program, kernels, pid, psig, &pname, false)?;
-    }
-
-    // PREFIX_run: the serial entry point of the ABI, run_parallel(…, NULL).
+    let pid = declare(cx, &pname, &psig)?;
+    let args: Vec<Arg> = [Arg::Null, Arg::Null]
+        .into_iter()
+        .chain((0..4).map(Arg::Param))
+        .collect();
+    define_forward(cx, pid, psig, xid, &pname, &args)?;
+    // PREFIX_run(inputs, outputs, workspace) = run_ex(0, NULL, …, NULL).
     let sig = entry_sig(cx, 3);
     let name = format!("{}_run", opts.prefix);
-    let id = cx
-        .module
-        .declare_function(&name, Linkage::Export, &sig)
-        .map_err(cl("declare entry"))?;
-    define_forward(cx, id, sig, pid, &name, 1)
+    let id = declare(cx, &name, &sig)?;
+    let args: Vec<Arg> = [Arg::Null, Arg::Null]
+        .into_iter()
+        .chain((0..3).map(Arg::Param))
+        .chain([Arg::Null])
+        .collect();
+    define_forward(cx, id, sig, xid, &name, &args)?;
+    if let Some(w) = &iface.weights {
+        define_check_weights(cx, opts, w)?;
+    }
+    Ok(())
 }
 
-/// Defines `id` as a call of `target` with `id`'s arguments followed by `extra` nulls.
+/// An argument of a forwarding entry point: one of its own parameters, or a null.
+#[derive(Clone, Copy)]
+enum Arg {
+    Param(usize),
+    Null,
+}
+
+/// Defines `id` as a call of `target` with `args`.
 fn define_forward(
     cx: &mut Ctx,
     id: FuncId,
     sig: Signature,
     target: FuncId,
     name: &str,
-    extra: usize,
+    args: &[Arg],
 ) -> Result<(), CodegenError> {
     let ptr = cx.module.target_config().pointer_type();
     let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
@@ -451,11 +477,17 @@ fn define_forward(
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
-        let mut args = b.block_params(entry).to_vec();
-        for _ in 0..extra {
-            args.push(b.ins().iconst(ptr, 0));
+        let params = b.block_params(entry).to_vec();
+        let mut vals = Vec::with_capacity(args.len());
+        for a in args {
+            vals.push(match *a {
+                Arg::Param(i) => *params
+                    .get(i)
+                    .ok_or_else(|| CodegenError::Internal(format!("{name}: parameter {i}")))?,
+                Arg::Null => b.ins().iconst(ptr, 0),
+            });
         }
-        let call = b.ins().call(pref, &args);
+        let call = b.ins().call(pref, &vals);
         let status = b.inst_results(call)[0];
         b.ins().return_(&[status]);
         b.seal_all_blocks();
@@ -469,13 +501,163 @@ fn define_forward(
     Ok(())
 }
 
+/// `int PREFIX_check_weights(const void *blob, size_t len)`: what every run checks of
+/// the weights (null, alignment, magic, version, model hash, size), plus `len` and the
+/// data hash over the whole file (`nnefc_runtime::weights::data_hash`, recomputed word
+/// by word). Status 0, or NullPointer, Misaligned, InvalidWeights, WrongWeights.
+fn define_check_weights(
+    cx: &mut Ctx,
+    opts: &BackendOptions,
+    w: &super::weights::WeightsInfo,
+) -> Result<(), CodegenError> {
+    use nnefc_runtime::weights::{WEIGHTS_HEADER, field};
+    let ptr = cx.module.target_config().pointer_type();
+    let mut sig = cx.module.make_signature();
+    sig.params.extend([AbiParam::new(ptr), AbiParam::new(ptr)]);
+    sig.returns.push(AbiParam::new(I32));
+    let name = format!("{}_check_weights", opts.prefix);
+    let id = cx
+        .module
+        .declare_function(&name, Linkage::Export, &sig)
+        .map_err(cl("declare check_weights"))?;
+    let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
+    {
+        let mut b = FunctionBuilder::new(&mut func, &mut cx.fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let p = b.block_params(entry).to_vec();
+        let (blob, len) = (p[0], p[1]);
+        let fail = b.create_block();
+        b.append_block_param(fail, I32);
+        // The length first: the header checks below read 64 bytes.
+        let short = b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedLessThan, len, WEIGHTS_HEADER as i64);
+        let code = b.ins().iconst(I32, Status::InvalidWeights as i64);
+        let next = b.create_block();
+        let null = b.ins().icmp_imm_s(IntCC::Equal, blob, 0);
+        let nullc = b.ins().iconst(I32, Status::NullPointer as i64);
+        let after_null = b.create_block();
+        b.ins().brif(null, fail, &[nullc.into()], after_null, &[]);
+        b.switch_to_block(after_null);
+        b.ins().brif(short, fail, &[code.into()], next, &[]);
+        b.switch_to_block(next);
+        weights_header_checks(&mut b, blob, w, fail);
+        // The file length must be the size the code was compiled with (the header's size
+        // field was checked against it above).
+        let bad_len = b.ins().icmp_imm_s(IntCC::NotEqual, len, w.size as i64);
+        let code = b.ins().iconst(I32, Status::InvalidWeights as i64);
+        let hash_blk = b.create_block();
+        b.ins().brif(bad_len, fail, &[code.into()], hash_blk, &[]);
+        b.switch_to_block(hash_blk);
+        // FNV-1a over the data's 64-bit words.
+        let flags = MemFlagsData::new().with_notrap().with_readonly();
+        let i64t = cranelift_codegen::ir::types::I64;
+        let lp = b.create_block();
+        b.append_block_param(lp, ptr);
+        b.append_block_param(lp, i64t);
+        let body = b.create_block();
+        let done = b.create_block();
+        b.append_block_param(done, i64t);
+        let start = b.ins().iadd_imm_s(blob, WEIGHTS_HEADER as i64);
+        let end = b.ins().iadd(blob, len);
+        let h0 = b.ins().iconst(i64t, 0xcbf2_9ce4_8422_2325u64 as i64);
+        b.ins().jump(lp, &[start.into(), h0.into()]);
+        b.switch_to_block(lp);
+        let (q, h) = (b.block_params(lp)[0], b.block_params(lp)[1]);
+        let at_end = b.ins().icmp(IntCC::Equal, q, end);
+        b.ins().brif(at_end, done, &[h.into()], body, &[]);
+        b.switch_to_block(body);
+        let word = b.ins().load(i64t, flags, q, 0);
+        let x = b.ins().bxor(h, word);
+        let h2 = b.ins().imul_imm_s(x, 0x0000_0100_0000_01b3);
+        let q2 = b.ins().iadd_imm_s(q, 8);
+        b.ins().jump(lp, &[q2.into(), h2.into()]);
+        b.switch_to_block(done);
+        let h = b.block_params(done)[0];
+        let stored = b.ins().load(i64t, flags, blob, field::DATA_HASH as i32);
+        let expected = b.ins().iconst(i64t, w.data_hash as i64);
+        let bad_data = b.ins().icmp(IntCC::NotEqual, h, stored);
+        let code = b.ins().iconst(I32, Status::InvalidWeights as i64);
+        let next = b.create_block();
+        b.ins().brif(bad_data, fail, &[code.into()], next, &[]);
+        b.switch_to_block(next);
+        // A valid file with this model's hash but another data hash: another build.
+        let other = b.ins().icmp(IntCC::NotEqual, stored, expected);
+        let code = b.ins().iconst(I32, Status::WrongWeights as i64);
+        let ok_blk = b.create_block();
+        b.ins().brif(other, fail, &[code.into()], ok_blk, &[]);
+        b.switch_to_block(ok_blk);
+        let ok = b.ins().iconst(I32, 0);
+        b.ins().return_(&[ok]);
+        b.switch_to_block(fail);
+        let code = b.block_params(fail)[0];
+        b.ins().return_(&[code]);
+        b.seal_all_blocks();
+        b.finalize(cx.module.target_config());
+    }
+    let mut ctx = cx.module.make_context();
+    ctx.func = func;
+    cx.module
+        .define_function(id, &mut ctx)
+        .map_err(|e| CodegenError::Cranelift(format!("{name}: {e:?}")))?;
+    Ok(())
+}
+
+/// The O(1) checks of a weights file every run makes, branching to `fail(status)`:
+/// alignment, magic, version and header size (InvalidWeights unless aligned), then the
+/// model hash and size (WrongWeights). `blob` is not null and holds a 64-byte header.
+fn weights_header_checks(
+    b: &mut FunctionBuilder<'_>,
+    blob: Value,
+    w: &super::weights::WeightsInfo,
+    fail: cranelift_codegen::ir::Block,
+) {
+    use nnefc_runtime::weights::{WEIGHTS_HEADER, WEIGHTS_MAGIC, WEIGHTS_VERSION, field};
+    let i64t = cranelift_codegen::ir::types::I64;
+    let check = |b: &mut FunctionBuilder<'_>, bad: Value, status: Status| {
+        let next = b.create_block();
+        let code = b.ins().iconst(I32, status as i64);
+        b.ins().brif(bad, fail, &[code.into()], next, &[]);
+        b.switch_to_block(next);
+    };
+    let low = b.ins().band_imm_s(blob, 63);
+    let mis = b.ins().icmp_imm_s(IntCC::NotEqual, low, 0);
+    check(b, mis, Status::Misaligned);
+    let flags = MemFlagsData::new().with_notrap().with_readonly();
+    let word = |b: &mut FunctionBuilder<'_>, at: usize| b.ins().load(i64t, flags, blob, at as i32);
+    let magic = word(b, 0);
+    let bad = b.ins().icmp_imm_s(
+        IntCC::NotEqual,
+        magic,
+        u64::from_le_bytes(WEIGHTS_MAGIC) as i64,
+    );
+    check(b, bad, Status::InvalidWeights);
+    debug_assert_eq!(field::HEADER, field::VERSION + 4);
+    let vh = word(b, field::VERSION);
+    let want = u64::from(WEIGHTS_VERSION) | ((WEIGHTS_HEADER as u64) << 32);
+    let bad = b.ins().icmp_imm_s(IntCC::NotEqual, vh, want as i64);
+    check(b, bad, Status::InvalidWeights);
+    let hash = word(b, field::MODEL_HASH);
+    let bad = b
+        .ins()
+        .icmp_imm_s(IntCC::NotEqual, hash, w.model_hash as i64);
+    check(b, bad, Status::WrongWeights);
+    let size = word(b, field::SIZE);
+    let bad = b.ins().icmp_imm_s(IntCC::NotEqual, size, w.size as i64);
+    check(b, bad, Status::WrongWeights);
+}
+
 /// The body of the entry point: checks, then every step in order. With `profiled`, two
 /// more parameters `hook, hook_ctx`: a non-null `hook(hook_ctx, step)` is called after
 /// each step.
-fn define_run_parallel(
+#[allow(clippy::too_many_arguments)]
+fn define_body(
     cx: &mut Ctx,
     program: &Program,
     kernels: &[Option<FuncId>],
+    iface: &ModelInterface,
     id: FuncId,
     sig: Signature,
     name: &str,
@@ -575,8 +757,9 @@ fn define_run_parallel(
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
         let p = b.block_params(entry).to_vec();
-        let (inputs, outputs, ws, par) = (p[0], p[1], p[2], p[3]);
-        let hook = profiled.then(|| (p[4], p[5]));
+        let (batch, weights) = (p[0], p[1]);
+        let (inputs, outputs, ws, par) = (p[2], p[3], p[4], p[5]);
+        let hook = profiled.then(|| (p[6], p[7]));
         let fail = b.create_block();
         b.append_block_param(fail, I32);
         // Guard: each check branches to `fail(status)`.
@@ -586,6 +769,14 @@ fn define_run_parallel(
             b.ins().brif(bad, fail, &[code.into()], next, &[]);
             b.switch_to_block(next);
         };
+        // A fixed-batch model runs only its compiled batch (0).
+        let other_batch = b.ins().icmp_imm_s(IntCC::NotEqual, batch, 0);
+        check(&mut b, other_batch, Status::ShapeMismatch);
+        if let Some(w) = &iface.weights {
+            let z = b.ins().icmp_imm_s(IntCC::Equal, weights, 0);
+            check(&mut b, z, Status::NullPointer);
+            weights_header_checks(&mut b, weights, w, fail);
+        }
         if num_inputs > 0 {
             let z = b.ins().icmp_imm_s(IntCC::Equal, inputs, 0);
             check(&mut b, z, Status::NullPointer);
@@ -664,6 +855,7 @@ fn define_run_parallel(
                     .get(i)
                     .ok_or_else(|| CodegenError::Internal("output".into()))?,
                 BufKind::Workspace(off) => b.ins().iadd_imm_s(ws, off as i64),
+                BufKind::Weights(off) => b.ins().iadd_imm_s(weights, off as i64),
                 BufKind::Const(c) => {
                     let gv = const_gvs.iter().find(|(x, _)| *x == c).map(|(_, g)| *g);
                     let gv = gv.ok_or_else(|| {

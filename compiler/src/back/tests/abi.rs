@@ -49,7 +49,19 @@ fn descriptor_layout_matches_runtime() {
         std::mem::offset_of!(nnefc_runtime::ModelInfo, workspace_per_worker),
         56
     );
-    // The stack records written by `object::define_run_parallel`.
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::ModelInfo, weights_size),
+        64
+    );
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::ModelInfo, weights_model_hash),
+        72
+    );
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::ModelInfo, weights_data_hash),
+        80
+    );
+    // The stack records written by `object::define_body`.
     assert_eq!(std::mem::size_of::<nnefc_runtime::GemmArgs>(), 13 * 8);
     assert_eq!(std::mem::offset_of!(nnefc_runtime::GemmArgs, a_packed), 48);
     assert_eq!(std::mem::offset_of!(nnefc_runtime::GemmArgs, epilogue), 96);
@@ -130,6 +142,8 @@ fn c_header_macros() {
         #define NET_WORKSPACE_ALIGN 64
         #define NET_WORKSPACE_PER_WORKER 0 /* bytes each worker beyond the first adds */
         #define NET_WORKSPACE_SIZE_FOR(w) ((size_t)NET_WORKSPACE_SIZE + ((w) > 1 ? ((size_t)(w) - 1) * (size_t)NET_WORKSPACE_PER_WORKER : 0))
+        #define NET_WEIGHTS_EXTERNAL 0 /* 1: pass the weights file to net_run_ex */
+        #define NET_WEIGHTS_SIZE 0 /* bytes of the weights file (0: weights embedded) */
         #define NET_INPUT0_NAME "image"
         #define NET_INPUT0_SIZE 6 /* elements */
         #define NET_INPUT0_DTYPE NNEFC_DTYPE_F32
@@ -349,6 +363,8 @@ fn profiled_object_reports_every_step() {
     .assert_eq(&table);
     type Hook = unsafe extern "C" fn(*mut std::ffi::c_void, usize);
     type Profiled = unsafe extern "C" fn(
+        usize,
+        *const u8,
         *const *const u8,
         *const *mut u8,
         *mut u8,
@@ -373,6 +389,8 @@ fn profiled_object_reports_every_step() {
     // SAFETY: buffers sized from the interface, workspace aligned, hook writes `seen`.
     let status = unsafe {
         run(
+            0,
+            std::ptr::null(),
             [xa.as_ptr(), xb.as_ptr()].as_ptr(),
             [out.as_mut_ptr()].as_ptr(),
             wsp,
@@ -390,4 +408,170 @@ fn profiled_object_reports_every_step() {
     // SAFETY: only probing for the symbol's presence.
     assert!(!unsafe { m2.has_symbol("q_run_profiled") });
     assert!(!unsafe { m2.has_symbol("q_profile_table") });
+}
+
+/// A graph with constants on both paths a constant takes: a runtime GEMM operand
+/// (linear: packed filter and bias) and a kernel operand (an element-wise multiply).
+fn weighted() -> Graph {
+    use crate::ir::{BinaryOp, Tensor};
+    let mut g = Graph::new("w");
+    let x = g.add_input("x", TensorType::new(DType::F32, &[2, 5]));
+    let f = g.add_const(
+        Tensor::f32(vec![3, 5], (0..15).map(|i| i as f32 * 0.25 - 1.0).collect()),
+        Some("filter".into()),
+        None,
+    );
+    let b = g.add_const(Tensor::f32(vec![1, 3], vec![0.5, -1.0, 2.0]), None, None);
+    let s = g.add_const(
+        Tensor::f32(vec![2, 3], vec![1., 2., 3., 4., 5., 6.]),
+        None,
+        None,
+    );
+    let y = g.add_node(
+        Op::Linear,
+        vec![x, f, b],
+        vec![TensorType::new(DType::F32, &[2, 3])],
+    )[0];
+    let z = g.add_node(
+        Op::Binary(BinaryOp::Mul),
+        vec![y, s],
+        vec![TensorType::new(DType::F32, &[2, 3])],
+    )[0];
+    g.values[z.index()].name = Some("y".into());
+    g.outputs.push(z);
+    g
+}
+
+/// External weights through the C ABI: the object has no weights, `run_ex` with the file
+/// gives the embedded object's outputs, and every wrong file gives its documented status
+/// from `run_ex` (O(1) header checks) and `check_weights` (the whole file).
+#[test]
+fn external_weights_c_program() {
+    let g = weighted();
+    let embedded = crate::back::compile(&g, &opts("emb")).unwrap();
+    assert!(embedded.weights.is_none());
+    let mut o = opts("ext");
+    o.external_weights = true;
+    let art = crate::back::compile(&g, &o).unwrap();
+    let file = art.weights.clone().expect("a weights file");
+    assert_eq!(art.interface.weights.map(|w| w.size), Some(file.len()));
+    assert!(art.kernels.contains("weights @64"), "{}", art.kernels);
+    assert!(!art.kernels.contains(" const "), "{}", art.kernels);
+    // The same model at another prefix has the same file (prefixes name symbols only).
+    let mut o2 = o.clone();
+    o2.prefix = "ext2".into();
+    assert_eq!(
+        crate::back::compile(&g, &o2).unwrap().weights,
+        Some(file.clone())
+    );
+    // Another model's file: same layout, other data.
+    let mut other_g = weighted();
+    if let crate::ir::TensorData::F32(d) = &mut other_g.consts[1].tensor.data {
+        d[0] = 7.0;
+    }
+    let other = crate::back::compile(&other_g, &o).unwrap().weights.unwrap();
+    assert_ne!(other, file);
+
+    let dir = super::harness::scratch_dir();
+    std::fs::write(dir.join("emb.o"), &embedded.object).unwrap();
+    std::fs::write(dir.join("emb.h"), &embedded.header).unwrap();
+    std::fs::write(dir.join("ext.o"), &art.object).unwrap();
+    std::fs::write(dir.join("ext.h"), &art.header).unwrap();
+    std::fs::write(dir.join("ext.weights"), &file).unwrap();
+    std::fs::write(dir.join("other.weights"), &other).unwrap();
+    std::fs::write(
+        dir.join("main.c"),
+        r#"#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdalign.h>
+#include "emb.h"
+#include "ext.h"
+static unsigned char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = aligned_alloc(64, (*len + 64 + 63) / 64 * 64);
+    fread(p, 1, *len, f);
+    fclose(f);
+    return p;
+}
+int main(void) {
+    float x[EXT_INPUT0_SIZE], a[EXT_OUTPUT0_SIZE], b[EXT_OUTPUT0_SIZE];
+    for (int i = 0; i < EXT_INPUT0_SIZE; i++) x[i] = (float)i * 0.5f - 2.0f;
+    static alignas(64) unsigned char ws[EXT_WORKSPACE_SIZE + EMB_WORKSPACE_SIZE + 64];
+    const void *in[] = {x};
+    void *oa[] = {a}, *ob[] = {b};
+    size_t len, olen;
+    unsigned char *w = slurp("ext.weights", &len);
+    unsigned char *ow = slurp("other.weights", &olen);
+    printf("external %d size %d info %d\n", EXT_WEIGHTS_EXTERNAL, len == EXT_WEIGHTS_SIZE,
+           ext_info.weights_size == len);
+    printf("embedded %d size %d\n", EMB_WEIGHTS_EXTERNAL, EMB_WEIGHTS_SIZE);
+    int se = emb_run(in, oa, ws);
+    int sx = ext_run_ex(0, w, in, ob, ws, NULL);
+    printf("runs %d %d same %d\n", se, sx, memcmp(a, b, sizeof a) == 0);
+    printf("embedded ignores weights %d\n", emb_run_ex(0, NULL, in, oa, ws, NULL));
+    printf("run without weights %d\n", ext_run(in, ob, ws));
+    printf("run_ex null %d\n", ext_run_ex(0, NULL, in, ob, ws, NULL));
+    printf("batch 2 %d\n", ext_run_ex(2, w, in, ob, ws, NULL));
+    printf("check ok %d\n", ext_check_weights(w, len));
+    printf("check null %d\n", ext_check_weights(NULL, len));
+    printf("check truncated %d %d\n", ext_check_weights(w, len - 64), ext_check_weights(w, 10));
+    printf("other model %d %d\n", ext_check_weights(ow, olen), ext_run_ex(0, ow, in, ob, ws, NULL));
+    memmove(w + 1, w, len);
+    printf("misaligned %d %d\n", ext_check_weights(w + 1, len), ext_run_ex(0, w + 1, in, ob, ws, NULL));
+    memmove(w, w + 1, len);
+    w[len - 1] ^= 1;
+    printf("corrupt data %d run %d\n", ext_check_weights(w, len), ext_run_ex(0, w, in, ob, ws, NULL));
+    w[len - 1] ^= 1;
+    w[0] ^= 1;
+    printf("bad magic %d %d\n", ext_check_weights(w, len), ext_run_ex(0, w, in, ob, ws, NULL));
+    w[0] ^= 1;
+    w[8] = 2;
+    printf("bad version %d %d\n", ext_check_weights(w, len), ext_run_ex(0, w, in, ob, ws, NULL));
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.join("main");
+    let st = Command::new("cc")
+        .current_dir(&dir)
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Werror",
+            "-Wno-unused-result",
+            "main.c",
+            "emb.o",
+            "ext.o",
+        ])
+        .arg(runtime_lib())
+        .args(["-lm", "-lpthread", "-ldl", "-o"])
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success(), "C program failed to build");
+    let out = Command::new(&exe).current_dir(&dir).output().unwrap();
+    expect_test::expect![[r#"
+        external 1 size 1 info 1
+        embedded 0 size 0
+        runs 0 0 same 1
+        embedded ignores weights 0
+        run without weights 1
+        run_ex null 1
+        batch 2 3
+        check ok 0
+        check null 1
+        check truncated 8 8
+        other model 9 9
+        misaligned 2 2
+        corrupt data 8 run 0
+        bad magic 8 8
+        bad version 8 8
+    "#]]
+    .assert_eq(&String::from_utf8_lossy(&out.stdout));
+    let _ = std::fs::remove_dir_all(&dir);
 }
