@@ -133,7 +133,7 @@ mod tests {
         for s in Status::ALL {
             assert_eq!(Status::from_code(s.code()), Some(s));
         }
-        assert_eq!(Status::from_code(8), None);
+        assert_eq!(Status::from_code(10), None);
         assert_eq!(Status::from_code(-1), None);
     }
 
