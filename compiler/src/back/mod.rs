@@ -7,7 +7,8 @@
 //!    accesses and an expression body) or runtime calls, in a [`kernel::Program`].
 //! 3. [`schedule`] merges loops and picks the vector width (called from `select`).
 //! 4. [`emit`] turns each kernel into a CLIF function; [`object`] adds weights as local
-//!    read-only data (64-byte aligned), the entry point and the descriptor, and writes
+//!    read-only data (64-byte aligned) or, with `external_weights`, leaves them to the
+//!    weights file ([`weights`]), adds the entry points and the descriptor, and writes
 //!    the object with cranelift-object.
 //! 5. [`header`] writes the C header and the Rust bindings from one [`ModelInterface`].
 //!
@@ -22,6 +23,10 @@
 //! split only over independent output ranges whose elements are computed by the same
 //! instructions as in the serial run (`schedule`'s parallel loop role, the runtime's GEMM
 //! parts).
+//! `int PREFIX_run_ex(size_t batch, const void *weights, inputs, outputs, workspace, par)`
+//! is the general form the other two call: `batch` 0 (the compiled batch), `weights` the
+//! external weights file when the model was compiled with `external_weights` (see
+//! [`weights`]; `nnefc_runtime::weights` has the format), ignored otherwise.
 //!
 //! What may be assumed of the input graph: it passes `ir::verify`, every extent is known,
 //! every layout is row-major. Anything else is a typed [`CodegenError`], never a panic.

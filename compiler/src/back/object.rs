@@ -1,6 +1,8 @@
 //! [`Program`] → relocatable object: ISA setup, read-only weight data, one local function
-//! per kernel, the exported entry points `PREFIX_run_parallel` and `PREFIX_run` (which
-//! calls the former with a null `nnefc_parallel`) and the descriptor `PREFIX_info`.
+//! per kernel, the exported entry points `PREFIX_run_ex(batch, weights, inputs, outputs,
+//! workspace, par)` (the steps), `PREFIX_run_parallel` and `PREFIX_run` (which call it
+//! with nulls), `PREFIX_check_weights` for external weights, and the descriptor
+//! `PREFIX_info`.
 //!
 //! Threads: the entry point computes the worker count from its `nnefc_parallel`
 //! argument once; a kernel whose loop 0 is parallel is called through the caller's
@@ -649,7 +651,8 @@ fn weights_header_checks(
     check(b, bad, Status::WrongWeights);
 }
 
-/// The body of the entry point: checks, then every step in order. With `profiled`, two
+/// The body of the entry point, with the parameters of `PREFIX_run_ex`: checks (batch,
+/// weights header, pointers, alignment), then every step in order. With `profiled`, two
 /// more parameters `hook, hook_ctx`: a non-null `hook(hook_ctx, step)` is called after
 /// each step.
 #[allow(clippy::too_many_arguments)]
