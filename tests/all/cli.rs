@@ -396,3 +396,66 @@ fn input_shape_override_is_applied() {
         text(&out.stdout)
     );
 }
+
+/// `--weights external`: the object is code only, `<stem>.weights` holds the constants,
+/// the kernel dump addresses them as `weights @offset`, and `run` with the same option
+/// still matches `expected.dat` (the in-process loader passes the file).
+#[test]
+fn external_weights_are_written_next_to_the_object() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let m = repo().join("examples/models/tiny_cnn");
+    let model = m.join("model.nnef").display().to_string();
+    let out = nnefc(
+        &[&model, "--weights", "external", "-o", "net.o"],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", summary(&out, dir.path()));
+    let weights = std::fs::read(dir.path().join("net.weights")).expect("weights written");
+    assert_eq!(&weights[..8], b"NNEFCWT\0");
+    assert_eq!(weights.len() % 64, 0);
+    nnefc_runtime::Weights::from_bytes(&weights).expect("a valid weights file");
+    let object = std::fs::metadata(dir.path().join("net.o"))
+        .expect("object")
+        .len();
+    assert!(object < weights.len() as u64, "object {object} bytes");
+    // Embedded (the default) writes no weights file.
+    let out = nnefc(&[&model, "-o", "emb.o"], dir.path());
+    assert!(out.status.success(), "{}", summary(&out, dir.path()));
+    assert!(!dir.path().join("emb.weights").exists());
+
+    let out = nnefc(
+        &[
+            "dump",
+            &model,
+            "--stage",
+            "kernels",
+            "--weights",
+            "external",
+        ],
+        dir.path(),
+    );
+    let dump = text(&out.stdout);
+    assert!(
+        out.status.success() && dump.contains("weights @64"),
+        "{dump}"
+    );
+    assert!(!dump.contains(" const "), "{dump}");
+
+    let input = format!("input={}", m.join("input.dat").display());
+    let expected = m.join("expected.dat").display().to_string();
+    let out = nnefc(
+        &[
+            "run",
+            &model,
+            "--weights",
+            "external",
+            "-i",
+            &input,
+            "--compare",
+            &expected,
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", summary(&out, dir.path()));
+    assert!(text(&out.stdout).contains("match"), "{}", text(&out.stdout));
+}
