@@ -100,59 +100,16 @@ impl fmt::Display for BuildError {
 
 impl std::error::Error for BuildError {}
 
-/// Turns a graph name into a C identifier usable as a prefix (`my-net` → `my_net`).
-pub fn c_identifier(name: &str) -> String {
-    let mut s: String = name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    if s.is_empty() {
-        s.push_str("model");
-    }
-    if s.starts_with(|c: char| c.is_ascii_digit()) {
-        s.insert(0, '_');
-    }
-    s
-}
+pub use nnefc_compiler::session::c_identifier;
 
-/// Compiles `path`; the prefix is `prefix` or, when `None`, the graph's name made into a C
-/// identifier. The other fields of `opts` are used as given.
+/// Compiles a model with `prefix`, or the graph's name as a C identifier when `None`
+/// (`session::compile_with_prefix`: the one pipeline every entry point uses).
 pub fn compile_model(
     path: &Path,
     opts: &Options,
     prefix: Option<&str>,
 ) -> Result<session::Compiled, session::Error> {
-    let mut opts = opts.clone();
-    match prefix {
-        Some(p) => {
-            opts.back.prefix = p.to_string();
-            session::compile(path, &opts)
-        }
-        None => {
-            // The default prefix is the graph's name, known only after lowering; lower once,
-            // then generate code from the same graph.
-            let (lowered, report) = session::lower_and_optimize(path, &opts)?;
-            opts.back.prefix = c_identifier(&lowered.graph.name);
-            if !lowered.open_extents.is_empty() {
-                return Err(session::Error::Codegen(
-                    nnefc_compiler::back::CodegenError::UnknownShape(format!(
-                        "{}; fix them with --input-shape NAME=D0,D1,...",
-                        lowered.open_extents.join("; ")
-                    )),
-                ));
-            }
-            let artifacts = nnefc_compiler::back::compile(&lowered.graph, &opts.back)
-                .map_err(session::Error::Codegen)?;
-            Ok(session::Compiled {
-                graph: lowered.graph,
-                artifacts,
-                warnings: lowered.warnings,
-                sources: lowered.sources,
-                open_extents: lowered.open_extents,
-                passes: report,
-            })
-        }
-    }
+    session::compile_with_prefix(path, opts, prefix)
 }
 
 /// Every file a model is read from, for `cargo:rerun-if-changed`.
@@ -205,6 +162,15 @@ impl Build {
     pub fn input_shape(&mut self, name: &str, dims: &[usize]) -> &mut Build {
         self.input_shapes
             .insert(name.to_string(), dims.iter().map(|&d| Some(d)).collect());
+        self
+    }
+
+    /// Sets the shape of graph input `name` with extents left open: `None` as the leading
+    /// extent makes the batch a run-time argument (`&[None, Some(3), Some(224),
+    /// Some(224)]`; the generated `Model` then takes any number of samples, see the
+    /// README's "Run-time batch"); other extents must be known to generate code.
+    pub fn input_dims(&mut self, name: &str, dims: &[Option<usize>]) -> &mut Build {
+        self.input_shapes.insert(name.to_string(), dims.to_vec());
         self
     }
 

@@ -223,6 +223,15 @@ impl LoadedModel {
         Ok(())
     }
 
+    /// The `batch` argument of `PREFIX_run_ex` for `n` samples.
+    fn batch_arg(&self, n: usize) -> usize {
+        if self.interface.inputs.iter().any(|t| t.batched) {
+            n
+        } else {
+            0
+        }
+    }
+
     /// The `weights` argument of `PREFIX_run_ex`: the file, or null when embedded.
     fn weights_ptr(&self) -> *const u8 {
         self.weights
@@ -256,16 +265,22 @@ impl LoadedModel {
     ///
     /// [`run_into`]: LoadedModel::run_into
     pub fn output_buffers(&self) -> Vec<Tensor> {
+        self.output_buffers_for(1)
+    }
+
+    /// Output tensors for a run of `n` samples (with a run-time batch; otherwise the same
+    /// as [`output_buffers`](LoadedModel::output_buffers)).
+    pub fn output_buffers_for(&self, n: usize) -> Vec<Tensor> {
         self.interface
             .outputs
             .iter()
-            .map(|t| Tensor::zeros(t.dtype, t.shape.clone()))
+            .map(|t| Tensor::zeros(t.dtype, shape_at(t, n)))
             .collect()
     }
 
     /// Runs the model on `inputs` (in graph order) and returns the outputs.
     pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecError> {
-        let mut outputs = self.output_buffers();
+        let mut outputs = self.output_buffers_for(samples(&self.interface.inputs, inputs));
         self.run_into(inputs, &mut outputs)?;
         Ok(outputs)
     }
@@ -274,8 +289,9 @@ impl LoadedModel {
     ///
     /// [`output_buffers`]: LoadedModel::output_buffers
     pub fn run_into(&mut self, inputs: &[Tensor], outputs: &mut [Tensor]) -> Result<(), ExecError> {
-        check_tensors("input", &self.interface.inputs, inputs)?;
-        check_tensors("output", &self.interface.outputs, outputs)?;
+        let n = samples(&self.interface.inputs, inputs);
+        check_tensors("input", &self.interface.inputs, inputs, n)?;
+        check_tensors("output", &self.interface.outputs, outputs, n)?;
         let in_ptrs: Vec<*const u8> = inputs.iter().map(data_ptr).collect();
         let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(data_ptr_mut).collect();
         let ws = self.workspace.as_mut_ptr() as *mut u8;
@@ -287,7 +303,7 @@ impl LoadedModel {
         // function has the nnefc ABI.
         let status = unsafe {
             (self.run)(
-                0,
+                self.batch_arg(n),
                 self.weights_ptr(),
                 in_ptrs.as_ptr(),
                 out_ptrs.as_ptr(),
@@ -305,10 +321,35 @@ fn par_ptr(par: &Option<nnefc_runtime::Parallel>) -> *const nnefc_runtime::Paral
         .map_or(std::ptr::null(), |p| p as *const nnefc_runtime::Parallel)
 }
 
+/// The shape `t` has in a run of `n` samples (`n` along axis 0 if it is batched).
+fn shape_at(t: &nnefc_compiler::back::TensorInfo, n: usize) -> Vec<usize> {
+    let mut s = t.shape.clone();
+    if t.batched
+        && let Some(d) = s.first_mut()
+    {
+        *d *= n;
+    }
+    s
+}
+
+/// The number of samples `inputs` hold: the leading extent of the first batched input
+/// (1 for a model without a run-time batch, or when the inputs are malformed: the
+/// shape check then reports them).
+fn samples(expected: &[nnefc_compiler::back::TensorInfo], inputs: &[Tensor]) -> usize {
+    expected
+        .iter()
+        .zip(inputs)
+        .find(|(e, _)| e.batched)
+        .and_then(|(_, t)| t.shape.first().copied())
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
+}
+
 fn check_tensors(
     kind: &str,
     expected: &[nnefc_compiler::back::TensorInfo],
     got: &[Tensor],
+    n: usize,
 ) -> Result<(), ExecError> {
     if expected.len() != got.len() {
         return Err(ExecError::Input(format!(
@@ -318,12 +359,19 @@ fn check_tensors(
         )));
     }
     for (e, t) in expected.iter().zip(got) {
-        if e.dtype != t.dtype() || e.shape != t.shape || t.len() != e.volume() {
+        let shape = shape_at(e, n);
+        if e.dtype != t.dtype() || shape != t.shape || t.len() != shape.iter().product::<usize>()
+        {
+            let batch = if e.batched {
+                " (the leading extent is the run-time batch, the same for every batched tensor)"
+            } else {
+                ""
+            };
             return Err(ExecError::Input(format!(
-                "{kind} `{}` must be {}{:?}, got {}{:?}",
+                "{kind} `{}` must be {}{:?}{batch}, got {}{:?}",
                 e.name,
                 e.dtype,
-                e.shape,
+                shape,
                 t.dtype(),
                 t.shape
             )));
@@ -407,7 +455,8 @@ impl LoadedModel {
         warmup: usize,
         iterations: usize,
     ) -> Result<Vec<(nnefc_compiler::back::profile::StepInfo, f64)>, ExecError> {
-        check_tensors("input", &self.interface.inputs, inputs)?;
+        let n = samples(&self.interface.inputs, inputs);
+        check_tensors("input", &self.interface.inputs, inputs, n)?;
         let prefix = self.interface.prefix.clone();
         // SAFETY: the symbols of a profiled object have these types (`back::profile`).
         let (run, table) = unsafe {
@@ -431,7 +480,7 @@ impl LoadedModel {
             )
         };
         let steps = nnefc_compiler::back::profile::parse(&table);
-        let mut outputs = self.output_buffers();
+        let mut outputs = self.output_buffers_for(n);
         let in_ptrs: Vec<*const u8> = inputs.iter().map(data_ptr).collect();
         let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(data_ptr_mut).collect();
         let ws = self.workspace.as_mut_ptr() as *mut u8;
@@ -448,7 +497,7 @@ impl LoadedModel {
             // SAFETY: as in `run_into`; the hook only writes `ctx`, which outlives the call.
             let status = unsafe {
                 run(
-                    0,
+                    self.batch_arg(n),
                     self.weights_ptr(),
                     in_ptrs.as_ptr(),
                     out_ptrs.as_ptr(),
@@ -494,7 +543,7 @@ impl LoadedModel {
         warmup: usize,
         iterations: usize,
     ) -> Result<Timing, ExecError> {
-        let mut outputs = self.output_buffers();
+        let mut outputs = self.output_buffers_for(samples(&self.interface.inputs, inputs));
         for _ in 0..warmup {
             self.run_into(inputs, &mut outputs)?;
         }

@@ -229,6 +229,10 @@ struct BenchArgs {
     /// instead of one per layer
     #[arg(long, requires = "profile")]
     per_step: bool,
+    /// Samples per run for a model with a run-time batch (`--input-shape NAME=?,...`):
+    /// synthetic inputs get this leading extent; times are per run
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    batch: u64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -523,6 +527,7 @@ fn read_inputs(
     model: &LoadedModel,
     args: &[String],
     synthesize: bool,
+    batch: usize,
 ) -> Result<Vec<Tensor>, Failure> {
     let names: Vec<String> = model
         .interface()
@@ -535,7 +540,15 @@ fn read_inputs(
     for t in &model.interface().inputs {
         match files.get(&t.name) {
             Some(f) => inputs.push(datfile::read(f)?),
-            None if synthesize => inputs.push(nnefc::exec::synthetic_input(t.dtype, &t.shape)),
+            None if synthesize => {
+                let mut shape = t.shape.clone();
+                if t.batched
+                    && let Some(d) = shape.first_mut()
+                {
+                    *d *= batch;
+                }
+                inputs.push(nnefc::exec::synthetic_input(t.dtype, &shape))
+            }
             None => {
                 return Err(Failure::new(
                     code::USAGE,
@@ -559,7 +572,7 @@ fn cmd_run(a: &RunArgs) -> Result<(), Failure> {
     let compiled = compile(&a.model, &a.codegen)?;
     let mut model = LoadedModel::load(&compiled.artifacts)?;
     model.set_threads(a.threads)?;
-    let inputs = read_inputs(&model, &a.inputs, false)?;
+    let inputs = read_inputs(&model, &a.inputs, false, 1)?;
     let outputs = model.run(&inputs)?;
     std::fs::create_dir_all(&a.output_dir).map_err(|e| {
         Failure::new(
@@ -613,13 +626,19 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), Failure> {
     let compile_s = t.elapsed().as_secs_f64();
     let mut model = LoadedModel::load(&compiled.artifacts)?;
     model.set_threads(a.threads)?;
-    let inputs = read_inputs(&model, &a.inputs, true)?;
+    let inputs = read_inputs(&model, &a.inputs, true, a.batch as usize)?;
     if a.codegen.profile {
         return print_profile(&mut model, &inputs, a);
     }
     let timing = model.time(&inputs, a.warmup, a.iterations)?;
+    let batched = model.interface().inputs.iter().any(|t| t.batched);
+    let per = if batched {
+        format!("per run of {} sample{}", a.batch, if a.batch == 1 { "" } else { "s" })
+    } else {
+        "per inference".to_string()
+    };
     println!(
-        "{}: median {:.4} ms, min {:.4} ms per inference ({} runs after {} warm-up, {} thread{}; compiled in {:.2} s, workspace {} bytes)",
+        "{}: median {:.4} ms, min {:.4} ms {per} ({} runs after {} warm-up, {} thread{}; compiled in {:.2} s, workspace {} bytes)",
         a.model
             .model
             .as_deref()

@@ -124,10 +124,102 @@ pub fn lower_and_optimize(
 }
 
 /// Compiles a model (folder, `.tgz`/`.tar`, or bare `graph.nnef`) to an object, header
-/// and Rust bindings.
+/// and Rust bindings, with the symbol prefix `opts.back.prefix`.
 pub fn compile(path: &Path, opts: &Options) -> Result<Compiled, Error> {
-    let (lowered, report) = lower_and_optimize(path, opts)?;
-    compile_lowered(lowered, report, opts)
+    let prefix = opts.back.prefix.clone();
+    compile_with_prefix(path, opts, Some(&prefix))
+}
+
+/// [`compile`] with `prefix`, or with the graph's name made a C identifier
+/// ([`c_identifier`]) when `None`.
+///
+/// An input shape override whose leading extent is unknown (`--input-shape x=?,3,224,224`)
+/// asks for a **run-time batch**: the model is lowered with that extent 1 and 2, checked
+/// by `passes::batch` (samples must stay independent), and compiled for one sample with
+/// a sample loop in the entry point (`BackendOptions::batch`).
+pub fn compile_with_prefix(
+    path: &Path,
+    opts: &Options,
+    prefix: Option<&str>,
+) -> Result<Compiled, Error> {
+    let mut opts = opts.clone();
+    let lowered = if run_time_batch(&opts) {
+        let (lowered, batch) = lower_batched(path, &opts)?;
+        opts.back.batch = Some(batch);
+        lowered
+    } else {
+        front::load_and_lower(path, &opts.front).map_err(Error::Front)?
+    };
+    let mut lowered = lowered;
+    let report = if opts.optimize {
+        passes::optimize(&mut lowered.graph, &opts.passes).map_err(Error::Pass)?
+    } else {
+        PassReport::default()
+    };
+    opts.back.prefix = match prefix {
+        Some(p) => p.to_string(),
+        None => c_identifier(&lowered.graph.name),
+    };
+    compile_lowered(lowered, report, &opts)
+}
+
+/// Whether an input shape override leaves the leading extent to run time.
+fn run_time_batch(opts: &Options) -> bool {
+    opts.front
+        .input_shapes
+        .values()
+        .any(|d| d.first().is_some_and(Option::is_none))
+}
+
+/// Lowers with the run-time batch fixed to 1 (the program) and 2 (for the check).
+fn lower_batched(
+    path: &Path,
+    opts: &Options,
+) -> Result<(front::Lowered, passes::batch::RuntimeBatch), Error> {
+    let at = |n: usize| {
+        let mut f = opts.front.clone();
+        for dims in f.input_shapes.values_mut() {
+            if let Some(d @ None) = dims.first_mut() {
+                *d = Some(n);
+            }
+        }
+        f
+    };
+    let one = front::load_and_lower(path, &at(1)).map_err(Error::Front)?;
+    let two = front::load_and_lower(path, &at(2)).map_err(|mut e| {
+        e.diagnostics.0.insert(
+            0,
+            Diagnostic::error(
+                "the model cannot take a run-time batch: lowered for a batch of 2, it fails",
+            )
+            .with_note("compile it for a fixed batch (--input-shape NAME=N,...)"),
+        );
+        Error::Front(e)
+    })?;
+    let batch = passes::batch::analyze(&one.graph, &two.graph, &one.node_spans, one.graph_span)
+        .map_err(|d| {
+            Error::Front(FrontError {
+                diagnostics: d.into(),
+                sources: one.sources.clone(),
+                usage: false,
+            })
+        })?;
+    Ok((one, batch))
+}
+
+/// Turns a graph name into a C identifier usable as a prefix (`my-net` → `my_net`).
+pub fn c_identifier(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if s.is_empty() {
+        s.push_str("model");
+    }
+    if s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, '_');
+    }
+    s
 }
 
 fn compile_lowered(

@@ -62,8 +62,11 @@ pub struct TensorInfo {
     pub dtype: u32,
     /// Number of dimensions.
     pub rank: u32,
-    /// Pointer to `rank` extents.
+    /// Pointer to `rank` extents (with a run-time batch, of one sample).
     pub dims: *const usize,
+    /// 1 if the tensor carries the model's run-time batch along axis 0 (it then holds
+    /// `batch` samples of `dims`), 0 otherwise.
+    pub batched: u32,
 }
 
 impl TensorInfo {
@@ -209,6 +212,7 @@ mod tests {
             dtype: 0,
             rank: 2,
             dims: DIMS.as_ptr(),
+            batched: 0,
         };
         let inputs = [input];
         let info = ModelInfo {

@@ -3,6 +3,7 @@
 //! compares inferred shapes with the Khronos reference parser, `hostile` feeds the binary
 //! hostile inputs under an address-space limit, `tidy` checks repository hygiene.
 
+mod batch;
 mod cli;
 mod documents;
 mod e2e;

@@ -22,8 +22,9 @@ pub use nnefc_runtime::Status;
 /// workspace_size, workspace_align, workspace_per_worker, weights_size,
 /// weights_model_hash, weights_data_hash (11 × 8).
 pub const MODEL_INFO_SIZE: usize = 88;
-/// Byte size of `TensorInfo`: name ptr, dtype u32, rank u32, dims ptr.
-pub const TENSOR_INFO_SIZE: usize = 24;
+/// Byte size of `TensorInfo`: name ptr, dtype u32, rank u32, dims ptr, batched u32 (+4
+/// bytes of padding).
+pub const TENSOR_INFO_SIZE: usize = 32;
 
 /// The runtime's dtype code.
 pub fn dtype_code(d: DType) -> u32 {
@@ -78,6 +79,7 @@ pub(crate) fn info_image(iface: &ModelInterface) -> (Vec<u8>, Vec<(usize, usize)
         put(&mut img, at + 8, &dtype_code(t.dtype).to_le_bytes());
         put(&mut img, at + 12, &(t.shape.len() as u32).to_le_bytes());
         relocs.push((at + 16, dim_cursor));
+        put(&mut img, at + 24, &u32::from(t.batched).to_le_bytes());
         for &d in &t.shape {
             put(&mut img, dim_cursor, &(d as u64).to_le_bytes());
             dim_cursor += 8;

@@ -79,6 +79,16 @@ pub fn c_header(m: &ModelInterface) -> String {
         o,
         "/* Workspace bytes for {p}_run_parallel with w workers. */\n#define {up}_WORKSPACE_SIZE_FOR(w) ((size_t){up}_WORKSPACE_SIZE + ((w) > 1 ? ((size_t)(w) - 1) * (size_t){up}_WORKSPACE_PER_WORKER : 0))"
     );
+    let batch = m.inputs.iter().any(|t| t.batched);
+    let _ = writeln!(
+        o,
+        "#define {up}_RUNTIME_BATCH {} /* 1: {p}_run_ex takes the number of samples */",
+        u8::from(batch)
+    );
+    let _ = writeln!(
+        o,
+        "#define {up}_WORKSPACE_PER_SAMPLE 0 /* samples run one after another in the same workspace */"
+    );
     let _ = writeln!(
         o,
         "#define {up}_WEIGHTS_EXTERNAL {} /* 1: pass the weights file to {p}_run_ex */",
@@ -98,8 +108,14 @@ pub fn c_header(m: &ModelInterface) -> String {
         let _ = writeln!(o, "\n#define {up}_{kind}{k}_NAME {}", c_string(&t.name));
         let _ = writeln!(
             o,
-            "#define {up}_{kind}{k}_SIZE {} /* elements */",
-            t.volume()
+            "#define {up}_{kind}{k}_SIZE {} /* elements{} */",
+            t.volume(),
+            if t.batched { " per sample" } else { "" }
+        );
+        let _ = writeln!(
+            o,
+            "#define {up}_{kind}{k}_BATCHED {} /* 1: batch samples of SHAPE along axis 0 */",
+            u8::from(t.batched)
         );
         let _ = writeln!(o, "#define {up}_{kind}{k}_DTYPE {dt}");
         let _ = writeln!(o, "#define {up}_{kind}{k}_RANK {}", t.shape.len());
@@ -123,7 +139,8 @@ typedef struct nnefc_tensor_info {{
     const char *name;
     uint32_t dtype; /* NNEFC_DTYPE_* */
     uint32_t rank;
-    const size_t *dims;
+    const size_t *dims;  /* with a run-time batch, one sample's */
+    uint32_t batched;    /* 1: holds `batch` samples along axis 0 */
 }} nnefc_tensor_info;
 typedef struct nnefc_model_info {{
     const char *name;
@@ -181,7 +198,8 @@ int {p}_run_parallel(const void *const *inputs, void *const *outputs, void *work
                      const nnefc_parallel *par);
 
 /* The general entry point: {p}_run_parallel with
-   batch:   0 (the batch the model was compiled for; other values give status 3);
+   batch:   with {up}_RUNTIME_BATCH, the number of samples in every tensor whose
+            _BATCHED is 1 (0 counts as 1); otherwise 0 (other values give status 3);
    weights: the weights file, whole and 64-byte aligned, when {up}_WEIGHTS_EXTERNAL
             (every run checks its header in O(1); check the whole file once with
             {p}_check_weights); ignored when the weights are embedded. */
@@ -306,6 +324,12 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
                 DType::Bool => "Bool",
             };
             let _ = writeln!(o, "    pub const {kind}{k}_DTYPE: DType = DType::{dt};");
+            let _ = writeln!(
+                o,
+                "    /// Whether {} {k} holds the run-time batch's samples along axis 0.\n    pub const {kind}{k}_BATCHED: bool = {};",
+                kind.to_ascii_lowercase(),
+                t.batched
+            );
         }
     }
     let _ = writeln!(
@@ -497,6 +521,8 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     let mut checks = String::new();
     let mut in_ptrs = Vec::new();
     let mut out_ptrs = Vec::new();
+    // With a run-time batch: the arguments of `batch_of` for the first batched input.
+    let mut batch_of = String::new();
     for (k, t) in m.inputs.iter().enumerate() {
         let ty = rust_ty(t.dtype);
         let _ = write!(params, "input{k}: &[{ty}], ");
@@ -505,14 +531,18 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         let _ = write!(args, "input{k}, ");
         let _ = write!(in_args, "input{k}, ");
         let _ = write!(view_args, "input{k}.data(), ");
+        let (from, samples) = if t.batched { (1, "n * ") } else { (0, "") };
         let _ = writeln!(
             shape_checks,
-            "            if input{k}.dims() != &INPUT{k}_SHAPE[..] {{ return Err(Error::Shape {{ tensor: INPUT{k}_NAME }}); }}"
+            "            if input{k}.dims().get({from}..) != INPUT{k}_SHAPE.get({from}..) {{ return Err(Error::Shape {{ tensor: INPUT{k}_NAME }}); }}"
         );
         let _ = writeln!(
             checks,
-            "        check(INPUT{k}_NAME, INPUT{k}_SIZE, input{k}.len())?;"
+            "        check(INPUT{k}_NAME, {samples}INPUT{k}_SIZE, input{k}.len())?;"
         );
+        if t.batched && batch_of.is_empty() {
+            batch_of = format!("INPUT{k}_NAME, input{k}.len(), INPUT{k}_SIZE");
+        }
         in_ptrs.push(format!("input{k}.as_ptr() as *const u8"));
     }
     let mut allocs = String::new();
@@ -525,18 +555,24 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         let _ = write!(view_params, "mut output{k}: TensorViewMut<'_, {ty}>, ");
         let _ = write!(args, "output{k}, ");
         let _ = write!(view_args, "output{k}.data_mut(), ");
+        let (from, samples) = if t.batched { (1, "n * ") } else { (0, "") };
         let _ = writeln!(
             shape_checks,
-            "            if output{k}.dims() != &OUTPUT{k}_SHAPE[..] {{ return Err(Error::Shape {{ tensor: OUTPUT{k}_NAME }}); }}"
+            "            if output{k}.dims().get({from}..) != OUTPUT{k}_SHAPE.get({from}..) {{ return Err(Error::Shape {{ tensor: OUTPUT{k}_NAME }}); }}"
         );
         let _ = writeln!(
             checks,
-            "        check(OUTPUT{k}_NAME, OUTPUT{k}_SIZE, output{k}.len())?;"
+            "        check(OUTPUT{k}_NAME, {samples}OUTPUT{k}_SIZE, output{k}.len())?;"
         );
         out_ptrs.push(format!("output{k}.as_mut_ptr() as *mut u8"));
         let _ = writeln!(
             allocs,
-            "            let mut output{k} = Tensor::<{ty}>::zeros(&OUTPUT{k}_SHAPE).map_err(Error::Model)?;"
+            "            let mut output{k} = Tensor::<{ty}>::zeros(&{}).map_err(Error::Model)?;",
+            if t.batched {
+                format!("with_batch(&OUTPUT{k}_SHAPE, n)")
+            } else {
+                format!("OUTPUT{k}_SHAPE")
+            }
         );
         let _ = write!(out_args, "output{k}.data_mut(), ");
         ret_ty.push(format!("Tensor<{ty}>"));
@@ -561,6 +597,33 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
                 t.shape
             );
         }
+    }
+    let runtime_batch = !batch_of.is_empty();
+    let _ = writeln!(
+        o,
+        "    /// Whether the model takes the number of samples at run time: tensors whose\n    /// `*_BATCHED` is true then hold any number `n ≥ 1` of samples of `*_SHAPE` along\n    /// axis 0 (`n` is read from the first batched input's length).\n    pub const RUNTIME_BATCH: bool = {runtime_batch};"
+    );
+    if runtime_batch {
+        let _ = writeln!(
+            o,
+            r#"
+    /// Samples in a batched tensor of `len` elements, `size` per sample.
+    fn batch_of(tensor: &'static str, len: usize, size: usize) -> Result<usize, Error> {{
+        if size == 0 {{ return Ok(1); }}
+        if len == 0 || len % size != 0 {{
+            return Err(Error::Length {{ tensor, expected: size, got: len }});
+        }}
+        Ok(len / size)
+    }}
+
+    /// `shape` with `n` samples along axis 0.
+    fn with_batch(shape: &[usize], n: usize) -> Vec<usize> {{
+        let mut s = shape.to_vec();
+        if let Some(d) = s.first_mut() {{ *d *= n; }}
+        s
+    }}
+"#
+        );
     }
     let _ = writeln!(
         o,
@@ -613,7 +676,7 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
 
         /// Runs the model and returns newly allocated outputs.
         pub fn infer(&mut self, {in_params}) -> Result<{ret_ty}, Error> {{
-{allocs}            self.run({in_args}{out_args})?;
+{infer_n}{allocs}            self.run({in_args}{out_args})?;
             Ok({ret_val})
         }}
     }}
@@ -646,18 +709,29 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         fn check(tensor: &'static str, expected: usize, got: usize) -> Result<(), Error> {{
             if expected == got {{ Ok(()) }} else {{ Err(Error::Length {{ tensor, expected, got }}) }}
         }}
-{checks}        let inputs: [*const u8; {ni}] = [{ip}];
+{batch_n}{checks}        let inputs: [*const u8; {ni}] = [{ip}];
         let outputs: [*mut u8; {no}] = [{op}];
         // SAFETY: every pointer covers its tensor (lengths checked), the workspace is large
         // enough and aligned (checked), and `{p}_run` has the nnefc ABI.
         // `par` is valid for the call and its workspace need was checked above.
         // `weights` is null or a whole, aligned weights file (`Weights` guarantees it).
-        let status = unsafe {{ {p}_run_ex(0, weights, inputs.as_ptr(), outputs.as_ptr(), workspace.as_mut_ptr(), par) }};
+        let status = unsafe {{ {p}_run_ex({batch_arg}, weights, inputs.as_ptr(), outputs.as_ptr(), workspace.as_mut_ptr(), par) }};
         nnefc_runtime::check(status).map_err(Error::Model)
     }}
 }}"#,
         ni = m.inputs.len(),
         no = m.outputs.len(),
+        batch_n = if batch_of.is_empty() {
+            String::new()
+        } else {
+            format!("        let n = batch_of({batch_of})?;\n")
+        },
+        batch_arg = if batch_of.is_empty() { "0" } else { "n" },
+        infer_n = if batch_of.is_empty() {
+            String::new()
+        } else {
+            format!("            let n = batch_of({batch_of})?;\n")
+        },
         ip = in_ptrs.join(", "),
         op = out_ptrs.join(", "),
     );

@@ -168,6 +168,10 @@ pub struct BackendOptions {
     /// ([`Artifacts::weights`]) that the caller passes to `PREFIX_run_ex` (see
     /// [`weights`]). Off: constants are read-only data in the object.
     pub external_weights: bool,
+    /// Run-time batch: the graph is one sample, and the entry point runs it once per
+    /// sample of the `batch` argument over the inputs and outputs marked here (which
+    /// carry the batch along axis 0; `passes::batch` decides). `None`: a fixed batch.
+    pub batch: Option<crate::passes::batch::RuntimeBatch>,
 }
 
 impl BackendOptions {
@@ -200,6 +204,7 @@ impl Default for BackendOptions {
             self_contained: None,
             profile: false,
             external_weights: false,
+            batch: None,
         }
     }
 }
@@ -209,7 +214,10 @@ impl Default for BackendOptions {
 pub struct TensorInfo {
     pub name: String,
     pub dtype: DType,
+    /// The shape; with a run-time batch, of one sample (`shape[0]` is 1).
     pub shape: Vec<usize>,
+    /// Carries the run-time batch along axis 0 (`BackendOptions::batch`).
+    pub batched: bool,
 }
 
 impl TensorInfo {
@@ -294,6 +302,7 @@ fn interface(
             name,
             dtype: val.ty.dtype,
             shape,
+            batched: false,
         })
     };
     let inputs = graph
@@ -405,6 +414,19 @@ pub fn compile_with_plan(
         program.worker_scratch,
     )?;
     iface.profiled = opts.profile;
+    if let Some(rb) = &opts.batch {
+        if rb.inputs.len() != iface.inputs.len() || rb.outputs.len() != iface.outputs.len() {
+            return Err(CodegenError::Internal(
+                "run-time batch marks do not match the graph's inputs and outputs".into(),
+            ));
+        }
+        for (t, &b) in iface.inputs.iter_mut().zip(&rb.inputs) {
+            t.batched = b;
+        }
+        for (t, &b) in iface.outputs.iter_mut().zip(&rb.outputs) {
+            t.batched = b;
+        }
+    }
     iface.weights = file.as_ref().map(|f| f.1);
     let table = opts
         .profile

@@ -772,9 +772,12 @@ fn define_body(
             b.ins().brif(bad, fail, &[code.into()], next, &[]);
             b.switch_to_block(next);
         };
-        // A fixed-batch model runs only its compiled batch (0).
-        let other_batch = b.ins().icmp_imm_s(IntCC::NotEqual, batch, 0);
-        check(&mut b, other_batch, Status::ShapeMismatch);
+        let run_time_batch = iface.inputs.iter().any(|t| t.batched);
+        if !run_time_batch {
+            // A fixed-batch model runs only its compiled batch (0).
+            let other_batch = b.ins().icmp_imm_s(IntCC::NotEqual, batch, 0);
+            check(&mut b, other_batch, Status::ShapeMismatch);
+        }
         if let Some(w) = &iface.weights {
             let z = b.ins().icmp_imm_s(IntCC::Equal, weights, 0);
             check(&mut b, z, Status::NullPointer);
@@ -844,6 +847,46 @@ fn define_body(
                 3,
             ))
         });
+        // Run-time batch: the steps run once per sample (batch 0 means 1), with the
+        // batched inputs and outputs advanced by one sample each time; the workspace is
+        // reused, so it does not grow with the batch.
+        let mut sample_loop = None;
+        let (in_ptrs, out_ptrs) = if run_time_batch {
+            let one = b.ins().iconst(ptr, 1);
+            let zero_batch = b.ins().icmp_imm_s(IntCC::Equal, batch, 0);
+            let n = b.ins().select(zero_batch, one, batch);
+            let head = b.create_block();
+            b.append_block_param(head, ptr);
+            let body = b.create_block();
+            let exit = b.create_block();
+            let zero = b.ins().iconst(ptr, 0);
+            b.ins().jump(head, &[zero.into()]);
+            b.switch_to_block(head);
+            let s = b.block_params(head)[0];
+            let more = b.ins().icmp(IntCC::UnsignedLessThan, s, n);
+            b.ins().brif(more, body, &[], exit, &[]);
+            b.switch_to_block(body);
+            let mut advance = |ptrs: &[Value], tensors: &[super::TensorInfo]| -> Vec<Value> {
+                ptrs.iter()
+                    .zip(tensors)
+                    .map(|(&p, t)| {
+                        if t.batched {
+                            let bytes = (t.volume() * t.dtype.size()) as i64;
+                            let off = b.ins().imul_imm_s(s, bytes);
+                            b.ins().iadd(p, off)
+                        } else {
+                            p
+                        }
+                    })
+                    .collect()
+            };
+            let ins = advance(&in_ptrs, &iface.inputs);
+            let outs = advance(&out_ptrs, &iface.outputs);
+            sample_loop = Some((head, exit, s));
+            (ins, outs)
+        } else {
+            (in_ptrs, out_ptrs)
+        };
         let buf_ptr = |b: &mut FunctionBuilder<'_>,
                        id: super::kernel::BufId|
          -> Result<Value, CodegenError> {
@@ -991,6 +1034,11 @@ fn define_body(
                 b.ins().jump(next, &[]);
                 b.switch_to_block(next);
             }
+        }
+        if let Some((head, exit, s)) = sample_loop {
+            let next = b.ins().iadd_imm_s(s, 1);
+            b.ins().jump(head, &[next.into()]);
+            b.switch_to_block(exit);
         }
         let ok = b.ins().iconst(I32, 0);
         b.ins().return_(&[ok]);

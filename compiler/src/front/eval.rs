@@ -70,6 +70,10 @@ pub struct Evaluator<'a> {
     pub quant: HashMap<String, QuantEntry>,
     /// Fragment bodies expanded so far (bounded by `FrontOptions::max_nodes`).
     pub expansions: usize,
+    /// Per IR node, the graph statement it came from (the outermost call of the
+    /// invocation chain; `None` for the copies of aliased outputs): where diagnostics
+    /// about a node of the lowered graph point.
+    pub node_spans: Vec<Option<Span>>,
     /// Address of a local of the function that created the evaluator: the stack depth
     /// of [`Evaluator::eval`] is measured from here (see [`STACK_BUDGET`]).
     stack_base: usize,
@@ -110,6 +114,7 @@ impl<'a> Evaluator<'a> {
             current_ident: None,
             quant: HashMap::new(),
             expansions: 0,
+            node_spans: Vec::new(),
             stack_base: stack_position(),
         }
     }

@@ -688,6 +688,7 @@ impl<'a> Evaluator<'a> {
             let copy = self
                 .graph
                 .add_node(Op::Unary(UnaryOp::Copy), vec![id], vec![ty])[0];
+            self.node_spans.push(None);
             self.graph.values[copy.index()].name = Some(name.to_string());
             return copy;
         }

@@ -330,6 +330,8 @@ impl Evaluator<'_> {
                 .at(span, "in this operation")
                 .with_note(format!("operand types: {}", shapes.join(", ")))
         })?;
+        let statement = self.stack.first().map_or(span, |f| f.call_span);
+        self.node_spans.push(Some(statement));
         Ok(self.graph.add_node(op, inputs, out))
     }
 

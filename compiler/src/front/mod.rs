@@ -83,6 +83,11 @@ pub struct Lowered {
     pub warnings: Vec<Diagnostic>,
     /// Human-readable list of graph inputs and outputs whose extents stay unknown.
     pub open_extents: Vec<String>,
+    /// Per node of `graph` as lowered (before any pass), the graph statement it came
+    /// from, if any (see `Evaluator::node_spans`).
+    pub node_spans: Vec<Option<crate::diag::Span>>,
+    /// Where the graph is declared (for diagnostics about the graph as a whole).
+    pub graph_span: crate::diag::Span,
 }
 
 /// Why the front end failed; render it for the user.
@@ -298,11 +303,15 @@ fn lower_here(
     }
     let graph = ev.graph;
     let open_extents = open_extents(&graph);
+    let mut node_spans = ev.node_spans;
+    node_spans.resize(graph.nodes.len(), None);
     Ok(Lowered {
         graph,
         sources,
         warnings: ev.warnings,
         open_extents,
+        node_spans,
+        graph_span: graph_def.name.span,
     })
 }
 

@@ -11,6 +11,7 @@
 //! Analyses that do not change the graph (memory planning) are plain functions, not
 //! passes. Passes never call each other; shared helpers live in `ir`.
 
+pub mod batch;
 pub mod const_fold;
 pub mod dce;
 pub mod epilogue;

@@ -41,6 +41,7 @@ fn descriptor_layout_matches_runtime() {
         crate::back::abi::TENSOR_INFO_SIZE
     );
     assert_eq!(std::mem::offset_of!(nnefc_runtime::TensorInfo, dims), 16);
+    assert_eq!(std::mem::offset_of!(nnefc_runtime::TensorInfo, batched), 24);
     assert_eq!(
         std::mem::offset_of!(nnefc_runtime::ModelInfo, workspace_align),
         48
@@ -142,25 +143,31 @@ fn c_header_macros() {
         #define NET_WORKSPACE_ALIGN 64
         #define NET_WORKSPACE_PER_WORKER 0 /* bytes each worker beyond the first adds */
         #define NET_WORKSPACE_SIZE_FOR(w) ((size_t)NET_WORKSPACE_SIZE + ((w) > 1 ? ((size_t)(w) - 1) * (size_t)NET_WORKSPACE_PER_WORKER : 0))
+        #define NET_RUNTIME_BATCH 0 /* 1: net_run_ex takes the number of samples */
+        #define NET_WORKSPACE_PER_SAMPLE 0 /* samples run one after another in the same workspace */
         #define NET_WEIGHTS_EXTERNAL 0 /* 1: pass the weights file to net_run_ex */
         #define NET_WEIGHTS_SIZE 0 /* bytes of the weights file (0: weights embedded) */
         #define NET_INPUT0_NAME "image"
         #define NET_INPUT0_SIZE 6 /* elements */
+        #define NET_INPUT0_BATCHED 0 /* 1: batch samples of SHAPE along axis 0 */
         #define NET_INPUT0_DTYPE NNEFC_DTYPE_F32
         #define NET_INPUT0_RANK 2
         #define NET_INPUT0_SHAPE {2, 3}
         #define NET_INPUT1_NAME "mask"
         #define NET_INPUT1_SIZE 6 /* elements */
+        #define NET_INPUT1_BATCHED 0 /* 1: batch samples of SHAPE along axis 0 */
         #define NET_INPUT1_DTYPE NNEFC_DTYPE_BOOL
         #define NET_INPUT1_RANK 2
         #define NET_INPUT1_SHAPE {2, 3}
         #define NET_OUTPUT0_NAME "prob"
         #define NET_OUTPUT0_SIZE 6 /* elements */
+        #define NET_OUTPUT0_BATCHED 0 /* 1: batch samples of SHAPE along axis 0 */
         #define NET_OUTPUT0_DTYPE NNEFC_DTYPE_F32
         #define NET_OUTPUT0_RANK 2
         #define NET_OUTPUT0_SHAPE {2, 3}
         #define NET_OUTPUT1_NAME "class"
         #define NET_OUTPUT1_SIZE 6 /* elements */
+        #define NET_OUTPUT1_BATCHED 0 /* 1: batch samples of SHAPE along axis 0 */
         #define NET_OUTPUT1_DTYPE NNEFC_DTYPE_I32
         #define NET_OUTPUT1_RANK 2
         #define NET_OUTPUT1_SHAPE {2, 3}
