@@ -360,8 +360,7 @@ fn check_tensors(
     }
     for (e, t) in expected.iter().zip(got) {
         let shape = shape_at(e, n);
-        if e.dtype != t.dtype() || shape != t.shape || t.len() != shape.iter().product::<usize>()
-        {
+        if e.dtype != t.dtype() || shape != t.shape || t.len() != shape.iter().product::<usize>() {
             let batch = if e.batched {
                 " (the leading extent is the run-time batch, the same for every batched tensor)"
             } else {

@@ -633,7 +633,11 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), Failure> {
     let timing = model.time(&inputs, a.warmup, a.iterations)?;
     let batched = model.interface().inputs.iter().any(|t| t.batched);
     let per = if batched {
-        format!("per run of {} sample{}", a.batch, if a.batch == 1 { "" } else { "s" })
+        format!(
+            "per run of {} sample{}",
+            a.batch,
+            if a.batch == 1 { "" } else { "s" }
+        )
     } else {
         "per inference".to_string()
     };

@@ -14,6 +14,9 @@
  * otherwise). A model compiled with `--weights external` (MODEL_WEIGHTS_EXTERNAL) reads
  * its weights file (WEIGHTS, default model.weights): loaded once to 64-byte-aligned
  * memory, checked once with model_check_weights, then passed to every model_run_ex.
+ * A model compiled with a run-time batch (`--input-shape input=?,...`, MODEL_RUNTIME_BATCH)
+ * also runs a batch of 3 copies of the input and checks that every sample's first output
+ * is byte-identical to the single run's (exit 5 otherwise).
  * Handles models whose first input and first output are float32; it does not
  * convert other element types, and checks no output but the first. */
 #define _POSIX_C_SOURCE 200112L
@@ -202,6 +205,28 @@ int main(int argc, char **argv) {
         printf("threads: %d, outputs %s the serial run's\n", threads,
                differs ? "DIFFER from" : "byte-identical to");
     }
+
+#if MODEL_RUNTIME_BATCH
+    /* A run-time batch: 3 samples in one call; batched tensors hold 3 x SIZE elements. */
+    {
+        enum { N = 3 };
+        float *in3 = malloc(sizeof(float) * MODEL_INPUT0_SIZE * N);
+        void *out3[MODEL_NUM_OUTPUTS];
+        for (size_t k = 0; k < MODEL_NUM_OUTPUTS; k++)
+            out3[k] = malloc(out_sizes[k] * 4 * (model_info.outputs[k].batched ? N : 1) + 1);
+        if (!in3) { fprintf(stderr, "out of memory\n"); return 1; }
+        for (int i = 0; i < N; i++) memcpy(in3 + (size_t)i * MODEL_INPUT0_SIZE, input, sizeof(float) * MODEL_INPUT0_SIZE);
+        const void *inputs3[1] = {in3};
+        if (model_run_ex(N, weights, inputs3, out3, workspace, parp) != 0) { fprintf(stderr, "batch run failed\n"); return 1; }
+        int same = 1;
+        for (int i = 0; i < N; i++)
+            same &= memcmp((char *)out3[0] + (size_t)i * out_sizes[0] * 4, outputs[0], out_sizes[0] * 4) == 0;
+        printf("batch: %d samples, each %s the single run's\n", N, same ? "byte-identical to" : "DIFFERENT from");
+        for (size_t k = 0; k < MODEL_NUM_OUTPUTS; k++) free(out3[k]);
+        free(in3);
+        if (!same) return 5;
+    }
+#endif
 
     /* Top-5 of the first output. */
     const float *scores = outputs[0];

@@ -65,14 +65,20 @@ fn check_model(m: &ModelDir) -> Result<String, String> {
         return Err(format!("{name}: one input expected"));
     };
     if info.shape.first() != Some(&1) {
-        return Err(format!("{name}: leading extent 1 expected, got {:?}", info.shape));
+        return Err(format!(
+            "{name}: leading extent 1 expected, got {:?}",
+            info.shape
+        ));
     }
     let rest: Vec<Option<usize>> = info.shape[1..].iter().map(|&d| Some(d)).collect();
     let dims = |n: Option<usize>| std::iter::once(n).chain(rest.iter().copied()).collect();
     let mut batched = load(m, &options(&info.name, dims(None)), "batched")?;
     let bi = &batched.interface().inputs[0];
     if !bi.batched || bi.shape != info.shape || !batched.interface().outputs[0].batched {
-        return Err(format!("{name}: interface not marked batched: {:?}", batched.interface()));
+        return Err(format!(
+            "{name}: interface not marked batched: {:?}",
+            batched.interface()
+        ));
     }
     let mut sample0: Option<Vec<u8>> = None;
     let mut line = Vec::new();
@@ -93,7 +99,9 @@ fn check_model(m: &ModelDir) -> Result<String, String> {
         match &sample0 {
             None => sample0 = Some(first),
             Some(s) if *s != first => {
-                return Err(format!("{name}: batch {n}: sample 0 differs from batch 1's"));
+                return Err(format!(
+                    "{name}: batch {n}: sample 0 differs from batch 1's"
+                ));
             }
             Some(_) => {}
         }
@@ -104,8 +112,7 @@ fn check_model(m: &ModelDir) -> Result<String, String> {
             }
             fixed1.run(std::slice::from_ref(&x))
         } else {
-            load(m, &options(&info.name, dims(Some(n))), "fixed")?
-                .run(std::slice::from_ref(&x))
+            load(m, &options(&info.name, dims(Some(n))), "fixed")?.run(std::slice::from_ref(&x))
         }
         .map_err(|e| format!("{name}: fixed batch {n}: {e}"))?;
         let c = tolerance::compare(ours, &reference[0]).map_err(|e| format!("{name}: {e}"))?;
@@ -114,7 +121,10 @@ fn check_model(m: &ModelDir) -> Result<String, String> {
         }
         line.push(format!("{n}: {:.1e}", c.max_abs_diff));
     }
-    Ok(format!("{name}: max |diff| vs fixed batch {}", line.join(", ")))
+    Ok(format!(
+        "{name}: max |diff| vs fixed batch {}",
+        line.join(", ")
+    ))
 }
 
 #[test]
@@ -163,7 +173,10 @@ fn graphs_that_mix_samples_are_refused() {
             Ok(_) => panic!("{name}: accepted"),
             Err(e) => e.render(),
         };
-        report += &format!("--- {name}\n{}", err.replace(&dir.path().display().to_string(), "$DIR"));
+        report += &format!(
+            "--- {name}\n{}",
+            err.replace(&dir.path().display().to_string(), "$DIR")
+        );
     }
     expect_test::expect_file!["batch_refusals.txt"].assert_eq(&report);
 }

@@ -156,10 +156,10 @@ struct Compiled {
     /// `examples/tiny_cnn` or `shared/resnet18`.
     label: String,
     model: ModelDir,
-    /// `model.o`, `.h`, `.rs` with embedded weights, and in `ext/` the same compiled with
-    /// `--weights external` (plus `model.weights`).
+    /// `model.o`, `.h`, `.rs` with embedded weights, in `ext/` the same compiled with
+    /// `--weights external` (plus `model.weights`), in `batch/` with a run-time batch.
     dir: PathBuf,
-    /// Seconds `nnefc` took (both compiles).
+    /// Seconds `nnefc` took (all three compiles).
     compile_secs: f64,
 }
 
@@ -185,6 +185,35 @@ fn run_ok(cmd: &mut Command, what: &str) -> Result<Output, String> {
             output_text(&out)
         ))
     }
+}
+
+/// `NAME=?,d1,d2,...` for input 0 of a compiled model, from its header (`MODEL_INPUT0_NAME`,
+/// `MODEL_INPUT0_SHAPE`): the run-time batch variant of the model.
+fn batch_spec(header: &Path) -> Option<String> {
+    let h = std::fs::read_to_string(header).ok()?;
+    let value = |key: &str| {
+        h.lines()
+            .find_map(|l| l.strip_prefix(&format!("#define MODEL_INPUT0_{key} ")))
+            .map(|v| v.split("/*").next().unwrap_or("").trim().to_string())
+    };
+    let name = value("NAME")?.trim_matches('"').to_string();
+    let shape = value("SHAPE")?;
+    let dims: Vec<&str> = shape
+        .trim_matches(['{', '}'])
+        .split(',')
+        .map(str::trim)
+        .collect();
+    Some(format!("{name}=?,{}", dims.get(1..)?.join(",")))
+}
+
+/// The three builds of each model the link tests run: embedded weights, external weights,
+/// run-time batch.
+fn variants(m: &Compiled) -> [(PathBuf, &'static str); 3] {
+    [
+        (m.dir.clone(), "embedded"),
+        (m.dir.join("ext"), "external"),
+        (m.dir.join("batch"), "batch"),
+    ]
 }
 
 /// Every shipped model and, when `../shared/models` is present, every shared one, each
@@ -228,6 +257,18 @@ fn compiled_models() -> &'static [Result<Compiled, String>] {
                         .args(["--weights", "external", "-o"])
                         .arg(ext.join("model.o")),
                     &format!("{label}: nnefc --weights external"),
+                )?;
+                let batch = dir.join("batch");
+                std::fs::create_dir_all(&batch).map_err(|e| format!("{}: {e}", batch.display()))?;
+                let spec = batch_spec(&dir.join("model.h"))
+                    .ok_or_else(|| format!("{label}: no input name or shape in model.h"))?;
+                run_ok(
+                    Command::new(env!("CARGO_BIN_EXE_nnefc"))
+                        .arg(model.nnef())
+                        .args(["--prefix", "model", "--emit", "obj,header,rust"])
+                        .args(["--input-shape", &spec, "-o"])
+                        .arg(batch.join("model.o")),
+                    &format!("{label}: nnefc --input-shape {spec}"),
                 )?;
                 Ok(Compiled {
                     label,
@@ -296,7 +337,7 @@ fn c_program_links_every_model() {
     let main_c = repo().join("examples/c/main.c");
     for_every_model(|m| {
         let mut verdicts = Vec::new();
-        for (dir, kind) in [(m.dir.clone(), "embedded"), (m.dir.join("ext"), "external")] {
+        for (dir, kind) in variants(m) {
             let exe = dir.join("main-c");
             run_ok(
                 Command::new("cc")
@@ -335,6 +376,12 @@ fn c_program_links_every_model() {
                 if kind == "external" && !stdout.contains("weights: ") {
                     return Err(format!("{}: external weights not read:\n{stdout}", m.label));
                 }
+                if kind == "batch" && !stdout.contains("each byte-identical to the single run") {
+                    return Err(format!(
+                        "{}: run-time batch not checked:\n{stdout}",
+                        m.label
+                    ));
+                }
                 verdicts.push(format!("{kind} {threads} thr: {verdict}"));
             }
         }
@@ -364,7 +411,7 @@ fn rust_program_links_every_model() {
     let deps = bin_dir().join("deps");
     for_every_model(|m| {
         let mut lines = Vec::new();
-        for (dir, kind) in [(m.dir.clone(), "embedded"), (m.dir.join("ext"), "external")] {
+        for (dir, kind) in variants(m) {
             let src = dir.join("driver.rs");
             std::fs::write(&src, include_str!("link_driver.rs"))
                 .map_err(|e| format!("{}: {e}", src.display()))?;
@@ -389,10 +436,7 @@ fn rust_program_links_every_model() {
             if kind == "external" {
                 cmd.arg(dir.join("model.weights"));
             }
-            let out = run_ok(
-                &mut cmd,
-                &format!("{}: Rust program ({kind} weights)", m.label),
-            )?;
+            let out = run_ok(&mut cmd, &format!("{}: Rust program ({kind})", m.label))?;
             lines.push(format!(
                 "{kind}: {}",
                 String::from_utf8_lossy(&out.stdout).trim()

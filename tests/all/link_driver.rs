@@ -8,6 +8,9 @@
 //! them is refused, and gives them to every `Model`. It is not a module of the test
 //! binary, and it handles only models with one float32 input and one float32 output.
 //!
+//! A model compiled with a run-time batch also runs three copies of the input in one call
+//! and must give the single run's bytes for each.
+//!
 //! Usage: `driver INPUT.dat EXPECTED.dat [WEIGHTS]`; prints the largest difference, exits non-zero on
 //! a mismatch or an unreadable file.
 
@@ -73,6 +76,7 @@ fn check() -> Result<String, String> {
     let (in_shape, input) = read_f32_dat(input)?;
     let (out_shape, expected) = read_f32_dat(expected)?;
     if in_shape != model::INPUT0_SHAPE || out_shape != model::OUTPUT0_SHAPE {
+        // (With a run-time batch the shapes are one sample's, as the files are.)
         return Err(format!(
             "files hold {in_shape:?} -> {out_shape:?}, the model is {:?} -> {:?}",
             model::INPUT0_SHAPE,
@@ -99,6 +103,28 @@ fn check() -> Result<String, String> {
             .all(|(a, b)| a.to_bits() == b.to_bits());
         if !same {
             return Err(format!("{threads} threads: outputs differ from the serial run"));
+        }
+    }
+    if model::RUNTIME_BATCH {
+        // Three copies of the input in one call: every sample gives the single run's bytes.
+        let three: Vec<f32> = input.iter().chain(&input).chain(&input).copied().collect();
+        let out3 = m.infer(&three).map_err(|e| e.to_string())?;
+        if out3.dims()[0] != 3 * model::OUTPUT0_SHAPE[0] {
+            return Err(format!("batch of 3: output shape {:?}", out3.dims()));
+        }
+        let per = ours.data().len();
+        for i in 0..3 {
+            let same = out3.data()[i * per..(i + 1) * per]
+                .iter()
+                .zip(ours.data())
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            if !same {
+                return Err(format!("batch of 3: sample {i} differs from the single run"));
+            }
+        }
+        // A length that is not a whole number of samples is refused.
+        if m.infer(&three[1..]).is_ok() {
+            return Err("a partial sample was accepted".into());
         }
     }
     let max_ref = expected.iter().fold(0f32, |m, x| m.max(x.abs()));

@@ -33,7 +33,9 @@ pub struct RuntimeBatch {
 fn batch_axis(g1: &Graph, g2: &Graph, v: ValueId) -> Result<Option<usize>, String> {
     let (t1, t2) = (g1.ty(v), g2.ty(v));
     let (Some(s1), Some(s2)) = (t1.shape(), t2.shape()) else {
-        return Err(format!("has unknown extents ({t1} at batch 1, {t2} at batch 2)"));
+        return Err(format!(
+            "has unknown extents ({t1} at batch 1, {t2} at batch 2)"
+        ));
     };
     let bad = || format!("is {t1} at batch 1 but {t2} at batch 2");
     if s1.len() != s2.len() {
@@ -97,7 +99,8 @@ pub fn analyze(
         let ins: Vec<Option<usize>> = node.inputs.iter().map(|v| axes[v.index()]).collect();
         let mut outs = Vec::with_capacity(node.outputs.len());
         for &o in &node.outputs {
-            let a = batch_axis(g1, g2, o).map_err(|e| fail(format!("its result {} {e}", name(o))))?;
+            let a =
+                batch_axis(g1, g2, o).map_err(|e| fail(format!("its result {} {e}", name(o))))?;
             axes[o.index()] = a;
             outs.push(a);
         }
@@ -193,9 +196,7 @@ fn check_op(
         | Op::Slice { .. }
         | Op::Tile { .. }
         | Op::Pad { .. } => Ok(()),
-        Op::Conv(_) | Op::Deconv(_) | Op::Linear | Op::MultilinearUpsample { .. } => {
-            leading_only()
-        }
+        Op::Conv(_) | Op::Deconv(_) | Op::Linear | Op::MultilinearUpsample { .. } => leading_only(),
         Op::Box { window: w, .. } | Op::Debox { window: w, .. } => window(w),
         Op::ArgmaxPool(w) | Op::Sample(w) | Op::Desample(w) | Op::MaxPool(w) => window(w),
         Op::Reduce { axes, .. } => along(axes, "reduces"),
