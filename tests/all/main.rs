@@ -1,7 +1,8 @@
 //! The integration tests of the `nnefc` package, in one binary (one link, one process):
 //! `e2e` runs every shipped and shared model against its expected output, `khronos`
 //! compares inferred shapes with the Khronos reference parser, `hostile` feeds the binary
-//! hostile inputs under an address-space limit, `tidy` checks repository hygiene.
+//! hostile inputs under an address-space limit, `runtime_aarch64` runs the runtime's unit
+//! tests for aarch64 under qemu, `tidy` checks repository hygiene.
 
 mod batch;
 mod cli;
@@ -10,4 +11,5 @@ mod e2e;
 mod examples;
 mod hostile;
 mod khronos;
+mod runtime_aarch64;
 mod tidy;

@@ -4,8 +4,11 @@
 //! - `copy(x)`, and `reshape`/`squeeze`/`unsqueeze`/`transpose` whose result has the
 //!   operand's extents in the same order (identity permutation or same dims), become `x`;
 //! - `transpose(transpose(x))` becomes one transpose with the composed permutation;
-//! - `x + 0`, `x - 0`, `x * 1`, `x / 1` (a constant of all zeros / ones whose broadcast
-//!   does not change `x`'s type) become `x`;
+//! - `x + (−0)`, `(−0) + x`, `x − (+0)`, `x · 1`, `1 · x` and `x / 1` (an f32 constant
+//!   whose every element is that value, bit for bit, and whose broadcast does not change
+//!   `x`'s type) become `x`. Only these identities are exact for every IEEE value: NaN
+//!   stays NaN, ±∞ stays ±∞, and a zero keeps its sign. `x + (+0)` and `x − (−0)` are
+//!   kept: for x = −0 they give +0 (−0 + +0 = +0), not x;
 //! - `batch_normalization(conv(x, w, b), mean, var, offset, scale)` with constant
 //!   parameters, where the conv result has no other use, becomes `conv(x, w', b')` with
 //!   `w' = w · s`, `b' = (b − mean) · s + offset`, `s = scale / √(var + ε)` per output
@@ -115,17 +118,21 @@ fn identity_operand(graph: &Graph, node: &Node) -> Option<ValueId> {
         }
         Op::Binary(op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div)) => {
             let (x, c) = (node.inputs[0], node.inputs[1]);
-            let neutral = if matches!(op, BinaryOp::Add | BinaryOp::Sub) {
-                0.0
-            } else {
-                1.0
+            // The neutral element, compared by bits: x + (−0) = x even for x = −0, while
+            // x + (+0) is +0 there; x − (+0) = x + (−0).
+            let neutral: f32 = match op {
+                BinaryOp::Add => -0.0,
+                BinaryOp::Sub => 0.0,
+                _ => 1.0,
             };
-            let is_neutral =
-                |t: &Tensor| t.as_f32().is_some_and(|d| d.iter().all(|&v| v == neutral));
+            let is_neutral = |t: &Tensor| {
+                t.as_f32()
+                    .is_some_and(|d| d.iter().all(|v| v.to_bits() == neutral.to_bits()))
+            };
             if same_type(x) && graph.const_of(c).is_some_and(is_neutral) {
                 return Some(x);
             }
-            // 0 + x and 1 * x
+            // (−0) + x and 1 · x (addition and multiplication commute in IEEE arithmetic).
             if matches!(op, BinaryOp::Add | BinaryOp::Mul)
                 && same_type(c)
                 && graph.const_of(x).is_some_and(is_neutral)

@@ -205,3 +205,183 @@ fn unchanged_graph_reports_no_change() {
         );
     }
 }
+
+/// Runs `simplify` on the IR text of each case and prints the graph after it, constants
+/// with their data (so the sign of a zero shows).
+fn simplify_cases(cases: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (name, text) in cases {
+        let mut g = crate::ir::parse::parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        crate::ir::verify::verify(&g).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        let before = g.clone();
+        let changed = simplify::Simplify.run(&mut g).expect("runs");
+        crate::ir::verify::verify(&g).unwrap_or_else(|e| panic!("{name} after: {e:?}"));
+        assert_same_results(&before, &g);
+        out.push_str(&format!("== {name}: {changed:?}\n"));
+        out.push_str(&crate::ir::print::print_with(
+            &g,
+            crate::ir::print::PrintOptions { const_data: true },
+        ));
+    }
+    out
+}
+
+/// `x OP c` (or `c OP x`) on an f32[2,3] input, with the constant `c` of shape `shape`
+/// and data `data`, followed by `exp` so that the result is not a graph output (outputs
+/// are never aliased away).
+fn binary_case(op: &str, const_first: bool, shape: &str, data: &str) -> String {
+    let operands = if const_first { "%c0, %v0" } else { "%v0, %c0" };
+    format!(
+        "nnefir 1\ngraph t(%v0 \"x\": f32[2,3]) -> (%v2) {{\n  %c0: f32[{shape}] = const {data}\n  \
+         %v1: f32[2,3] = {op}({operands})\n  %v2: f32[2,3] = exp(%v1)\n}}\n"
+    )
+}
+
+/// Only identities exact for every IEEE value fold: x + (−0), (−0) + x, x − (+0), x · 1,
+/// 1 · x, x / 1. `x + (+0)` and `x − (−0)` stay (for x = −0 they give +0, not x), and so
+/// does a zero constant of mixed signs.
+#[test]
+fn only_ieee_exact_identities_fold() {
+    let cases: Vec<(&str, String)> = vec![
+        ("x + (-0)", binary_case("add", false, "", "[-0.0]")),
+        ("(-0) + x", binary_case("add", true, "", "[-0.0]")),
+        ("x - (+0)", binary_case("sub", false, "", "[0.0]")),
+        ("x * 1", binary_case("mul", false, "", "[1.0]")),
+        ("1 * x", binary_case("mul", true, "", "[1.0]")),
+        ("x / 1", binary_case("div", false, "", "[1.0]")),
+        (
+            "x + (-0) broadcast per row",
+            binary_case("add", false, "2,1", "[-0.0,-0.0]"),
+        ),
+        ("x + (+0) stays", binary_case("add", false, "", "[0.0]")),
+        ("(+0) + x stays", binary_case("add", true, "", "[0.0]")),
+        ("x - (-0) stays", binary_case("sub", false, "", "[-0.0]")),
+        ("(+0) - x stays", binary_case("sub", true, "", "[0.0]")),
+        ("1 / x stays", binary_case("div", true, "", "[1.0]")),
+        (
+            "x + [-0, +0] stays",
+            binary_case("add", false, "2,1", "[-0.0,0.0]"),
+        ),
+    ];
+    let cases: Vec<(&str, &str)> = cases.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    expect_test::expect![[r#"
+        == x + (-0): Yes
+        nnefir 1
+        graph t(%v0 "x": f32[2,3]) -> (%v1) {
+          %v1: f32[2,3] = exp(%v0)
+        }
+        == (-0) + x: Yes
+        nnefir 1
+        graph t(%v0 "x": f32[2,3]) -> (%v1) {
+          %v1: f32[2,3] = exp(%v0)
+        }
+        == x - (+0): Yes
+        nnefir 1
+        graph t(%v0 "x": f32[2,3]) -> (%v1) {
+          %v1: f32[2,3] = exp(%v0)
+        }
+        == x * 1: Yes
+        nnefir 1
+        graph t(%v0 "x": f32[2,3]) -> (%v1) {
+          %v1: f32[2,3] = exp(%v0)
+        }
+        == 1 * x: Yes
+        nnefir 1
+        graph t(%v0 "x": f32[2,3]) -> (%v1) {
+          %v1: f32[2,3] = exp(%v0)
+        }
+        == x / 1: Yes
+        nnefir 1
+        graph t(%v0 "x": f32[2,3]) -> (%v1) {
+          %v1: f32[2,3] = exp(%v0)
+        }
+        == x + (-0) broadcast per row: Yes
+        nnefir 1
+        graph t(%v0 "x": f32[2,3]) -> (%v1) {
+          %v1: f32[2,3] = exp(%v0)
+        }
+        == x + (+0) stays: No
+        nnefir 1
+        graph t(%v0 "x": f32[2,3]) -> (%v2) {
+          %c0: f32[] = const [0.0]
+          %v1: f32[2,3] = add(%v0, %c0)
+          %v2: f32[2,3] = exp(%v1)
+        }
+        == (+0) + x stays: No
+        nnefir 1
+        graph t(%v0 "x": f32[2,3]) -> (%v2) {
+          %c0: f32[] = const [0.0]
+          %v1: f32[2,3] = add(%c0, %v0)
+          %v2: f32[2,3] = exp(%v1)
+        }
+        == x - (-0) stays: No
+        nnefir 1
+        graph t(%v0 "x": f32[2,3]) -> (%v2) {
+          %c0: f32[] = const [-0.0]
+          %v1: f32[2,3] = sub(%v0, %c0)
+          %v2: f32[2,3] = exp(%v1)
+        }
+        == (+0) - x stays: No
+        nnefir 1
+        graph t(%v0 "x": f32[2,3]) -> (%v2) {
+          %c0: f32[] = const [0.0]
+          %v1: f32[2,3] = sub(%c0, %v0)
+          %v2: f32[2,3] = exp(%v1)
+        }
+        == 1 / x stays: No
+        nnefir 1
+        graph t(%v0 "x": f32[2,3]) -> (%v2) {
+          %c0: f32[] = const [1.0]
+          %v1: f32[2,3] = div(%c0, %v0)
+          %v2: f32[2,3] = exp(%v1)
+        }
+        == x + [-0, +0] stays: No
+        nnefir 1
+        graph t(%v0 "x": f32[2,3]) -> (%v2) {
+          %c0: f32[2,1] = const [-0.0,0.0]
+          %v1: f32[2,3] = add(%v0, %c0)
+          %v2: f32[2,3] = exp(%v1)
+        }
+    "#]]
+    .assert_eq(&simplify_cases(&cases));
+}
+
+/// The interpreter agrees with the rule above on the values that tell the identities
+/// apart: −0 + (+0) is +0, −0 + (−0) and −0 − (+0) are −0, and NaN and ±∞ pass through
+/// the folded identities unchanged.
+#[test]
+fn signed_zero_arithmetic_in_the_interpreter() {
+    let specials = [
+        -0.0f32,
+        0.0,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1.5,
+    ];
+    let run = |op: &str, c: &str| -> Vec<f32> {
+        let text = binary_case(op, false, "", c).replace("exp(%v1)", "copy(%v1)");
+        let g = crate::ir::parse::parse(&text).expect("parses");
+        let x = Tensor::f32(vec![2, 3], specials.to_vec());
+        let out = crate::ir::interp::run(&g, &[x]).expect("runs");
+        out[0].as_f32().expect("f32").to_vec()
+    };
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let plus_zero = run("add", "[0.0]");
+    assert_eq!(plus_zero[0].to_bits(), 0x0000_0000, "-0 + +0 is +0");
+    for (op, c) in [
+        ("add", "[-0.0]"),
+        ("sub", "[0.0]"),
+        ("mul", "[1.0]"),
+        ("div", "[1.0]"),
+    ] {
+        let got = run(op, c);
+        for (g, x) in got.iter().zip(&specials) {
+            assert!(
+                g.to_bits() == x.to_bits() || (g.is_nan() && x.is_nan()),
+                "x {op} {c} for x = {x:?} gave {g:?}: {:#x?}",
+                bits(&got)
+            );
+        }
+    }
+}

@@ -2,7 +2,9 @@
 //! against a naive triple loop in f64: many shapes (including the edge sizes 1…257),
 //! transposed and general strides, packed and unpacked A, every epilogue. They also check
 //! that the scratch bound holds and that nothing outside C is written. (A forced AVX-512
-//! kernel hands products with n ≤ 16 to AVX2, as in production.)
+//! kernel hands products with n ≤ 16 to AVX2, as in production.) On aarch64 they run the
+//! NEON kernel, under qemu from `tests/all/runtime_aarch64.rs`, with smaller products where
+//! emulation would make them slow.
 
 use super::driver::{self, ASrc, Problem};
 use super::kernels::{KernelId, available_kernels, kernel};
@@ -230,6 +232,9 @@ fn every_kernel_is_listed() {
     let ids: Vec<KernelId> = available_kernels().collect();
     assert!(ids.contains(&KernelId::Generic));
     assert!(ids.contains(&kernels::selected().id));
+    // NEON is the aarch64 baseline: every test below runs it there (under qemu in CI).
+    #[cfg(target_arch = "aarch64")]
+    assert!(ids.contains(&KernelId::Neon));
 }
 
 /// All m × n pairs of the edge sizes; k, layouts, packing and epilogue rotate.
@@ -304,15 +309,25 @@ fn all_kernels_every_k_and_epilogue() {
 }
 
 /// Shapes spanning several n, k and m blocks (n > NC, k > KC, m > MC).
+#[cfg(not(target_arch = "aarch64"))]
+const MULTI_BLOCK: [(usize, usize, usize, bool); 3] = [
+    (150, 600, 300, false),
+    (145, 1030, 520, true),
+    (64, 3136 / 4, 576, true),
+];
+/// The same block crossings with less work: under qemu the shapes above take 10 s.
+#[cfg(target_arch = "aarch64")]
+const MULTI_BLOCK: [(usize, usize, usize, bool); 3] = [
+    (150, 520, 260, false),
+    (145, 530, 270, true),
+    (64, 196, 576, true),
+];
+
 #[test]
 fn all_kernels_multi_block() {
     for id in available_kernels() {
         let mut rng = Rng(7 + id as u64);
-        for (m, n, k, packed) in [
-            (150, 600, 300, false),
-            (145, 1030, 520, true),
-            (64, 3136 / 4, 576, true),
-        ] {
+        for (m, n, k, packed) in MULTI_BLOCK {
             for (la, lb) in [
                 (Layout::RowMajor, Layout::RowMajor),
                 (Layout::ColMajor, Layout::ColMajor),
@@ -439,6 +454,15 @@ unsafe extern "C" fn reverse_for(
     }
 }
 
+/// The worker counts the split test tries. Under qemu (aarch64) each product costs about
+/// 50 times more, so only the largest count runs there (the most cuts, and the only count
+/// whose last worker's scratch ends at the guard line).
+const SPLIT_WORKERS: &[usize] = if cfg!(target_arch = "aarch64") {
+    &[5]
+} else {
+    &[2, 3, 4, 5]
+};
+
 /// Every routine (blocked, every GEMV form, epilogue only), cut into 2–5 parts along the
 /// axis the planner picks, gives C bit for bit equal to the serial call, for every kernel.
 #[test]
@@ -519,7 +543,7 @@ fn split_products_are_bit_identical_to_serial() {
                 unsafe {
                     driver::sgemm(kern, problem(&mut serial), &ge, scratch.as_mut_ptr().cast())
                 };
-                for workers in 2..=5usize {
+                for &workers in SPLIT_WORKERS {
                     let par = crate::Parallel {
                         pool: workers as *mut core::ffi::c_void,
                         workers,
@@ -708,15 +732,18 @@ fn gemm_shapes_throughput() {
 }
 
 /// NaN and ±∞ through every kernel's epilogue (tiles, edge tiles, GEMV): C = a·bᵀ with
-/// k = 2 where the second term is an exact 0, so C[i][j] = a[i]·b[j] exactly; then ReLU
-/// or clamp. Expected: [`kernels::activate`] (IEEE `maximum`/`minimum`: NaN propagates)
-/// on that product. Compared by bits, any NaN matching any NaN.
+/// k = 2 where the second term is an exact 0, so C[i][j] = a[i]·b[j] exactly (±∞ also
+/// where ±3e38 · 2 overflows); then ReLU, clamp to [−1, 6] or ReLU6 (clamp to [0, 6]).
+/// Expected: [`kernels::activate`] (IEEE `maximum`/`minimum`: NaN propagates) on that
+/// product. Compared by bits, any NaN matching any NaN.
 #[test]
 fn epilogues_propagate_nan_and_infinity() {
     let specials = [
         f32::NAN,
         f32::INFINITY,
         f32::NEG_INFINITY,
+        3e38,
+        -3e38,
         1e30,
         -1e30,
         -0.0,
@@ -727,11 +754,19 @@ fn epilogues_propagate_nan_and_infinity() {
         7.0,
     ];
     let bs = [1.0f32, -1.0, 2.0, 0.5];
-    let (lo, hi) = (-1.0f32, 6.0f32);
+    // (activation, packed A, clamp bounds): ReLU ignores the bounds.
+    let epilogues = [
+        (1u32, false, 0.0, 0.0),
+        (1, true, 0.0, 0.0),
+        (2, true, -1.0f32, 6.0f32),
+        (2, false, -1.0, 6.0),
+        (2, true, 0.0, 6.0),
+        (2, false, 0.0, 6.0),
+    ];
     for id in available_kernels() {
         let kern = kernel(id).expect("available");
         for (m, n) in [(1, 37), (37, 1), (11, 37), (13, 70)] {
-            for (act, packed) in [(1u32, false), (2, true), (2, false), (1, true)] {
+            for (act, packed, lo, hi) in epilogues {
                 let k = 2;
                 let a: Vec<f32> = (0..m * k)
                     .map(|i| {
@@ -800,7 +835,8 @@ fn epilogues_propagate_nan_and_infinity() {
                             || (got == 0.0 && want == 0.0);
                         assert!(
                             same,
-                            "{id:?} m={m} n={n} act={act} packed={packed}: C[{i}][{j}] = \
+                            "{id:?} m={m} n={n} act={act} [{lo}, {hi}] packed={packed}: \
+                             C[{i}][{j}] = \
                              {got:e} ({:#x}), want {want:e} (activation of {p:e})",
                             got.to_bits()
                         );

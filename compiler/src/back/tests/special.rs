@@ -624,3 +624,42 @@ fn winograd_conv_agrees_on_every_path() {
     );
     s.check("spw");
 }
+
+/// `x + 0.0` gives +0 for x = −0 (IEEE: −0 + +0 = +0) through the whole pipeline: the
+/// front end, the optimizing passes (`simplify` once folded `x + 0` to `x`, keeping −0)
+/// and compiled code on every path. `· 2` keeps the sum from being the graph output,
+/// which `simplify` never aliases away; it keeps the sign of a zero.
+#[test]
+fn plus_zero_added_to_minus_zero_is_plus_zero_when_compiled() {
+    let src = "version 1.0;\ngraph g(x) -> (y)\n{\n    x = external<scalar>(shape = [6]);\n    \
+               t = add(x, 0.0);\n    y = mul(t, 2.0);\n}\n";
+    let mut lowered =
+        crate::front::lower_source("plus_zero.nnef", src, &|_| None, &Default::default())
+            .unwrap_or_else(|e| panic!("{}", e.render()));
+    crate::passes::optimize(&mut lowered.graph, &Default::default()).expect("optimizes");
+    let ops: Vec<&str> = lowered
+        .graph
+        .nodes
+        .iter()
+        .map(|n| n.op.mnemonic())
+        .collect();
+    assert!(ops.contains(&"add"), "x + 0 was folded away: {ops:?}");
+    let x = [-0.0, 0.0, NAN, INF, -INF, -1.5];
+    let t = Tensor::f32(vec![6], x.to_vec());
+    let want = crate::ir::interp::run(&lowered.graph, std::slice::from_ref(&t)).expect("interp");
+    let want = f32s(&want[0]);
+    assert_eq!(
+        want[0].to_bits(),
+        0x0000_0000,
+        "interpreter: 2·(−0 + 0) is +0"
+    );
+    assert_eq!(want[1].to_bits(), 0x0000_0000);
+    assert!(want[2].is_nan());
+    assert_eq!((want[3], want[4], want[5]), (INF, -INF, -3.0));
+    let suite = Suite {
+        g: lowered.graph,
+        inputs: vec![t],
+        what: vec![("2 · (x + 0.0)".into(), Cmp::Exact)],
+    };
+    suite.check("pz");
+}

@@ -3,12 +3,16 @@
 //!
 //! Two entry points: [`parse_document`] for a `graph.nnef` (version and graph required)
 //! and [`parse_library`] for the stdlib (fragments only). A syntax error inside a graph
-//! or fragment body skips that statement up to its `;` and parsing goes on, so several
-//! errors are reported at once (at most [`MAX_SYNTAX_ERRORS`]), each a [`Diagnostic`]
-//! pointing at the offending token; an error outside a body, or a lexical error, ends
-//! the parse. Expressions nested deeper than [`MAX_NESTING`] levels are refused, so
-//! later recursive passes cannot overflow the stack. Nothing here resolves names, checks types or knows which
-//! extensions a document enabled (compositional syntax is accepted everywhere).
+//! or fragment body skips that statement up to its `;`, and one elsewhere in a
+//! `version`, `extension`, `fragment` or `graph` item skips the rest of that item up to
+//! the next of those keywords; parsing goes on, so several errors are reported at once
+//! (at most [`MAX_SYNTAX_ERRORS`]), each a [`Diagnostic`] pointing at the offending
+//! token; a malformed version number or generic declaration is recorded the same way.
+//! Text outside any item, or a lexical error (an invalid character, a malformed number,
+//! an unterminated string), ends the parse.
+//! Expressions nested deeper than [`MAX_NESTING`] levels are refused, so later recursive
+//! passes cannot overflow the stack. Nothing here resolves names, checks types or knows
+//! which extensions a document enabled (compositional syntax is accepted everywhere).
 
 pub mod ast;
 mod lexer;
@@ -49,6 +53,15 @@ pub fn parse_library(file: FileId, text: &str) -> Result<ast::Document, Diagnost
 
 type Recovered<'a> = Vec<ErrorRecovery<usize, Tok<'a>, SyntaxError>>;
 
+/// A grammar action's own error (a malformed version number, an invalid generic
+/// declaration) as a recovered error, so that the action can record it and parsing goes on.
+fn user_error<'a>(error: SyntaxError) -> ErrorRecovery<usize, Tok<'a>, SyntaxError> {
+    ErrorRecovery {
+        error: ParseError::User { error },
+        dropped_tokens: Vec::new(),
+    }
+}
+
 /// The document, or every syntax error in source order: those the parser recovered
 /// from, then the one that ended the parse (if any).
 fn finish<'a>(
@@ -57,15 +70,21 @@ fn finish<'a>(
     result: Result<ast::Document, ParseError<usize, Tok<'a>, SyntaxError>>,
     recovered: Recovered<'a>,
 ) -> Result<ast::Document, Diagnostics> {
-    let mut errors: Vec<Diagnostic> = recovered
-        .into_iter()
-        .map(|r| to_diagnostic(file, text, r.error))
-        .collect();
+    // After a recovery, an unexpected end of file is usually a consequence, not a mistake
+    // of its own: skipping to a `;` can pop a `}` that was already read (text after the
+    // graph's body), and a body given up at the end of the file was never closed. It is
+    // reported only when it is the first error; whether the parse then ended or was
+    // recovered at the top level makes no difference.
+    let mut errors: Vec<Diagnostic> = Vec::new();
+    for r in recovered {
+        if matches!(r.error, ParseError::UnrecognizedEof { .. }) && !errors.is_empty() {
+            continue;
+        }
+        errors.push(to_diagnostic(file, text, r.error));
+    }
     match result {
         Ok(doc) if errors.is_empty() => return Ok(doc),
         Ok(_) => {}
-        // After a recovery, an unexpected end of file is usually a consequence: skipping
-        // to a `;` can pop a `}` that was already read (text after the graph's body).
         Err(ParseError::UnrecognizedEof { .. }) if !errors.is_empty() => {}
         Err(e) => errors.push(to_diagnostic(file, text, e)),
     }

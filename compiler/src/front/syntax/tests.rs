@@ -985,6 +985,16 @@ fn document_errors() {
         // several statements (and of several bodies) are reported together.
         ("several broken statements", g("y = f(x,);\n    z = (;\n    w = g(x);\n    v = f(x) g;\n    u = x $ 2;")),
         ("errors in a fragment and in the graph", "version 1.0;\nfragment f(x: tensor<scalar>) -> (y: tensor<scalar>) { y = x +; }\ngraph g(x) -> (y) { y = [1, ; }\n".into()),
+        // Recovery at the top level: a broken item is skipped to the next `extension`,
+        // `fragment` or `graph`, and each broken item gets exactly one error.
+        ("two broken fragment declarations", "version 1.0;\nfragment f(x) -> (y: tensor<scalar>);\nfragment h(x: tensor<scalar>) -> (y tensor<scalar>);\ngraph g(x) -> (y) { y = f(x); }\n".into()),
+        ("broken fragment header, then a broken graph body", "version 1.0;\nfragment f(x: tensor<scalar>, k: scalar = a) -> (y: tensor<scalar>)\n{\n    y = x;\n    z = x;\n}\ngraph g(x) -> (y) { y = f(x,); z = (; }\n".into()),
+        ("broken fragment and broken graph header", "version 1.0;\nfragment f(x: tensor<tensor<scalar>>) -> (y: tensor<scalar>);\ngraph g(x) (y) { y = f(x); }\n".into()),
+        ("fragment body never closed", "version 1.0;\nfragment f(x: tensor<scalar>) -> (y: tensor<scalar>)\n{\n    y = x;\ngraph g(x) -> (y) { y = f(x,); }\n".into()),
+        ("version without semicolon, then a broken fragment", "version 1.0\nfragment f(x) -> (y: tensor<scalar>);\ngraph g(x) -> (y) { y = f(x); }\n".into()),
+        ("broken extension, then a broken graph body", "version 1.0;\nextension KHR_enable_fragment_definitions, ;\ngraph g(x) -> (y) { y = f(x,); }\n".into()),
+        ("invalid version number, then a broken graph body", "version 1;\ngraph g(x) -> (y) { y = f(x,); }\n".into()),
+        ("invalid generic declaration, then a broken fragment", "version 1.0;\nfragment f<integer>(x: tensor<?>) -> (y: tensor<?>);\nfragment h(x) -> (y: tensor<scalar>);\ngraph g(x) -> (y) { y = f(x); }\n".into()),
     ];
     let cases: Vec<(&str, &str)> = cases.iter().map(|(n, t)| (*n, t.as_str())).collect();
     check_errors(
@@ -1048,6 +1058,12 @@ fn document_errors() {
               │ ^^^^^
               │
               = is a `;` missing at the end of the previous line?
+
+            error: unexpected `}`; expected one of: identifier, `(`, `[`
+              ┌─ test.nnef:2:19
+              │
+            2 │ graph g() -> () { }
+              │                   ^
 
             == missing graph
             error: unexpected end of file; expected one of: `extension`, `fragment`, `graph`
@@ -1329,6 +1345,118 @@ fn document_errors() {
             3 │ graph g(x) -> (y) { y = [1, ; }
               │                             ^
 
+            == two broken fragment declarations
+            error: unexpected `)`; expected `:`
+              ┌─ test.nnef:2:13
+              │
+            2 │ fragment f(x) -> (y: tensor<scalar>);
+              │             ^
+
+            error: unexpected keyword `tensor`; expected `:`
+              ┌─ test.nnef:3:37
+              │
+            3 │ fragment h(x: tensor<scalar>) -> (y tensor<scalar>);
+              │                                     ^^^^^^
+
+            == broken fragment header, then a broken graph body
+            error: unexpected identifier `a`; expected one of: integer literal, real literal, string literal, `true`, `false`, `(`, `[`, `-`
+              ┌─ test.nnef:2:43
+              │
+            2 │ fragment f(x: tensor<scalar>, k: scalar = a) -> (y: tensor<scalar>)
+              │                                           ^
+
+            error: unexpected `)`; expected expression
+              ┌─ test.nnef:7:29
+              │
+            7 │ graph g(x) -> (y) { y = f(x,); z = (; }
+              │                             ^
+
+            error: unexpected `;`; expected expression
+              ┌─ test.nnef:7:37
+              │
+            7 │ graph g(x) -> (y) { y = f(x,); z = (; }
+              │                                     ^
+
+            == broken fragment and broken graph header
+            error: unexpected keyword `tensor`; expected `>`
+              ┌─ test.nnef:2:22
+              │
+            2 │ fragment f(x: tensor<tensor<scalar>>) -> (y: tensor<scalar>);
+              │                      ^^^^^^
+
+            error: unexpected `(`; expected `->`
+              ┌─ test.nnef:3:12
+              │
+            3 │ graph g(x) (y) { y = f(x); }
+              │            ^
+
+            == fragment body never closed
+            error: unexpected keyword `graph`; expected one of: identifier, `(`, `[`, `}`
+              ┌─ test.nnef:5:1
+              │
+            5 │ graph g(x) -> (y) { y = f(x,); }
+              │ ^^^^^
+
+            error: unexpected `)`; expected expression
+              ┌─ test.nnef:5:29
+              │
+            5 │ graph g(x) -> (y) { y = f(x,); }
+              │                             ^
+
+            == version without semicolon, then a broken fragment
+            error: unexpected keyword `fragment`; expected `;`
+              ┌─ test.nnef:2:1
+              │
+            2 │ fragment f(x) -> (y: tensor<scalar>);
+              │ ^^^^^^^^
+              │
+              = is a `;` missing at the end of the previous line?
+
+            error: unexpected `)`; expected `:`
+              ┌─ test.nnef:2:13
+              │
+            2 │ fragment f(x) -> (y: tensor<scalar>);
+              │             ^
+
+            == broken extension, then a broken graph body
+            error: unexpected `;`; expected identifier
+              ┌─ test.nnef:2:44
+              │
+            2 │ extension KHR_enable_fragment_definitions, ;
+              │                                            ^
+
+            error: unexpected `)`; expected expression
+              ┌─ test.nnef:3:29
+              │
+            3 │ graph g(x) -> (y) { y = f(x,); }
+              │                             ^
+
+            == invalid version number, then a broken graph body
+            error: invalid version number
+              ┌─ test.nnef:1:9
+              │
+            1 │ version 1;
+              │         ^ expected `<major>.<minor>`, e.g. `1.0`
+
+            error: unexpected `)`; expected expression
+              ┌─ test.nnef:2:29
+              │
+            2 │ graph g(x) -> (y) { y = f(x,); }
+              │                             ^
+
+            == invalid generic declaration, then a broken fragment
+            error: invalid generic declaration
+              ┌─ test.nnef:2:12
+              │
+            2 │ fragment f<integer>(x: tensor<?>) -> (y: tensor<?>);
+              │            ^^^^^^^ expected `<?>` or `<? = type>`
+
+            error: unexpected `)`; expected `:`
+              ┌─ test.nnef:3:13
+              │
+            3 │ fragment h(x) -> (y: tensor<scalar>);
+              │             ^
+
         "#]],
     );
 }
@@ -1348,6 +1476,10 @@ fn library_errors() {
             (
                 "extension in a library",
                 "extension KHR_enable_operator_expressions;\n",
+            ),
+            (
+                "two broken fragments in a library",
+                "fragment f(x) -> (y: integer);\nfragment g(x: integer) -> (y: integer) { y = x; }\nfragment h(x: integer) -> y: integer;\n",
             ),
         ],
         true,
@@ -1372,6 +1504,19 @@ fn library_errors() {
               │
             1 │ extension KHR_enable_operator_expressions;
               │ ^^^^^^^^^
+
+            == two broken fragments in a library
+            error: unexpected `)`; expected `:`
+              ┌─ test.nnef:1:13
+              │
+            1 │ fragment f(x) -> (y: integer);
+              │             ^
+
+            error: unexpected identifier `y`; expected `(`
+              ┌─ test.nnef:3:27
+              │
+            3 │ fragment h(x: integer) -> y: integer;
+              │                           ^
 
         "#]],
     );
