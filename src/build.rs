@@ -344,4 +344,31 @@ mod tests {
             other => panic!("expected a compile error, got {other:?}"),
         }
     }
+
+    /// `input_dims` with an open leading extent gives a run-time batch, and
+    /// `external_weights` writes `<prefix>.weights` next to the library.
+    #[test]
+    fn run_time_batch_and_external_weights() {
+        let out = std::env::temp_dir().join(format!("nnefc-build-test-{}", std::process::id()));
+        let model = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models/tiny_cnn/model.nnef");
+        let built = Build::new()
+            .model(model)
+            .prefix("tc")
+            .input_dims("input", &[None, Some(1), Some(28), Some(28)])
+            .external_weights(true)
+            .out_dir(&out)
+            .cargo_metadata(false)
+            .try_compile()
+            .expect("compiles");
+        assert!(built.interface.inputs[0].batched && built.interface.outputs[0].batched);
+        assert_eq!(built.interface.inputs[0].shape, [1, 1, 28, 28]);
+        let weights = built.weights.expect("a weights file");
+        assert_eq!(weights, out.join("tc.weights"));
+        let bytes = std::fs::read(&weights).expect("written");
+        assert_eq!(Some(bytes.len()), built.interface.weights.map(|w| w.size));
+        let header = std::fs::read_to_string(&built.header).expect("header");
+        assert!(header.contains("#define TC_RUNTIME_BATCH 1"), "{header}");
+        assert!(header.contains("#define TC_WEIGHTS_EXTERNAL 1"), "{header}");
+        let _ = std::fs::remove_dir_all(&out);
+    }
 }
