@@ -350,7 +350,10 @@ mod tests {
     #[test]
     fn run_time_batch_and_external_weights() {
         let out = std::env::temp_dir().join(format!("nnefc-build-test-{}", std::process::id()));
-        let model = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models/tiny_cnn/model.nnef");
+        let model = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/models/tiny_cnn/model.nnef"
+        );
         let built = Build::new()
             .model(model)
             .prefix("tc")

@@ -459,3 +459,83 @@ fn external_weights_are_written_next_to_the_object() {
     assert!(out.status.success(), "{}", summary(&out, dir.path()));
     assert!(text(&out.stdout).contains("match"), "{}", text(&out.stdout));
 }
+
+/// A run-time batch through the CLI: `run` takes a file of 3 samples and writes 3
+/// outputs (each the single sample's), `bench --batch` times runs of several samples.
+#[test]
+fn run_and_bench_with_a_run_time_batch() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let m = repo().join("examples/models/tiny_cnn");
+    let model = m.join("model.nnef").display().to_string();
+    let one = nnefc::datfile::read(&m.join("input.dat")).expect("input");
+    let nnefc::compiler::ir::TensorData::F32(d) = &one.data else {
+        panic!("f32 input")
+    };
+    let three: Vec<f32> = d.iter().chain(d).chain(d).copied().collect();
+    let mut shape = one.shape.clone();
+    shape[0] = 3;
+    nnefc::datfile::write(
+        &dir.path().join("three.dat"),
+        &nnefc::compiler::ir::Tensor::f32(shape, three),
+    )
+    .expect("write");
+    let out = nnefc(
+        &[
+            "run",
+            &model,
+            "--input-shape",
+            "input=?,1,28,28",
+            "-i",
+            "three.dat",
+            "--output-dir",
+            "outs",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", summary(&out, dir.path()));
+    let got = nnefc::datfile::read(&dir.path().join("outs/output.dat")).expect("output");
+    assert_eq!(got.shape, [3, 10]);
+    let expected = nnefc::datfile::read(&m.join("expected.dat")).expect("expected");
+    let (nnefc::compiler::ir::TensorData::F32(g), nnefc::compiler::ir::TensorData::F32(e)) =
+        (&got.data, &expected.data)
+    else {
+        panic!("f32 outputs")
+    };
+    for s in 0..3 {
+        let c = nnefc::tolerance::compare(
+            &nnefc::compiler::ir::Tensor::f32(vec![1, 10], g[s * 10..(s + 1) * 10].to_vec()),
+            &nnefc::compiler::ir::Tensor::f32(vec![1, 10], e.clone()),
+        )
+        .expect("same shape");
+        assert!(c.passed(), "sample {s}: {c}");
+    }
+    let out = nnefc(
+        &[
+            "bench",
+            &model,
+            "--input-shape",
+            "input=?,1,28,28",
+            "--batch",
+            "4",
+            "-n",
+            "3",
+            "--warmup",
+            "1",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", summary(&out, dir.path()));
+    assert!(
+        text(&out.stdout).contains("per run of 4 samples"),
+        "{}",
+        text(&out.stdout)
+    );
+    // A fixed-batch model refuses a file of 3 samples, naming the shape it needs.
+    let out = nnefc(&["run", &model, "-i", "three.dat"], dir.path());
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("[1, 1, 28, 28]"),
+        "{}",
+        text(&out.stderr)
+    );
+}
