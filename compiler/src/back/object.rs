@@ -299,11 +299,7 @@ fn define_kernel(cx: &mut Ctx, program: &Program, k: &Kernel) -> Result<FuncId, 
         b.seal_all_blocks();
         b.finalize(cx.module.target_config());
     }
-    let mut ctx = cx.module.make_context();
-    ctx.func = func;
-    cx.module
-        .define_function(id, &mut ctx)
-        .map_err(|e| CodegenError::Cranelift(format!("kernel {}: {e:?}", k.name)))?;
+    define_function(cx, id, func, || format!("kernel {}", k.name))?;
     Ok(id)
 }
 
@@ -369,11 +365,7 @@ fn define_tiled(
         b.seal_all_blocks();
         b.finalize(cx.module.target_config());
     }
-    let mut ctx = cx.module.make_context();
-    ctx.func = func;
-    cx.module
-        .define_function(id, &mut ctx)
-        .map_err(|e| CodegenError::Cranelift(format!("tiled gemm {name}: {e:?}")))?;
+    define_function(cx, id, func, || format!("tiled gemm {name}"))?;
     Ok(id)
 }
 
@@ -495,11 +487,7 @@ fn define_forward(
         b.seal_all_blocks();
         b.finalize(cx.module.target_config());
     }
-    let mut ctx = cx.module.make_context();
-    ctx.func = func;
-    cx.module
-        .define_function(id, &mut ctx)
-        .map_err(|e| CodegenError::Cranelift(format!("{name}: {e:?}")))?;
+    define_function(cx, id, func, || name.to_string())?;
     Ok(())
 }
 
@@ -591,19 +579,11 @@ fn define_check_weights(
         let ok_blk = b.create_block();
         b.ins().brif(other, fail, &[code.into()], ok_blk, &[]);
         b.switch_to_block(ok_blk);
-        let ok = b.ins().iconst(I32, 0);
-        b.ins().return_(&[ok]);
-        b.switch_to_block(fail);
-        let code = b.block_params(fail)[0];
-        b.ins().return_(&[code]);
+        return_status(&mut b, fail);
         b.seal_all_blocks();
         b.finalize(cx.module.target_config());
     }
-    let mut ctx = cx.module.make_context();
-    ctx.func = func;
-    cx.module
-        .define_function(id, &mut ctx)
-        .map_err(|e| CodegenError::Cranelift(format!("{name}: {e:?}")))?;
+    define_function(cx, id, func, || name.to_string())?;
     Ok(())
 }
 
@@ -1040,20 +1020,36 @@ fn define_body(
             b.ins().jump(head, &[next.into()]);
             b.switch_to_block(exit);
         }
-        let ok = b.ins().iconst(I32, 0);
-        b.ins().return_(&[ok]);
-        b.switch_to_block(fail);
-        let code = b.block_params(fail)[0];
-        b.ins().return_(&[code]);
+        return_status(&mut b, fail);
         b.seal_all_blocks();
         b.finalize(cx.module.target_config());
     }
+    define_function(cx, id, func, || name.to_string())?;
+    Ok(())
+}
+
+/// Compiles `func` as the body of `id`; `what` names it in an error.
+fn define_function(
+    cx: &mut Ctx,
+    id: FuncId,
+    func: Function,
+    what: impl FnOnce() -> String,
+) -> Result<(), CodegenError> {
     let mut ctx = cx.module.make_context();
     ctx.func = func;
     cx.module
         .define_function(id, &mut ctx)
-        .map_err(|e| CodegenError::Cranelift(format!("{name}: {e:?}")))?;
-    Ok(())
+        .map_err(|e| CodegenError::Cranelift(format!("{}: {e:?}", what())))
+}
+
+/// Ends an entry function: returns 0 from the current block, and from `fail` its
+/// block parameter (the status the failed check chose).
+fn return_status(b: &mut FunctionBuilder<'_>, fail: cranelift_codegen::ir::Block) {
+    let ok = b.ins().iconst(I32, 0);
+    b.ins().return_(&[ok]);
+    b.switch_to_block(fail);
+    let code = b.block_params(fail)[0];
+    b.ins().return_(&[code]);
 }
 
 /// A `GemmEpilogue` on the stack: bias `(pointer, kind)` (1 per row, 2 per column), the
