@@ -109,6 +109,14 @@ impl<'a> Rewriter<'a> {
         self.new.add_const(tensor, None, name)
     }
 
+    /// Names new value `v` after old value `old` (when `old` has a name and `v` has none):
+    /// a node that replaces others keeps a name the user recognizes in dumps and profiles.
+    pub fn name_after(&mut self, v: ValueId, old: ValueId) {
+        if self.new.values[v.index()].name.is_none() {
+            self.new.values[v.index()].name = self.old.value(old).name.clone();
+        }
+    }
+
     /// Finishes with the old graph's outputs mapped; `None` if an output has no value.
     pub fn finish(mut self) -> Option<Graph> {
         let outputs = self

@@ -275,5 +275,8 @@ fn fold_batch_norm(
     let b_v = rw.add_const(Tensor::f32(vec![1, c], new_b), None);
     let ty = graph.ty(bn.outputs[0]).clone();
     let out = rw.add_node(parts.conv.op.clone(), vec![x, w_v, b_v], vec![ty]);
+    // The folded conv is the user's conv: it keeps the conv's name (else the batch norm's).
+    rw.name_after(out[0], conv_out);
+    rw.name_after(out[0], bn.outputs[0]);
     Some(out[0])
 }

@@ -69,6 +69,7 @@ fn conv_bn_graph() -> Graph {
         output_shape: vec![],
     };
     let c = node(&mut g, Op::Conv(attrs), &[x, w, b]);
+    g.values[c.index()].name = Some("conv1".into());
     let mean = g.add_const(random(&[1, 4], 3), None, None);
     let mut var = random(&[1, 4], 4);
     if let crate::ir::TensorData::F32(v) = &mut var.data {
@@ -100,6 +101,9 @@ fn batch_norm_folds_into_conv() {
     )
     .expect("optimizes");
     assert_eq!(ops(&after), ["conv", "relu"], "{report}");
+    // The folded conv keeps the user's conv name (what dumps and `--profile` show).
+    let conv_out = after.nodes[0].outputs[0];
+    assert_eq!(after.value(conv_out).name.as_deref(), Some("conv1"));
     assert_same_results(&before, &after);
 }
 
