@@ -8,11 +8,21 @@
 //! placement, largest first at the lowest free offset (greedy by size), is kept instead
 //! when its arena is smaller; graphs of at most 256 intermediates that still miss the
 //! peak-live bound also try up to 200 shuffled greedy orders (fixed seed: deterministic). Graph inputs,
-//! graph outputs and constants get no slot. This pass does not alias values (a reshape's
-//! output gets its own slot) and does not reorder nodes to reduce the peak.
+//! graph outputs and constants get no slot.
+//!
+//! In-place concatenation: when a concat's inputs are contiguous pieces of its output
+//! (every extent before the axis is 1) and each piece starts at a 64-byte boundary, the
+//! inputs that are intermediates computed by a node (not graph inputs, outputs or
+//! constants, not in another such group; a repeated input at its first place only) are
+//! placed *inside* the output's
+//! slot at their piece's offset, so their producers write the concatenation directly and
+//! the back end copies nothing for them (`select::movement::concat` sees the offsets).
+//! The group is placed as one value live from its first member's definition to the last
+//! use of any member. Nothing else is aliased (a reshape's output gets its own slot), and
+//! nodes are not reordered to reduce the peak.
 
 use crate::ir::plan::{MemoryPlan, SLOT_ALIGN, Slot};
-use crate::ir::{Graph, ValueDef};
+use crate::ir::{Graph, Op, ValueDef};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PlanError {
@@ -57,13 +67,23 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
             *l = Some(l.map_or(end, |l| l.max(end)));
         }
     }
-    // Intermediates in definition order, with [first, last] and rounded size.
+    let groups = concat_groups(graph, &is_output);
+    // Member value → (group output value, byte offset inside it).
+    let mut member_of: Vec<Option<(usize, usize)>> = vec![None; nvals];
+    for (out, members) in &groups {
+        for &(vi, at) in members {
+            member_of[vi] = Some((*out, at));
+        }
+    }
+    let life = |vi: usize, first: usize| last[vi].unwrap_or(first).max(first);
+    // Intermediates in definition order, with [first, last] and rounded size; a group is
+    // its output's entry, stretched over its members' lifetimes.
     let mut wanted = Vec::new();
     for (vi, val) in graph.values.iter().enumerate() {
         let ValueDef::Node(n, _) = val.def else {
             continue;
         };
-        if is_output[vi] {
+        if is_output[vi] || member_of[vi].is_some() {
             continue;
         }
         let name = format!("{}", crate::ir::ValueId(vi as u32));
@@ -72,14 +92,16 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
             .byte_size()
             .ok_or_else(|| PlanError::UnknownShape(name.clone()))?;
         let rounded = round_up(size).ok_or(PlanError::TooLarge(name))?;
-        let first = n.index();
-        wanted.push((
-            vi,
-            size,
-            rounded,
-            first,
-            last[vi].unwrap_or(first).max(first),
-        ));
+        let (mut first, mut lastu) = (n.index(), life(vi, n.index()));
+        if let Some((_, members)) = groups.iter().find(|g| g.0 == vi) {
+            for &(m, _) in members {
+                if let ValueDef::Node(mn, _) = graph.values[m].def {
+                    first = first.min(mn.index());
+                    lastu = lastu.max(life(m, mn.index()));
+                }
+            }
+        }
+        wanted.push((vi, size, rounded, first, lastu));
     }
     wanted.sort_by_key(|w| (w.3, w.0));
 
@@ -125,11 +147,71 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
             }
         }
     }
+    // Group members inside their output's slot, with their own lifetimes.
+    for (vi, m) in member_of.iter().enumerate() {
+        let Some((out, at)) = *m else { continue };
+        let (Some(o), ValueDef::Node(n, _)) = (slots[out], graph.values[vi].def) else {
+            continue;
+        };
+        let size = graph.values[vi].ty.byte_size().unwrap_or(0);
+        slots[vi] = Some(Slot {
+            offset: o.offset + at,
+            size,
+            first: n.index(),
+            last: life(vi, n.index()),
+        });
+    }
     Ok(MemoryPlan {
         slots,
         arena_size: arena,
         peak_live: peak_bound,
     })
+}
+
+/// The in-place concatenations (see the module doc): per group, the output value and its
+/// members with their byte offsets in it. Decided in node order; a value joins at most
+/// one group, and a group's output is never a member of another.
+fn concat_groups(graph: &Graph, is_output: &[bool]) -> Vec<(usize, Vec<(usize, usize)>)> {
+    let mut taken = vec![false; graph.values.len()];
+    let mut groups = Vec::new();
+    for node in &graph.nodes {
+        let (Op::Concat { axis }, [out]) = (&node.op, node.outputs.as_slice()) else {
+            continue;
+        };
+        let o = out.index();
+        let Some(shape) = graph.values[o].ty.shape() else {
+            continue;
+        };
+        if is_output[o] || taken[o] || shape.iter().take(*axis).any(|&d| d != 1) {
+            continue;
+        }
+        let elem = graph.values[o].ty.dtype.size();
+        let mut at = 0usize;
+        let mut members = Vec::new();
+        for (i, x) in node.inputs.iter().enumerate() {
+            let xi = x.index();
+            let bytes = graph.values[xi].ty.byte_size().unwrap_or(0);
+            let eligible = matches!(graph.values[xi].def, ValueDef::Node(..))
+                && !is_output[xi]
+                && !taken[xi]
+                && at % SLOT_ALIGN == 0
+                && bytes > 0
+                && !node.inputs[..i].contains(x);
+            if eligible {
+                members.push((xi, at));
+            }
+            at += bytes;
+        }
+        debug_assert_eq!(at, shape.iter().product::<usize>() * elem);
+        if !members.is_empty() {
+            taken[o] = true;
+            for &(m, _) in &members {
+                taken[m] = true;
+            }
+            groups.push((o, members));
+        }
+    }
+    groups
 }
 
 /// A value to place: (value index, bytes, rounded bytes, first node, last node).

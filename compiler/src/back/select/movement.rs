@@ -119,8 +119,18 @@ pub(super) fn concat(lw: &mut Lowering<'_>, axis: usize, ins: &[ValueId], outs: 
         .get(axis)
         .ok_or_else(|| CodegenError::Invalid(format!("concat axis {axis} out of range")))?;
     let mut start = 0i64;
+    let elem = lw.g.ty(y).dtype.size() as i64;
     for &x in ins {
         let xsh = lw.shape(x)?;
+        // Placed in the output already by the memory plan (in-place concatenation).
+        let in_place = match (lw.plan.slot(x), lw.plan.slot(y)) {
+            (Some(sx), Some(sy)) => sx.offset as i64 == sy.offset as i64 + start * step * elem,
+            _ => false,
+        };
+        if in_place {
+            start += xsh.get(axis).copied().unwrap_or(0) as i64;
+            continue;
+        }
         copy_kernel(
             lw,
             "concat",
