@@ -35,8 +35,8 @@ mod tensor;
 pub mod weights;
 
 pub use gemm::{
-    GemmArgs, GemmEpilogue, nnefc_sgemm, nnefc_sgemm_packed_a, nnefc_sgemm_parallel, packed_a_len,
-    sgemm_scratch_bytes,
+    GemmArgs, GemmEpilogue, nnefc_sgemm, nnefc_sgemm_batch_parallel, nnefc_sgemm_packed_a,
+    nnefc_sgemm_parallel, packed_a_len, sgemm_scratch_bytes,
 };
 #[cfg(feature = "std")]
 pub use gemm::{pack_a, try_pack_a};

@@ -7,8 +7,8 @@
 //! Threads: the entry point computes the worker count from its `nnefc_parallel`
 //! argument once; a kernel whose loop 0 is parallel is called through the caller's
 //! `parallel_for` with `min(4·workers, E)` tasks (or directly, as one task, with one
-//! worker); GEMMs go through the runtime's `nnefc_sgemm_parallel`, which splits them
-//! itself and gives worker `w` the scratch at `GemmCall::scratch + w·worker_scratch`.
+//! worker); GEMM steps go through the runtime's `nnefc_sgemm_batch_parallel` (all the
+//! products of a step in one call), which splits them itself and gives worker `w` the scratch at `GemmCall::scratch + w·worker_scratch`.
 //!
 //! Code is position independent (`is_pic`): imported runtime symbols go through the GOT,
 //! so the object links into PIEs and shared libraries alike. No `.eh_frame` is written
@@ -371,6 +371,11 @@ fn define_tiled(
 
 /// Byte size of the runtime's `GemmArgs` (13 pointer-sized fields, checked by a test).
 const GEMM_ARGS_SIZE: u32 = 13 * 8;
+/// Byte size of the runtime's `GemmEpilogue` (checked by a test).
+const EPILOGUE_SIZE: u32 = 32;
+/// Most products one `nnefc_sgemm_batch_parallel` call takes (bounds the entry point's
+/// stack: 64 · 136 bytes).
+const BATCH_CHUNK: usize = 64;
 /// Byte offsets in the runtime's `Parallel`: pool, workers, parallel_for.
 const PAR_POOL: i32 = 0;
 const PAR_WORKERS: i32 = 8;
@@ -659,13 +664,13 @@ fn define_body(
     let mut const_gvs = Vec::new();
     if has_gemm {
         let mut gsig = cx.module.make_signature();
-        for _ in 0..4 {
+        for _ in 0..5 {
             gsig.params.push(AbiParam::new(ptr));
         }
         let g = cx
             .module
-            .declare_function("nnefc_sgemm_parallel", Linkage::Import, &gsig)
-            .map_err(cl("declare nnefc_sgemm_parallel"))?;
+            .declare_function("nnefc_sgemm_batch_parallel", Linkage::Import, &gsig)
+            .map_err(cl("declare nnefc_sgemm_batch_parallel"))?;
         gemm_ref = Some(cx.module.declare_func_in_func(g, &mut func));
         for s in &program.steps {
             if let Step::Gemm(g) = s {
@@ -820,12 +825,25 @@ fn define_body(
                 3,
             ))
         });
-        let gemm_args = has_gemm.then(|| {
-            b.create_sized_stack_slot(StackSlotData::new(
-                StackSlotKind::ExplicitSlot,
-                GEMM_ARGS_SIZE,
-                3,
-            ))
+        // One array of GemmArgs and one of epilogues, shared by every GEMM step; a step
+        // with more products than BATCH_CHUNK hands them over in chunks.
+        let chunk = program
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Gemm(g) => Some(g.batches.len().clamp(1, BATCH_CHUNK)),
+                _ => None,
+            })
+            .max();
+        let gemm_args = chunk.map(|n| {
+            let slot = |b: &mut FunctionBuilder<'_>, bytes: u32| {
+                b.create_sized_stack_slot(StackSlotData::new(
+                    StackSlotKind::ExplicitSlot,
+                    bytes * n as u32,
+                    3,
+                ))
+            };
+            (slot(&mut b, GEMM_ARGS_SIZE), slot(&mut b, EPILOGUE_SIZE))
         });
         // Run-time batch: the steps run once per sample (batch 0 means 1), with the
         // batched inputs and outputs advanced by one sample each time; the workspace is
@@ -942,7 +960,7 @@ fn define_body(
                 (Step::Gemm(g), _) => {
                     let f_gemm = gemm_ref
                         .ok_or_else(|| CodegenError::Internal("gemm not declared".into()))?;
-                    let slot =
+                    let (slot, epi_slot) =
                         gemm_args.ok_or_else(|| CodegenError::Internal("gemm args".into()))?;
                     let a = buf_ptr(&mut b, g.a.buf)?;
                     let bb = buf_ptr(&mut b, g.b.buf)?;
@@ -959,6 +977,8 @@ fn define_body(
                     let stride = b.ins().iconst(ptr, program.worker_scratch as i64);
                     let esz = 4i64;
                     for (bi, off) in g.batches.iter().enumerate() {
+                        // Entry j of the current chunk.
+                        let j = (bi % BATCH_CHUNK) as i32;
                         let epi = match (col_bias, row_bias, &g.epi.row_bias) {
                             (_, Some(rb), Some((_, offs))) => {
                                 let o = offs.get(bi).copied().unwrap_or(0) * 4;
@@ -971,7 +991,9 @@ fn define_body(
                         let epi = if epi.is_none() && g.epi == Default::default() {
                             b.ins().iconst(ptr, 0)
                         } else {
-                            epilogue(&mut b, epi, &g.epi, ptr)
+                            let at = b.ins().stack_addr(ptr, epi_slot, j * EPILOGUE_SIZE as i32);
+                            epilogue(&mut b, at, epi, &g.epi, ptr);
+                            at
                         };
                         let ap = b.ins().iadd_imm_s(a, off[0] * esz);
                         let bp = b.ins().iadd_imm_s(bb, off[1] * esz);
@@ -993,11 +1015,16 @@ fn define_body(
                             iv(&mut b, g.c.rs),
                             epi,
                         ];
-                        let args = b.ins().stack_addr(ptr, slot, 0);
+                        let args = b.ins().stack_addr(ptr, slot, j * GEMM_ARGS_SIZE as i32);
                         for (i, v) in fields.into_iter().enumerate() {
                             b.ins().store(store, v, args, psize * i as i32);
                         }
-                        b.ins().call(f_gemm, &[args, par, scratch, stride]);
+                        let last = bi + 1 == g.batches.len();
+                        if last || (bi + 1) % BATCH_CHUNK == 0 {
+                            let first = b.ins().stack_addr(ptr, slot, 0);
+                            let count = b.ins().iconst(ptr, i64::from(j) + 1);
+                            b.ins().call(f_gemm, &[first, count, par, scratch, stride]);
+                        }
                     }
                 }
                 _ => return Err(CodegenError::Internal("kernel without a function".into())),
@@ -1052,20 +1079,18 @@ fn return_status(b: &mut FunctionBuilder<'_>, fail: cranelift_codegen::ir::Block
     b.ins().return_(&[code]);
 }
 
-/// A `GemmEpilogue` on the stack: bias `(pointer, kind)` (1 per row, 2 per column), the
-/// activation and accumulation of `epi`.
+/// Writes a `GemmEpilogue` at `addr`: bias `(pointer, kind)` (1 per row, 2 per column),
+/// the activation and accumulation of `epi`.
 /// Layout (runtime `#[repr(C)]`, checked by a test): bias ptr @0, bias_kind u32 @8,
 /// activation u32 @12, lo f32 @16, hi f32 @20, accumulate u32 @24; 32 bytes.
 fn epilogue(
     b: &mut FunctionBuilder<'_>,
+    addr: Value,
     bias: Option<(Value, i64)>,
     epi: &super::kernel::GemmEpi,
     ptr: cranelift_codegen::ir::Type,
-) -> Value {
+) {
     use super::kernel::Activation;
-    use cranelift_codegen::ir::{StackSlotData, StackSlotKind};
-    let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 32, 3));
-    let addr = b.ins().stack_addr(ptr, slot, 0);
     let f = MemFlagsData::trusted();
     let (bp, kind) = match bias {
         Some((p, k)) => (p, k),
@@ -1089,5 +1114,4 @@ fn epilogue(
     b.ins().store(f, hi, addr, 20);
     b.ins().store(f, acc, addr, 24);
     b.ins().store(f, zero, addr, 28);
-    addr
 }

@@ -275,6 +275,76 @@ pub unsafe extern "C" fn nnefc_sgemm_parallel(
     }
 }
 
+/// `count` independent products (`args[0..count]`, e.g. the 36 point-wise products of a
+/// Winograd layer or the phases of a deconvolution) with `par`'s workers in one hand-off.
+///
+/// With at least two products per worker, whole products are handed out as tasks (worker
+/// `w` runs each of its products serially with the scratch at `scratch + w·stride`);
+/// otherwise each product is split as by [`nnefc_sgemm_parallel`], one after another.
+/// Either way every product is computed by the routine a serial call would use, so C is
+/// bit-identical whatever the worker count and task order. One fork-join per layer
+/// instead of one per product is what lets small batched products scale.
+///
+/// # Safety
+/// `args` points to `count` valid [`GemmArgs`], each meeting [`nnefc_sgemm_parallel`]'s
+/// contract with this `scratch`/`stride`, whose outputs do not overlap each other or any
+/// operand of another product; `par` is null or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nnefc_sgemm_batch_parallel(
+    args: *const GemmArgs,
+    count: usize,
+    par: *const crate::Parallel,
+    scratch: *mut u8,
+    stride: usize,
+) {
+    if args.is_null() || count == 0 {
+        return;
+    }
+    // SAFETY: the caller upholds the contract above.
+    unsafe {
+        let workers = crate::parallel::workers(par);
+        if workers > 1 && count >= 2 * workers {
+            let job = BatchJob {
+                args,
+                scratch,
+                stride,
+            };
+            crate::parallel::run(
+                par,
+                batch_task,
+                &job as *const BatchJob as *mut core::ffi::c_void,
+                count,
+            );
+        } else {
+            for i in 0..count {
+                nnefc_sgemm_parallel(args.add(i), par, scratch, stride);
+            }
+        }
+    }
+}
+
+/// What every task of [`nnefc_sgemm_batch_parallel`] needs.
+struct BatchJob {
+    args: *const GemmArgs,
+    scratch: *mut u8,
+    stride: usize,
+}
+
+unsafe extern "C" fn batch_task(ctx: *mut core::ffi::c_void, i: usize, worker: usize) {
+    // SAFETY: ctx is the `BatchJob` of `nnefc_sgemm_batch_parallel`, alive until every
+    // task returned; `i < count`; the worker index is unique among running tasks, so each
+    // task has its own scratch; a null `par` runs the product serially on this thread.
+    unsafe {
+        let job = &*(ctx as *const BatchJob);
+        nnefc_sgemm_parallel(
+            job.args.add(i),
+            core::ptr::null(),
+            job.scratch.add(worker * job.stride),
+            job.stride,
+        );
+    }
+}
+
 /// Copies the epilogue out of the caller's memory; null means none.
 ///
 /// # Safety
