@@ -47,7 +47,8 @@
 //! # Windowed ops and fusion
 //! `select::window` (pools, box, sample) and `select::conv` (conv, deconv, debox,
 //! desample) make borders disappear first (a padded scratch copy), then emit affine loop
-//! nests. A dense conv with a constant filter is im2col + the runtime's
+//! nests; zero-padded depthwise convs and `ignore`-border max pools instead split the
+//! output into regions with the same in-bounds taps (no copy). A dense conv with a constant filter is im2col + the runtime's
 //! `nnefc_sgemm_packed_a` (filter packed at compile time, bias per row). Epilogue fusion
 //! happens in `select::conv`, not in a pass: when the conv's only user is the next node
 //! and is `relu`, `clamp` with constant scalar bounds, or `add` of a same-shaped tensor

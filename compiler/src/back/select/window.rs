@@ -525,11 +525,117 @@ pub(super) fn max_pool(
     outs: &[ValueId],
 ) -> Result<(), CodegenError> {
     let (x, y) = single(ins, outs, "max_pool")?;
+    if w.border == Border::Ignore {
+        f32_only(lw, x, "max_pool")?;
+        let geo = Geometry::from_window(w, &lw.shape(x)?, &lw.shape(y)?)?;
+        let src = value_view(lw, x)?;
+        let out = lw.buf(y)?;
+        if !geo.empty() && max_pool_regions(lw, &src, &geo, out)? {
+            return Ok(());
+        }
+    }
     let Some((geo, p)) = max_window_input(lw, w, x, y, "max_pool")? else {
         return Ok(());
     };
     let out = lw.buf(y)?;
     window_combine(lw, "max_pool", &p, &geo, Combine::Max, None, &[], out)
+}
+
+/// Most kernels [`max_pool_regions`] splits a pool into.
+const POOL_MAX_REGIONS: usize = 16;
+
+/// `max_pool` with the `ignore` border over padding, without the padded copy (a full
+/// pass over the input): along each dim the outputs are grouped into runs whose windows
+/// keep the same in-bounds taps (3×3 stride 2 pad 1: the first output, then the rest),
+/// and each combination of runs is one kernel reading the input directly with only its
+/// in-bounds taps, which is exactly what `ignore` means. Returns `false` (emitting
+/// nothing) when no padding is read, when a window lies wholly in the padding, or when it
+/// would take more than [`POOL_MAX_REGIONS`] kernels or [`UNROLL_TAPS`] taps.
+fn max_pool_regions(
+    lw: &mut Lowering<'_>,
+    src: &View,
+    geo: &Geometry,
+    out: BufId,
+) -> Result<bool, CodegenError> {
+    let rank = geo.input.len();
+    let reach = geo.reach();
+    let inside = (0..rank).all(|d| geo.front[d] == 0 && reach[d] <= geo.input[d]);
+    if inside || geo.volume() > UNROLL_TAPS {
+        return Ok(false);
+    }
+    // Per dim: runs (first output, count, in-bounds taps along that dim).
+    let mut runs: Vec<Vec<(usize, usize, Vec<usize>)>> = Vec::with_capacity(rank);
+    for d in 0..rank {
+        let mut dim: Vec<(usize, usize, Vec<usize>)> = Vec::new();
+        for o in 0..geo.output[d] {
+            let valid: Vec<usize> = (0..geo.size[d])
+                .filter(|&t| {
+                    let x = (o * geo.stride[d] + t * geo.dilation[d]) as i64 - geo.front[d] as i64;
+                    (0..geo.input[d] as i64).contains(&x)
+                })
+                .collect();
+            if valid.is_empty() {
+                return Ok(false);
+            }
+            match dim.last_mut() {
+                Some(last) if last.2 == valid => last.1 += 1,
+                _ => dim.push((o, 1, valid)),
+            }
+        }
+        runs.push(dim);
+    }
+    if runs.iter().map(Vec::len).product::<usize>() > POOL_MAX_REGIONS {
+        return Ok(false);
+    }
+    let ost = strides(&geo.output);
+    let pst: Vec<i64> = (0..rank)
+        .map(|d| geo.stride[d] as i64 * src.strides[d])
+        .collect();
+    // Odometer over the runs of every dim, then over the in-bounds taps of a region.
+    let next = |idx: &mut [usize], len: &dyn Fn(usize) -> usize| -> bool {
+        for d in (0..idx.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < len(d) {
+                return true;
+            }
+            idx[d] = 0;
+        }
+        false
+    };
+    let mut ri = vec![0usize; rank];
+    loop {
+        let region: Vec<&(usize, usize, Vec<usize>)> = (0..rank).map(|d| &runs[d][ri[d]]).collect();
+        let ext: Vec<usize> = region.iter().map(|r| r.1).collect();
+        let mut k = lw.kernel("max_pool", &ext);
+        let mut acc: Option<ExprId> = None;
+        let mut ti = vec![0usize; rank];
+        loop {
+            let off: i64 = (0..rank)
+                .map(|d| {
+                    let x = (region[d].0 * geo.stride[d] + region[d].2[ti[d]] * geo.dilation[d])
+                        as i64
+                        - geo.front[d] as i64;
+                    x * src.strides[d]
+                })
+                .sum();
+            let a = k.access(src.buf, src.offset + off, pst.clone());
+            let v = k.load(a, DType::F32);
+            acc = Some(match acc {
+                None => v,
+                Some(m) => k.push(Expr::Binary(BinaryOp::Max, m, v), DType::F32),
+            });
+            if !next(&mut ti, &|d| region[d].2.len()) {
+                break;
+            }
+        }
+        let out_off: i64 = (0..rank).map(|d| region[d].0 as i64 * ost[d]).sum();
+        k.set_store(out, out_off, ost.clone());
+        lw.push(k);
+        if !next(&mut ri, &|d| runs[d].len()) {
+            break;
+        }
+    }
+    Ok(true)
 }
 
 /// `argmax_pool`: i32 row-major tap index of the first maximum of each window.

@@ -896,3 +896,105 @@ fn cross_targets_build() {
         }
     }
 }
+
+/// `max_pool` with the `ignore` border over padding takes the region split (no padded
+/// copy): resnet's 3×3 stride 2 pad 1, asymmetric padding, dilation, padding along
+/// several dims, a 1-wide input, and windows lying wholly in the padding (which fall back
+/// to the padded copy); every case against the interpreter.
+#[test]
+fn max_pool_ignore_regions() {
+    // The split is taken: no padded copy for resnet's pool.
+    let mut g = crate::ir::Graph::new("m");
+    let x = g.add_input("x", crate::ir::TensorType::new(DType::F32, &[1, 4, 12, 12]));
+    let w = WindowAttrs {
+        size: vec![1, 1, 3, 3],
+        border: Border::Ignore,
+        padding: vec![(0, 0), (0, 0), (1, 1), (1, 1)],
+        stride: vec![1, 1, 2, 2],
+        dilation: Vec::new(),
+        output_shape: Vec::new(),
+    };
+    let y = g.add_node(
+        Op::MaxPool(w),
+        vec![x],
+        vec![crate::ir::TensorType::new(DType::F32, &[1, 4, 6, 6])],
+    )[0];
+    g.outputs.push(y);
+    let plan = crate::passes::memory_plan::plan(&g).expect("plan");
+    let text = crate::back::kernels(&g, &plan, &opts("m"))
+        .expect("kernels")
+        .to_string();
+    assert!(!text.contains("pad_copy"), "{text}");
+    assert_eq!(text.matches("kernel ").count(), 4, "{text}");
+
+    let mut r = Rng::new(23);
+    let mut b = Batch::new();
+    let cases: [(&[usize], &[usize], &[usize], &[usize], &[(usize, usize)]); 7] = [
+        (
+            &[1, 4, 12, 12],
+            &[1, 1, 3, 3],
+            &[1, 1, 2, 2],
+            &[1, 1, 1, 1],
+            &[(0, 0), (0, 0), (1, 1), (1, 1)],
+        ),
+        (
+            &[2, 3, 9, 10],
+            &[1, 1, 3, 3],
+            &[1, 1, 1, 1],
+            &[1, 1, 1, 1],
+            &[(0, 0), (0, 0), (2, 0), (0, 2)],
+        ),
+        (
+            &[1, 2, 11, 7],
+            &[1, 1, 3, 2],
+            &[1, 1, 2, 1],
+            &[1, 1, 2, 1],
+            &[(0, 0), (0, 0), (1, 2), (1, 1)],
+        ),
+        (
+            &[1, 3, 5, 5],
+            &[1, 2, 2, 2],
+            &[1, 1, 1, 1],
+            &[1, 1, 1, 1],
+            &[(0, 0), (1, 0), (1, 0), (0, 1)],
+        ),
+        (
+            &[1, 1, 1, 9],
+            &[1, 1, 3, 3],
+            &[1, 1, 1, 2],
+            &[1, 1, 1, 1],
+            &[(0, 0), (0, 0), (1, 1), (1, 1)],
+        ),
+        (
+            &[1, 2, 4, 4],
+            &[1, 1, 2, 2],
+            &[1, 1, 1, 1],
+            &[1, 1, 1, 1],
+            &[(0, 0), (0, 0), (3, 0), (0, 0)],
+        ),
+        (
+            &[1, 2, 13, 13],
+            &[1, 1, 5, 5],
+            &[1, 1, 3, 3],
+            &[1, 1, 1, 1],
+            &[(0, 0), (0, 0), (2, 2), (2, 2)],
+        ),
+    ];
+    for (shape, size, stride, dilation, padding) in cases {
+        let w = WindowAttrs {
+            size: size.to_vec(),
+            border: Border::Ignore,
+            padding: padding.to_vec(),
+            stride: stride.to_vec(),
+            dilation: dilation.to_vec(),
+            output_shape: Vec::new(),
+        };
+        let x = r.tensor(DType::F32, shape, -2.0, 2.0);
+        b.add(
+            format!("max_pool {shape:?} {w:?}"),
+            Op::MaxPool(w),
+            vec![Arg::In(x)],
+        );
+    }
+    b.check("mpr");
+}
