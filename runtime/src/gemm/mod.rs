@@ -278,9 +278,10 @@ pub unsafe extern "C" fn nnefc_sgemm_parallel(
 /// `count` independent products (`args[0..count]`, e.g. the 36 point-wise products of a
 /// Winograd layer or the phases of a deconvolution) with `par`'s workers in one hand-off.
 ///
-/// With at least two products per worker, whole products are handed out as tasks (worker
-/// `w` runs each of its products serially with the scratch at `scratch + w·stride`);
-/// otherwise each product is split as by [`nnefc_sgemm_parallel`], one after another.
+/// With at least two products per worker and enough work to be worth a hand-off, whole
+/// products are handed out as tasks (worker `w` runs each of its products serially with
+/// the scratch at `scratch + w·stride`); otherwise each product is split (or run inline)
+/// as by [`nnefc_sgemm_parallel`], one after another.
 /// Either way every product is computed by the routine a serial call would use, so C is
 /// bit-identical whatever the worker count and task order. One fork-join per layer
 /// instead of one per product is what lets small batched products scale.
@@ -303,7 +304,13 @@ pub unsafe extern "C" fn nnefc_sgemm_batch_parallel(
     // SAFETY: the caller upholds the contract above.
     unsafe {
         let workers = crate::parallel::workers(par);
-        if workers > 1 && count >= 2 * workers {
+        // Hand-offs cost microseconds: only batches with at least two parts' worth of
+        // work (as `split` counts it) are handed out.
+        let macs = (0..count).fold(0usize, |acc, i| {
+            let g = &*args.add(i);
+            acc.saturating_add(g.m.saturating_mul(g.n).saturating_mul(g.k))
+        });
+        if workers > 1 && count >= 2 * workers && macs >= 2 * split::MIN_PART_MACS {
             let job = BatchJob {
                 args,
                 scratch,

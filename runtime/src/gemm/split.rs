@@ -17,7 +17,7 @@ use core::ffi::c_void;
 
 /// Multiply-adds below which a part is not worth a thread hand-off (about a microsecond of
 /// work on one core, the order of a wake-up of a spinning helper).
-const MIN_PART_MACS: usize = 1 << 17;
+pub(crate) const MIN_PART_MACS: usize = 1 << 17;
 /// Output granule of the GEMV forms: the AVX2 axpy form computes blocks of 64 outputs with
 /// one accumulator chain but its last few outputs with others, so parts start and end on
 /// its block boundaries (the other forms compute every output independently).
