@@ -589,7 +589,7 @@ fn cmd_run(a: &RunArgs) -> Result<(), Failure> {
             "{}: {}{:?} -> {}",
             info.name,
             info.dtype,
-            info.shape,
+            t.shape,
             file.display()
         );
     }
