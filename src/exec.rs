@@ -422,17 +422,27 @@ pub fn synthetic_input(dtype: DType, shape: &[usize]) -> Tensor {
     }
 }
 
-/// The profile hook: records the time each step finished.
+/// The profile hook's state: sums the time since the previous step into each step.
 struct ProfileCtx {
-    stamps: Vec<std::time::Instant>,
+    /// When the previous step ended (or the run started).
+    last: std::time::Instant,
+    /// Milliseconds per step, summed over the timed runs (and over the samples of a
+    /// run-time batch, whose steps repeat once per sample).
+    sums: Vec<f64>,
+    /// Whether this run counts (warm-up runs do not).
+    timed: bool,
 }
 
 unsafe extern "C" fn profile_hook(ctx: *mut std::ffi::c_void, step: usize) {
     // SAFETY: ctx is the ProfileCtx of `LoadedModel::profile`, alive during the run.
     let c = unsafe { &mut *(ctx as *mut ProfileCtx) };
-    if let Some(s) = c.stamps.get_mut(step) {
-        *s = std::time::Instant::now();
+    let now = std::time::Instant::now();
+    if c.timed
+        && let Some(s) = c.sums.get_mut(step)
+    {
+        *s += now.saturating_duration_since(c.last).as_secs_f64() * 1e3;
     }
+    c.last = now;
 }
 
 type ProfiledFn = unsafe extern "C" fn(
@@ -488,12 +498,14 @@ impl LoadedModel {
         let par_ptr = par_ptr(&par);
         let now = std::time::Instant::now();
         let mut ctx = ProfileCtx {
-            stamps: vec![now; steps.len()],
+            last: now,
+            sums: vec![0f64; steps.len()],
+            timed: false,
         };
-        let mut sums = vec![0f64; steps.len()];
         let runs = iterations.max(1);
         for it in 0..warmup + runs {
-            let t0 = std::time::Instant::now();
+            ctx.timed = it >= warmup;
+            ctx.last = std::time::Instant::now();
             // SAFETY: as in `run_into`; the hook only writes `ctx`, which outlives the call.
             let status = unsafe {
                 run(
@@ -508,14 +520,8 @@ impl LoadedModel {
                 )
             };
             nnefc_runtime::check(status).map_err(ExecError::Run)?;
-            if it >= warmup {
-                let mut prev = t0;
-                for (s, t) in sums.iter_mut().zip(&ctx.stamps) {
-                    *s += t.saturating_duration_since(prev).as_secs_f64() * 1e3;
-                    prev = prev.max(*t);
-                }
-            }
         }
+        let sums = ctx.sums;
         Ok(steps
             .into_iter()
             .zip(sums)

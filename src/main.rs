@@ -681,8 +681,20 @@ fn print_profile(
     }
     let total: f64 = rows.iter().map(|r| r.1).sum();
     rows.sort_by(|x, y| y.1.total_cmp(&x.1));
+    // With a run-time batch every step runs once per sample: times are per run of the
+    // batch, and the step table's flops (one sample's) count once per sample.
+    let samples = if model.interface().inputs.iter().any(|t| t.batched) {
+        a.batch as f64
+    } else {
+        1.0
+    };
+    let per = if samples > 1.0 {
+        format!("per run of {} samples", a.batch)
+    } else {
+        "per inference".to_string()
+    };
     println!(
-        "{}: {:.4} ms per inference (mean of {} profiled runs, {} thread{}), {} {}",
+        "{}: {:.4} ms {per} (mean of {} profiled runs, {} thread{}), {} {}",
         a.model
             .model
             .as_deref()
@@ -701,7 +713,7 @@ fn print_profile(
     );
     for (info, ms) in &rows {
         let rate = if info.flops > 0.0 && *ms > 0.0 {
-            format!("{:.1}", info.flops / (ms * 1e6))
+            format!("{:.1}", samples * info.flops / (ms * 1e6))
         } else {
             "-".into()
         };

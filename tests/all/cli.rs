@@ -493,7 +493,11 @@ fn run_and_bench_with_a_run_time_batch() {
         dir.path(),
     );
     assert!(out.status.success(), "{}", summary(&out, dir.path()));
-    assert!(text(&out.stdout).contains("output: f32[3, 10]"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("output: f32[3, 10]"),
+        "{}",
+        text(&out.stdout)
+    );
     let got = nnefc::datfile::read(&dir.path().join("outs/output.dat")).expect("output");
     assert_eq!(got.shape, [3, 10]);
     let expected = nnefc::datfile::read(&m.join("expected.dat")).expect("expected");
