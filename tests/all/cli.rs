@@ -535,6 +535,29 @@ fn run_and_bench_with_a_run_time_batch() {
         "{}",
         text(&out.stdout)
     );
+    // Profiling a batch: steps repeat per sample; the table is per run of the batch.
+    let out = nnefc(
+        &[
+            "bench",
+            &model,
+            "--input-shape",
+            "input=?,1,28,28",
+            "--batch",
+            "2",
+            "--profile",
+            "-n",
+            "3",
+            "--warmup",
+            "1",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", summary(&out, dir.path()));
+    assert!(
+        text(&out.stdout).contains("per run of 2 samples"),
+        "{}",
+        text(&out.stdout)
+    );
     // A fixed-batch model refuses a file of 3 samples, naming the shape it needs.
     let out = nnefc(&["run", &model, "-i", "three.dat"], dir.path());
     assert!(!out.status.success());
