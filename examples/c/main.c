@@ -8,8 +8,9 @@
  * Reads a float32 NNEF .dat tensor, runs the model, prints its first output's top-5
  * entries and the median time per inference. With EXPECTED.dat it also compares the first
  * output with that tensor, elementwise, under |ours - expected| <= 1e-4 * max(1, max|expected|),
- * prints the largest difference and exits with status 3 on a mismatch. With THREADS > 1
- * it runs through model_run_parallel on the runtime's thread pool (nnefc_pool_new), and
+ * prints the largest difference and exits with status 3 on a mismatch. Every run goes
+ * through model_run_ex, the general entry point. With THREADS > 1 it runs on the
+ * runtime's thread pool (nnefc_pool_new), and
  * checks that the outputs are byte-identical to those of a serial run (exit 4
  * otherwise). A model compiled with `--weights external` (MODEL_WEIGHTS_EXTERNAL) reads
  * its weights file (WEIGHTS, default model.weights): loaded once to 64-byte-aligned
