@@ -89,6 +89,24 @@ fn check() -> Result<String, String> {
         if e != model::Error::NoWeights {
             return Err(format!("run without weights: {e}"));
         }
+        // A corrupted file and another model's file get their documented statuses.
+        use nnefc_runtime::{Error, Status};
+        let good = weights.as_ref().map(|w| w.as_bytes().to_vec()).unwrap_or_default();
+        let mut bad = good.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        if nnefc_runtime::Weights::from_bytes(&bad).err() != Some(Error::Status(Status::InvalidWeights)) {
+            return Err("a corrupted weights file was not refused as InvalidWeights".into());
+        }
+        if model::check_weights(&bad).err() != Some(model::Error::Model(Error::Status(Status::InvalidWeights))) {
+            return Err("check_weights accepted a corrupted file".into());
+        }
+        let (other, _) = nnefc_runtime::weights::write_file(&[&[1u8, 2, 3]]);
+        let other = nnefc_runtime::Weights::from_bytes(&other).map_err(|e| e.to_string())?;
+        match model::Model::new().with_weights(other) {
+            Err(model::Error::Model(Error::Status(Status::WrongWeights))) => {}
+            _ => return Err("another model's weights were not refused as WrongWeights".into()),
+        }
     }
     let mut m = with_weights(model::Model::new())?;
     let ours = m.infer(&input).map_err(|e| e.to_string())?;
