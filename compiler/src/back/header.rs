@@ -476,23 +476,16 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
     }}
 "#
     );
-    if ext {
-        let _ = writeln!(
-            o,
-            r#"    unsafe extern "C" {{
-        fn {p}_check_weights(weights: *const u8, len: usize) -> i32;
-    }}
-
-    /// Checks a weights file in place as `{p}_check_weights` does: this model's, whole,
-    /// uncorrupted and 64-byte aligned ([`nnefc_runtime::Weights`] copies a file to
-    /// aligned memory).
+    let _ = writeln!(
+        o,
+        r#"    /// Checks a weights file as `{p}_check_weights` does: this model's, whole, uncorrupted
+    /// and 64-byte aligned ([`nnefc_runtime::Weights`] copies a file to aligned memory). A
+    /// model with embedded weights accepts none (`WrongWeights`).
     pub fn check_weights(weights: &[u8]) -> Result<(), Error> {{
-        // SAFETY: the pointer and length describe a live slice.
-        nnefc_runtime::check(unsafe {{ {p}_check_weights(weights.as_ptr(), weights.len()) }}).map_err(Error::Model)
+        nnefc_runtime::weights::check_weights(info(), weights).map_err(Error::Model)
     }}
 "#
-        );
-    }
+    );
     if m.profiled {
         let _ = writeln!(
             o,
