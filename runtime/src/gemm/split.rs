@@ -63,7 +63,11 @@ impl Plan {
                     (units.div_ceil(parts) * parts * g) as f64 / total as f64
                         + if parts < want { 1.0 } else { 0.0 }
                 };
-                if waste(p.m, MR) < waste(p.n, kern.nr) {
+                // Every row part packs all of B: with B much wider than A is tall (a 1×1
+                // conv projecting to few channels) that repeated packing outweighs the
+                // compute each part saves, so such products split by columns.
+                let b_dominates = p.n >= 4 * p.m;
+                if !b_dominates && waste(p.m, MR) < waste(p.n, kern.nr) {
                     (Axis::Rows, MR)
                 } else {
                     (Axis::Cols, kern.nr)

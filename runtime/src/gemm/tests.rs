@@ -611,6 +611,9 @@ fn large_products_are_cut_into_parts() {
     assert_eq!(plan(96, 700, 67, 2).parts, 2);
     assert_eq!(plan(6, 700, 67, 2).axis, Axis::Cols);
     assert_eq!(plan(512, 49, 300, 4).axis, Axis::Rows);
+    // A 1×1 conv to 24 channels over 56×56: rows would make each part pack all of B.
+    assert_eq!(plan(24, 3136, 144, 2).axis, Axis::Cols);
+    assert_eq!(plan(96, 300, 64, 2).axis, Axis::Rows);
     assert_eq!(plan(1, 4000, 100, 3).parts, 3);
     assert_eq!(plan(8, 8, 8, 4).parts, 1, "small products stay inline");
     let pl = plan(13, 1000, 33, 3);
