@@ -156,6 +156,27 @@ pub(crate) fn build(
             }
         }
     }
+    // Consecutive parallel kernels of one node over the same loop-0 extent (a depthwise
+    // conv's regions) run as one task function: one fork-join, and each worker takes the
+    // same channels of every region.
+    let groups = parallel_groups(program);
+    let mut group_fns = Vec::with_capacity(groups.len());
+    for (gi, g) in groups.iter().enumerate() {
+        group_fns.push(if g.len() > 1 {
+            Some(define_group(
+                &mut cx,
+                program,
+                &kernel_ids,
+                g.clone(),
+                &opts.prefix,
+                gi,
+            )?)
+        } else {
+            None
+        });
+    }
+    let groups: Vec<(std::ops::Range<usize>, Option<FuncId>)> =
+        groups.into_iter().zip(group_fns).collect();
     if let Some(text) = profile_table {
         let id = cx
             .module
@@ -174,10 +195,172 @@ pub(crate) fn build(
             .define_data(id, &dd)
             .map_err(cl("define profile table"))?;
     }
-    define_entry(&mut cx, program, &kernel_ids, opts, iface)?;
+    define_entry(&mut cx, program, &kernel_ids, &groups, opts, iface)?;
     abi::define_info(&mut cx.module, iface)?;
     let product = cx.module.finish();
     product.emit().map_err(cl("emit object"))
+}
+
+/// The runs of steps that share one fork-join: consecutive parallel kernels of one node
+/// (`Program::step_nodes`) with the same loop-0 extent, so that task `t` of every member
+/// covers the same iterations. Every parallel kernel is in exactly one run (alone if
+/// nothing joins it).
+fn parallel_groups(program: &Program) -> Vec<std::ops::Range<usize>> {
+    let kernel = |si: usize| match &program.steps[si] {
+        Step::Kernel(k) if is_parallel(k) => Some(k),
+        _ => None,
+    };
+    let key = |si: usize| {
+        kernel(si).map(|k| {
+            (
+                k.loops[0].extent,
+                program.step_nodes.get(si).copied().unwrap_or(usize::MAX),
+            )
+        })
+    };
+    let mut groups = Vec::new();
+    let mut si = 0;
+    while si < program.steps.len() {
+        let Some(kk) = key(si) else {
+            si += 1;
+            continue;
+        };
+        let mut end = si + 1;
+        while end < program.steps.len()
+            && key(end) == Some(kk)
+            && (si..end).all(|m| match (kernel(m), kernel(end)) {
+                (Some(a), Some(b)) => no_cross_task_dependency(program, a, b),
+                _ => false,
+            })
+        {
+            end += 1;
+        }
+        groups.push(si..end);
+        si = end;
+    }
+    groups
+}
+
+/// Whether kernel `b` may run right after kernel `a` inside the same task (no barrier
+/// between them): wherever one writes memory the other touches, both access the same
+/// buffer slab by slab along loop 0 (iteration `i` stays within `[i·s, (i+1)·s)` of the
+/// same stride `s`), so task `t` of `b` only meets what task `t` of `a` touched.
+pub(crate) fn no_cross_task_dependency(program: &Program, a: &Kernel, b: &Kernel) -> bool {
+    let (Some(sa), Some(sb)) = (
+        a.accesses.get(a.store.0 as usize),
+        b.accesses.get(b.store.0 as usize),
+    ) else {
+        return false;
+    };
+    let conflict_free =
+        |w: &super::kernel::Access, wk: &Kernel, x: &super::kernel::Access, xk: &Kernel| {
+            if !overlapping(program, w.buf, x.buf) {
+                return true;
+            }
+            w.buf == x.buf && slab(wk, w).is_some() && slab(wk, w) == slab(xk, x)
+        };
+    b.accesses.iter().all(|x| conflict_free(sa, a, x, b))
+        && a.accesses.iter().all(|x| conflict_free(sb, b, x, a))
+}
+
+/// `(stride, slab)` when every loop-0 iteration `i` of `k` touches, through `x`, only
+/// elements of slab `slab + i` of size `stride`; `None` when that cannot be shown.
+fn slab(k: &Kernel, x: &super::kernel::Access) -> Option<(i64, i64)> {
+    let s0 = *x.strides.first()?;
+    if s0 <= 0 || !x.indirect.is_empty() {
+        return None;
+    }
+    let (mut lo, mut hi) = (x.offset, x.offset);
+    for (l, st) in k.loops.iter().zip(&x.strides).skip(1) {
+        let span = st.checked_mul(l.extent.saturating_sub(1) as i64)?;
+        if span < 0 {
+            lo += span;
+        } else {
+            hi += span;
+        }
+    }
+    (lo.div_euclid(s0) == hi.div_euclid(s0)).then_some((s0, lo.div_euclid(s0)))
+}
+
+/// Whether two buffers may share bytes: the same buffer, or workspace ranges that meet.
+fn overlapping(program: &Program, a: super::kernel::BufId, b: super::kernel::BufId) -> bool {
+    if a == b {
+        return true;
+    }
+    match (program.buffer(a), program.buffer(b)) {
+        (Some(x), Some(y)) => match (x.kind, y.kind) {
+            (BufKind::Workspace(p), BufKind::Workspace(q)) => {
+                let end = |o: usize, buf: &super::kernel::Buffer| o + buf.len * buf.dtype.size();
+                p < end(q, y) && q < end(p, x)
+            }
+            _ => x.kind == y.kind,
+        },
+        _ => true,
+    }
+}
+
+/// Word offsets of each member's sub-context in a group's task context (`n`, then the
+/// kernel's buffer pointers), and the total words.
+fn group_ctx_offsets(program: &Program, g: std::ops::Range<usize>) -> (Vec<usize>, usize) {
+    let mut offs = Vec::with_capacity(g.len());
+    let mut words = 0;
+    for si in g {
+        if let Step::Kernel(k) = &program.steps[si] {
+            offs.push(words);
+            words += 1 + kernel_params(program, k).len();
+        }
+    }
+    (offs, words)
+}
+
+/// The task function of a group: `(ctx, task, worker)` calling every member kernel with
+/// its sub-context, in step order.
+fn define_group(
+    cx: &mut Ctx,
+    program: &Program,
+    kernels: &[Option<FuncId>],
+    g: std::ops::Range<usize>,
+    prefix: &str,
+    gi: usize,
+) -> Result<FuncId, CodegenError> {
+    let ptr = cx.module.target_config().pointer_type();
+    let mut sig = cx.module.make_signature();
+    for _ in 0..3 {
+        sig.params.push(AbiParam::new(ptr));
+    }
+    let name = format!("{prefix}_group{gi}");
+    let id = cx
+        .module
+        .declare_function(&name, Linkage::Local, &sig)
+        .map_err(cl("declare group"))?;
+    let mut func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), sig);
+    let (offs, _) = group_ctx_offsets(program, g.clone());
+    let mut members = Vec::new();
+    for si in g {
+        let k = kernels
+            .get(si)
+            .copied()
+            .flatten()
+            .ok_or_else(|| CodegenError::Internal("group member without a function".into()))?;
+        members.push(cx.module.declare_func_in_func(k, &mut func));
+    }
+    {
+        let mut b = FunctionBuilder::new(&mut func, &mut cx.fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let p = b.block_params(entry).to_vec();
+        let psize = i64::from(ptr.bytes());
+        for (f, off) in members.into_iter().zip(offs) {
+            let sub = b.ins().iadd_imm_s(p[0], off as i64 * psize);
+            b.ins().call(f, &[sub, p[1], p[2]]);
+        }
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(cx.module.target_config());
+    }
+    define_function(cx, id, func, || name.clone())?;
+    Ok(id)
 }
 
 /// Whether `k` runs as parallel tasks (see [`define_kernel`]).
@@ -390,6 +573,7 @@ fn define_entry(
     cx: &mut Ctx,
     program: &Program,
     kernels: &[Option<FuncId>],
+    groups: &[(std::ops::Range<usize>, Option<FuncId>)],
     opts: &BackendOptions,
     iface: &ModelInterface,
 ) -> Result<(), CodegenError> {
@@ -418,14 +602,16 @@ fn define_entry(
         let fsig = entry_sig(cx, 8);
         let fname = format!("{}_run_profiled", opts.prefix);
         let fid = declare(cx, &fname, &fsig)?;
-        define_body(cx, program, kernels, iface, fid, fsig, &fname, true)?;
+        define_body(cx, program, kernels, groups, iface, fid, fsig, &fname, true)?;
         let args: Vec<Arg> = (0..6)
             .map(Arg::Param)
             .chain([Arg::Null, Arg::Null])
             .collect();
         define_forward(cx, xid, xsig, fid, &xname, &args)?;
     } else {
-        define_body(cx, program, kernels, iface, xid, xsig, &xname, false)?;
+        define_body(
+            cx, program, kernels, groups, iface, xid, xsig, &xname, false,
+        )?;
     }
     // PREFIX_run_parallel(inputs, outputs, workspace, par) = run_ex(0, NULL, …, par).
     let psig = entry_sig(cx, 4);
@@ -645,6 +831,7 @@ fn define_body(
     cx: &mut Ctx,
     program: &Program,
     kernels: &[Option<FuncId>],
+    groups: &[(std::ops::Range<usize>, Option<FuncId>)],
     iface: &ModelInterface,
     id: FuncId,
     sig: Signature,
@@ -657,6 +844,14 @@ fn define_body(
     let mut refs = Vec::new();
     for k in kernels {
         refs.push(k.map(|k| cx.module.declare_func_in_func(k, &mut func)));
+    }
+    // Per step: the group starting there (its end and its task function), if any.
+    let mut group_at: Vec<Option<(usize, cranelift_codegen::ir::FuncRef)>> =
+        vec![None; program.steps.len()];
+    for (g, f) in groups {
+        if let Some(f) = f {
+            group_at[g.start] = Some((g.end, cx.module.declare_func_in_func(*f, &mut func)));
+        }
     }
     // The runtime GEMM and the constants GEMM calls read directly.
     let has_gemm = program.steps.iter().any(|s| matches!(s, Step::Gemm(_)));
@@ -731,13 +926,10 @@ fn define_body(
         .max()
         .unwrap_or(0);
     // One task context for every parallel kernel: n_tasks, then the buffer pointers.
-    let ctx_words = program
-        .steps
+    let ctx_words = groups
         .iter()
-        .filter_map(|s| match s {
-            Step::Kernel(k) if is_parallel(k) => Some(1 + kernel_params(program, k).len()),
-            _ => None,
-        })
+        .map(|(g, _)| group_ctx_offsets(program, g.clone()).1)
+        .filter(|&w| w > 0)
         .max();
     {
         let mut b = FunctionBuilder::new(&mut func, &mut cx.fctx);
@@ -910,16 +1102,37 @@ fn define_body(
             })
         };
         let store = MemFlagsData::trusted();
+        let mut group_end = 0usize;
         for (si, (step, fref)) in program.steps.iter().zip(&refs).enumerate() {
+            if si < group_end {
+                // Run (and reported to the hook) with its group.
+                continue;
+            }
+            let group = group_at[si];
             match (step, fref) {
                 (Step::Kernel(k), Some(f)) if is_parallel(k) => {
                     let slot =
                         task_ctx.ok_or_else(|| CodegenError::Internal("task context".into()))?;
                     let ctx = b.ins().stack_addr(ptr, slot, 0);
-                    for (j, bid) in kernel_params(program, k).into_iter().enumerate() {
-                        let v = buf_ptr(&mut b, bid)?;
-                        b.ins().store(store, v, ctx, psize * (1 + j as i32));
+                    // One sub-context per kernel of the group: n, then its buffers.
+                    let end = group.map_or(si + 1, |g| g.0);
+                    let (offs, _) = group_ctx_offsets(program, si..end);
+                    for (m, off) in (si..end).zip(&offs) {
+                        let Step::Kernel(mk) = &program.steps[m] else {
+                            return Err(CodegenError::Internal("group member".into()));
+                        };
+                        for (j, bid) in kernel_params(program, mk).into_iter().enumerate() {
+                            let v = buf_ptr(&mut b, bid)?;
+                            b.ins()
+                                .store(store, v, ctx, psize * (*off as i32 + 1 + j as i32));
+                        }
                     }
+                    let f = &group.map_or(*f, |g| g.1);
+                    let store_n = |b: &mut FunctionBuilder<'_>, n: Value| {
+                        for off in &offs {
+                            b.ins().store(store, n, ctx, psize * *off as i32);
+                        }
+                    };
                     let serial = b.create_block();
                     let multi = b.create_block();
                     let next = b.create_block();
@@ -927,7 +1140,7 @@ fn define_body(
                     b.ins().brif(is_multi, multi, &[], serial, &[]);
                     b.switch_to_block(serial);
                     let one = b.ins().iconst(ptr, 1);
-                    b.ins().store(store, one, ctx, 0);
+                    store_n(&mut b, one);
                     let zero = b.ins().iconst(ptr, 0);
                     b.ins().call(*f, &[ctx, zero, zero]);
                     b.ins().jump(next, &[]);
@@ -935,13 +1148,14 @@ fn define_body(
                     let want = b.ins().imul_imm_s(workers, TASKS_PER_WORKER);
                     let extent = b.ins().iconst(ptr, k.loops[0].extent as i64);
                     let n = b.ins().umin(want, extent);
-                    b.ins().store(store, n, ctx, 0);
+                    store_n(&mut b, n);
                     let pool = b.ins().load(ptr, flags, par, PAR_POOL);
                     let pf = b.ins().load(ptr, flags, par, PAR_FOR);
                     let task = b.ins().func_addr(ptr, *f);
                     b.ins().call_indirect(tsig, pf, &[pool, task, ctx, n]);
                     b.ins().jump(next, &[]);
                     b.switch_to_block(next);
+                    group_end = end;
                 }
                 (Step::Kernel(k), Some(f)) => {
                     let mut args = Vec::new();
@@ -1030,16 +1244,19 @@ fn define_body(
                 _ => return Err(CodegenError::Internal("kernel without a function".into())),
             }
             if let Some((h, hctx)) = hook {
-                // After step si: hook(hook_ctx, si) when a hook is given.
-                let call_blk = b.create_block();
-                let next = b.create_block();
-                let none = b.ins().icmp_imm_s(IntCC::Equal, h, 0);
-                b.ins().brif(none, next, &[], call_blk, &[]);
-                b.switch_to_block(call_blk);
-                let idx = b.ins().iconst(ptr, si as i64);
-                b.ins().call_indirect(hsig, h, &[hctx, idx]);
-                b.ins().jump(next, &[]);
-                b.switch_to_block(next);
+                // After step si (and the rest of its group): hook(hook_ctx, step) for each,
+                // when a hook is given.
+                for step in si..group_end.max(si + 1) {
+                    let call_blk = b.create_block();
+                    let next = b.create_block();
+                    let none = b.ins().icmp_imm_s(IntCC::Equal, h, 0);
+                    b.ins().brif(none, next, &[], call_blk, &[]);
+                    b.switch_to_block(call_blk);
+                    let idx = b.ins().iconst(ptr, step as i64);
+                    b.ins().call_indirect(hsig, h, &[hctx, idx]);
+                    b.ins().jump(next, &[]);
+                    b.switch_to_block(next);
+                }
             }
         }
         if let Some((head, exit, s)) = sample_loop {

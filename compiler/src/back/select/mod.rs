@@ -198,19 +198,39 @@ impl<'g> Lowering<'g> {
 
     /// Among the steps of the node just lowered (those not yet attributed), the kernels
     /// whose outer extent equals that of a parallel kernel become parallel too, whatever
-    /// their size: the regions of one op then split the same way (a depthwise conv's
-    /// borders by channel like its interior), instead of one thread walking every
+    /// their size, and so do kernels sharing an outer extent whose work together reaches
+    /// `PARALLEL_MIN_POINTS`: the regions of one op then split the same way (a depthwise
+    /// conv's borders by channel like its interior), instead of one thread walking every
     /// channel's border while the other idles and the caches hold the wrong channels.
+    /// `object` runs such siblings as one fork-join.
     fn parallel_siblings(&mut self) {
         let from = self.prog.step_nodes.len();
-        let extents: Vec<usize> = self.prog.steps[from..]
-            .iter()
-            .filter_map(|s| match s {
-                Step::Kernel(k) if k.loops.first().is_some_and(|l| l.parallel) => {
-                    Some(k.loops[0].extent)
+        let points = |k: &crate::back::kernel::Kernel| {
+            k.loops
+                .iter()
+                .fold(1usize, |p, l| p.saturating_mul(l.extent))
+        };
+        // Loop-0 extents to split: those of a kernel that is parallel already, and those
+        // whose kernels together have enough work (a depthwise conv on a 7×7 plane: no
+        // region is large alone, all of them are; they then run as one fork-join).
+        let mut totals: Vec<(usize, usize, bool)> = Vec::new();
+        for s in &self.prog.steps[from..] {
+            if let Step::Kernel(k) = s
+                && let Some(l) = k.loops.first()
+            {
+                match totals.iter_mut().find(|t| t.0 == l.extent) {
+                    Some(t) => {
+                        t.1 = t.1.saturating_add(points(k));
+                        t.2 |= l.parallel;
+                    }
+                    None => totals.push((l.extent, points(k), l.parallel)),
                 }
-                _ => None,
-            })
+            }
+        }
+        let extents: Vec<usize> = totals
+            .iter()
+            .filter(|t| t.2 || t.1 >= super::schedule::PARALLEL_MIN_POINTS)
+            .map(|t| t.0)
             .collect();
         if extents.is_empty() {
             return;

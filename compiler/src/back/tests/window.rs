@@ -998,3 +998,101 @@ fn max_pool_ignore_regions() {
     }
     b.check("mpr");
 }
+
+/// The regions of a depthwise conv (and of a padded max pool) large enough to split run as
+/// one fork-join (`object::parallel_groups`): small planes with many channels, stride 1
+/// and 2, against the interpreter serially and through the reverse-order 3-worker pool;
+/// the object holds a group task function.
+#[test]
+fn grouped_regions_match_the_interpreter() {
+    let mut r = Rng::new(41);
+    let mut b = Batch::new();
+    for (c, h, stride) in [(960, 7, 1), (192, 14, 2), (64, 24, 1), (3, 130, 1)] {
+        let a = crate::ir::ConvAttrs {
+            border: Border::Constant,
+            padding: vec![(1, 1), (1, 1)],
+            stride: vec![stride, stride],
+            dilation: vec![],
+            groups: 0,
+            output_shape: vec![],
+        };
+        let x = r.tensor(DType::F32, &[1, c, h, h], -1.0, 1.0);
+        let f = r.tensor(DType::F32, &[c, 1, 3, 3], -1.0, 1.0);
+        let bias = r.tensor(DType::F32, &[1, c], -1.0, 1.0);
+        b.add(
+            format!("dwconv c{c} h{h} s{stride}"),
+            Op::Conv(a),
+            vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)],
+        );
+    }
+    let w = WindowAttrs {
+        size: vec![1, 1, 3, 3],
+        border: Border::Ignore,
+        padding: vec![(0, 0), (0, 0), (1, 1), (1, 1)],
+        stride: vec![1, 1, 2, 2],
+        dilation: Vec::new(),
+        output_shape: Vec::new(),
+    };
+    let x = r.tensor(DType::F32, &[1, 64, 40, 40], -1.0, 1.0);
+    b.add("max_pool regions".into(), Op::MaxPool(w), vec![Arg::In(x)]);
+    let art = crate::back::compile(&b.g, &opts("grp")).expect("compiles");
+    let has = |s: &str| art.object.windows(s.len()).any(|w| w == s.as_bytes());
+    assert!(has("grp_group0"), "no grouped regions");
+    b.check("grp");
+}
+
+/// Which kernels may share a task without a barrier: slab-by-slab producers and
+/// consumers may, a transposed read, an indirect read, or a read of another buffer that
+/// shares the written bytes may not.
+#[test]
+fn cross_task_dependencies_break_groups() {
+    use crate::back::kernel::{BufKind, Kernel, Program};
+    use crate::back::object::no_cross_task_dependency;
+    let mut p = Program::default();
+    let x = p.add_buffer(BufKind::Workspace(0), DType::F32, 256);
+    let alias = p.add_buffer(BufKind::Workspace(512), DType::F32, 64);
+    let y = p.add_buffer(BufKind::Workspace(4096), DType::F32, 256);
+    let src = p.add_buffer(BufKind::Input(0), DType::F32, 256);
+    // a: x[16i + j] = src[16i + j]
+    let mut a = Kernel::new("a", &[16, 16]);
+    let l = a.access(src, 0, vec![16, 1]);
+    a.load(l, DType::F32);
+    a.set_store(x, 0, vec![16, 1]);
+    let reader = |name: &str, buf, strides: Vec<i64>| {
+        let mut k = Kernel::new(name, &[16, 16]);
+        let l = k.access(buf, 0, strides);
+        k.load(l, DType::F32);
+        k.set_store(y, 0, vec![16, 1]);
+        k
+    };
+    assert!(no_cross_task_dependency(
+        &p,
+        &a,
+        &reader("same slab", x, vec![16, 1])
+    ));
+    assert!(!no_cross_task_dependency(
+        &p,
+        &a,
+        &reader("transposed", x, vec![1, 16])
+    ));
+    assert!(no_cross_task_dependency(
+        &p,
+        &a,
+        &reader("other buffer", src, vec![1, 16])
+    ));
+    assert!(!no_cross_task_dependency(
+        &p,
+        &a,
+        &reader("aliasing bytes", alias, vec![4, 1])
+    ));
+    // A later kernel overwriting what an earlier one reads transposed.
+    let mut w = Kernel::new("w", &[16, 16]);
+    let l = w.access(y, 0, vec![16, 1]);
+    w.load(l, DType::F32);
+    w.set_store(src, 0, vec![16, 1]);
+    assert!(!no_cross_task_dependency(
+        &p,
+        &reader("reads src", src, vec![1, 16]),
+        &w
+    ));
+}
