@@ -205,11 +205,7 @@ impl<'g> Lowering<'g> {
     /// `object` runs such siblings as one fork-join.
     fn parallel_siblings(&mut self) {
         let from = self.prog.step_nodes.len();
-        let points = |k: &crate::back::kernel::Kernel| {
-            k.loops
-                .iter()
-                .fold(1usize, |p, l| p.saturating_mul(l.extent))
-        };
+        let points = super::schedule::parallel_work;
         // Loop-0 extents to split: those of a kernel that is parallel already, and those
         // whose kernels together have enough work (a depthwise conv on a 7×7 plane: no
         // region is large alone, all of them are; they then run as one fork-join).
