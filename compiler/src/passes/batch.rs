@@ -130,11 +130,20 @@ pub fn analyze(
             None => batch.outputs.push(false),
             Some(0) => batch.outputs.push(true),
             Some(k) => {
-                return Err(Diagnostic::error(format!(
+                // Point at the statement that computed the output (the op that moved the
+                // batch axis, or one after it), else at the graph.
+                let span = match g1.value(v).def {
+                    crate::ir::ValueDef::Node(n, _) => node_spans.get(n.index()).copied().flatten(),
+                    _ => None,
+                };
+                let d = Diagnostic::error(format!(
                     "output {} carries the run-time batch along axis {k}; outputs must have it first",
                     name(v)
-                ))
-                .at(graph_span, "in this graph"));
+                ));
+                return Err(match span {
+                    Some(s) => d.at(s, "this result has the batch along another axis"),
+                    None => d.at(graph_span, "in this graph"),
+                });
             }
         }
     }
