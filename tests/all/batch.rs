@@ -157,6 +157,10 @@ fn graphs_that_mix_samples_are_refused() {
             "output = max_pool(input, size = [3, 1], padding = [(1, 1), (0, 0)], border = 'ignore');",
         ),
         ("transpose", "output = transpose(input, axes = [1, 0]);"),
+        (
+            "attribute",
+            "output = tile(input, repeats = [1, shape_of(input)[0]]);",
+        ),
     ];
     let mut report = String::new();
     for (name, stmt) in cases {
@@ -164,7 +168,7 @@ fn graphs_that_mix_samples_are_refused() {
         std::fs::write(
             &path,
             format!(
-                "version 1.0;\n\ngraph G( input ) -> ( output )\n{{\n    input = external<scalar>(shape = [1, 4]);\n    {stmt}\n}}\n"
+                "version 1.0;\nextension KHR_enable_operator_expressions;\n\ngraph G( input ) -> ( output )\n{{\n    input = external<scalar>(shape = [1, 4]);\n    {stmt}\n}}\n"
             ),
         )
         .expect("write");

@@ -12,6 +12,9 @@
 //! batch axis may move inside the graph (a transpose, a squeeze), but graph outputs must
 //! have it first, as inputs do, so each sample's data is contiguous.
 //!
+//! Every attribute must also be the same at both batches: the one-sample program serves
+//! every batch, so an attribute computed from the batch extent (`shape_of`) is refused.
+//!
 //! An accepted graph computes each sample from that sample's inputs alone, so running
 //! the one-sample program once per sample equals running the batched graph. Not here:
 //! lowering (the session), the sample loop (`back::object`). Diagnostics point at the
@@ -73,6 +76,19 @@ pub fn analyze(
         )
         .at(graph_span, "this graph")
         .with_note("compile it for a fixed batch (--input-shape NAME=N,...)"));
+    }
+    // The one-sample program serves every batch, so no attribute may depend on the
+    // batch size (compared as printed, so that NaN attributes compare equal).
+    for (i, (a, b)) in g1.nodes.iter().zip(&g2.nodes).enumerate() {
+        if format!("{:?}", a.op) != format!("{:?}", b.op) {
+            let span = node_spans.get(i).copied().flatten().unwrap_or(graph_span);
+            return Err(Diagnostic::error(format!(
+                "`{}` cannot take a run-time batch: its attributes depend on the batch size",
+                a.op.mnemonic()
+            ))
+            .at(span, "in this operation")
+            .with_note(format!("at batch 1: {:?}; at batch 2: {:?}", a.op, b.op)));
+        }
     }
     let name = |v: ValueId| {
         g1.value(v)
