@@ -362,16 +362,21 @@ fn check_tensors(
     for (e, t) in expected.iter().zip(got) {
         let shape = shape_at(e, n);
         if e.dtype != t.dtype() || shape != t.shape || t.len() != shape.iter().product::<usize>() {
-            let batch = if e.batched {
-                " (the leading extent is the run-time batch, the same for every batched tensor)"
+            let want = if e.batched {
+                // One sample's shape with N ≥ 1 samples along axis 0.
+                let rest: Vec<String> = e.shape.iter().skip(1).map(|d| d.to_string()).collect();
+                format!(
+                    "{}[N, {}] (N ≥ 1 samples of the run-time batch, the same N for every \
+                     batched tensor)",
+                    e.dtype,
+                    rest.join(", ")
+                )
             } else {
-                ""
+                format!("{}{:?}", e.dtype, e.shape)
             };
             return Err(ExecError::Input(format!(
-                "{kind} `{}` must be {}{:?}{batch}, got {}{:?}",
+                "{kind} `{}` must be {want}, got {}{:?}",
                 e.name,
-                e.dtype,
-                shape,
                 t.dtype(),
                 t.shape
             )));

@@ -37,7 +37,8 @@ fn batch_axis(g1: &Graph, g2: &Graph, v: ValueId) -> Result<Option<usize>, Strin
     let (t1, t2) = (g1.ty(v), g2.ty(v));
     let (Some(s1), Some(s2)) = (t1.shape(), t2.shape()) else {
         return Err(format!(
-            "has unknown extents ({t1} at batch 1, {t2} at batch 2)"
+            "has unknown extents besides the run-time batch ({t1} at batch 1, {t2} at \
+             batch 2): code generation needs them (--input-shape NAME=?,D1,...)"
         ));
     };
     let bad = || format!("is {t1} at batch 1 but {t2} at batch 2");
