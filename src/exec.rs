@@ -463,7 +463,8 @@ type ProfiledFn = unsafe extern "C" fn(
 
 impl LoadedModel {
     /// Mean time of every step over `iterations` runs (after `warmup`), with the step
-    /// table: needs an object compiled with `BackendOptions::profile`.
+    /// table: needs an object compiled with `BackendOptions::profile`. With a run-time
+    /// batch, times and flops are those of the whole batch.
     pub fn profile(
         &mut self,
         inputs: &[Tensor],
@@ -494,7 +495,12 @@ impl LoadedModel {
                     .into_owned(),
             )
         };
-        let steps = nnefc_compiler::back::profile::parse(&table);
+        // The table rates one sample; with a run-time batch a step runs once per sample.
+        let mut steps = nnefc_compiler::back::profile::parse(&table);
+        let runs_per_step = self.batch_arg(n).max(1) as f64;
+        for s in &mut steps {
+            s.flops *= runs_per_step;
+        }
         let mut outputs = self.output_buffers_for(n);
         let in_ptrs: Vec<*const u8> = inputs.iter().map(data_ptr).collect();
         let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(data_ptr_mut).collect();

@@ -632,16 +632,7 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), Failure> {
         return print_profile(&mut model, &inputs, a);
     }
     let timing = model.time(&inputs, a.warmup, a.iterations)?;
-    let batched = model.interface().inputs.iter().any(|t| t.batched);
-    let per = if batched {
-        format!(
-            "per run of {} sample{}",
-            a.batch,
-            if a.batch == 1 { "" } else { "s" }
-        )
-    } else {
-        "per inference".to_string()
-    };
+    let per = per_run(&model, a);
     println!(
         "{}: median {:.4} ms, min {:.4} ms {per} ({} runs after {} warm-up, {} thread{}; compiled in {:.2} s, workspace {} bytes)",
         a.model
@@ -659,6 +650,17 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), Failure> {
         model.interface().workspace_size_for(model.threads())
     );
     Ok(())
+}
+
+/// How a timed run is labelled: "per run of N samples" for a model with a run-time batch
+/// (`--batch N`), else "per inference".
+fn per_run(model: &LoadedModel, a: &BenchArgs) -> String {
+    if model.interface().inputs.iter().any(|t| t.batched) {
+        let s = if a.batch == 1 { "" } else { "s" };
+        format!("per run of {} sample{s}", a.batch)
+    } else {
+        "per inference".to_string()
+    }
 }
 
 /// `bench --profile`: time per graph node (the steps of a node summed), sorted by time.
@@ -681,18 +683,9 @@ fn print_profile(
     }
     let total: f64 = rows.iter().map(|r| r.1).sum();
     rows.sort_by(|x, y| y.1.total_cmp(&x.1));
-    // With a run-time batch every step runs once per sample: times are per run of the
-    // batch, and the step table's flops (one sample's) count once per sample.
-    let samples = if model.interface().inputs.iter().any(|t| t.batched) {
-        a.batch as f64
-    } else {
-        1.0
-    };
-    let per = if samples > 1.0 {
-        format!("per run of {} samples", a.batch)
-    } else {
-        "per inference".to_string()
-    };
+    // With a run-time batch, times (and the flops `profile` reports) are per run of the
+    // batch.
+    let per = per_run(model, a);
     println!(
         "{}: {:.4} ms {per} (mean of {} profiled runs, {} thread{}), {} {}",
         a.model
@@ -713,7 +706,7 @@ fn print_profile(
     );
     for (info, ms) in &rows {
         let rate = if info.flops > 0.0 && *ms > 0.0 {
-            format!("{:.1}", samples * info.flops / (ms * 1e6))
+            format!("{:.1}", info.flops / (ms * 1e6))
         } else {
             "-".into()
         };

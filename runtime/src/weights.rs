@@ -124,13 +124,7 @@ pub fn check_file(blob: &[u8]) -> Result<u64, Error> {
 /// ([`Status::WrongWeights`]).
 pub fn check_weights(info: &ModelInfo, blob: &[u8]) -> Result<(), Error> {
     let hash = check_file(blob)?;
-    if info.weights_size == 0
-        || hash != info.weights_model_hash
-        || blob.len() != info.weights_size
-        || u64_at(blob, field::DATA_HASH) != info.weights_data_hash
-    {
-        return Err(Error::Status(Status::WrongWeights));
-    }
+    belongs_to(info, hash, blob)?;
     if (blob.as_ptr() as usize) % WEIGHTS_ALIGN != 0 {
         return Err(Error::Status(Status::Misaligned));
     }
@@ -142,6 +136,19 @@ pub fn check_weights(info: &ModelInfo, blob: &[u8]) -> Result<(), Error> {
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Line([u8; 64]);
+
+/// Whether a checked file (`blob`, whose header carries `model_hash`) is the one the
+/// model `info` describes: `WrongWeights` otherwise, and always for embedded weights.
+fn belongs_to(info: &ModelInfo, model_hash: u64, blob: &[u8]) -> Result<(), Error> {
+    if info.weights_size == 0
+        || model_hash != info.weights_model_hash
+        || blob.len() != info.weights_size
+        || u64_at(blob, field::DATA_HASH) != info.weights_data_hash
+    {
+        return Err(Error::Status(Status::WrongWeights));
+    }
+    Ok(())
+}
 
 /// A weights file held in memory at a 64-byte-aligned address, checked once when made.
 #[cfg(feature = "std")]
@@ -157,16 +164,24 @@ impl Weights {
     /// checked when it is given to one: [`Weights::check_for`]).
     pub fn from_bytes(blob: &[u8]) -> Result<Weights, Error> {
         let model_hash = check_file(blob)?;
-        let mut words = vec![Line([0; 64]); blob.len().div_ceil(64)];
-        // SAFETY: `words` owns at least `blob.len()` bytes; u8 has no alignment needs.
-        let dst =
-            unsafe { core::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), blob.len()) };
-        dst.copy_from_slice(blob);
-        Ok(Weights {
-            words,
-            len: blob.len(),
-            model_hash,
-        })
+        let mut w = Weights::zeroed(blob.len());
+        w.bytes_mut().copy_from_slice(blob);
+        w.model_hash = model_hash;
+        Ok(w)
+    }
+
+    /// `len` zero bytes at an aligned address (model hash not yet known).
+    fn zeroed(len: usize) -> Weights {
+        Weights {
+            words: vec![Line([0; 64]); len.div_ceil(64)],
+            len,
+            model_hash: 0,
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `words` owns at least `len` initialized bytes; u8 has no alignment needs.
+        unsafe { core::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
     }
 
     /// Reads and checks a weights file. A file that is not a valid weights file gives an
@@ -185,12 +200,19 @@ impl Weights {
         // refused without reading it.
         let mut head = [0u8; WEIGHTS_HEADER];
         f.read_exact(&mut head).map_err(|_| invalid())?;
-        if head[..8] != WEIGHTS_MAGIC || u64_at(&head, field::SIZE) != meta.len() {
+        let size = u64_at(&head, field::SIZE);
+        if head[..8] != WEIGHTS_MAGIC || size != meta.len() {
             return Err(invalid());
         }
-        let mut blob = head.to_vec();
-        f.read_to_end(&mut blob)?;
-        Weights::from_bytes(&blob).map_err(|_| invalid())
+        let size = usize::try_from(size).map_err(|_| invalid())?;
+        // Read straight into the aligned buffer: one copy of a file that may be 100 MB.
+        let mut w = Weights::zeroed(size);
+        let bytes = w.bytes_mut();
+        bytes[..WEIGHTS_HEADER].copy_from_slice(&head);
+        f.read_exact(&mut bytes[WEIGHTS_HEADER..])
+            .map_err(|_| invalid())?;
+        w.model_hash = check_file(w.as_bytes()).map_err(|_| invalid())?;
+        Ok(w)
     }
 
     /// The whole file, header included, at a 64-byte-aligned address.
@@ -207,15 +229,7 @@ impl Weights {
     /// Whether these are the weights of the model `info` describes ([`check_weights`]
     /// without reading the data again).
     pub fn check_for(&self, info: &ModelInfo) -> Result<(), Error> {
-        let b = self.as_bytes();
-        if info.weights_size == 0
-            || self.model_hash != info.weights_model_hash
-            || self.len != info.weights_size
-            || u64_at(b, field::DATA_HASH) != info.weights_data_hash
-        {
-            return Err(Error::Status(Status::WrongWeights));
-        }
-        Ok(())
+        belongs_to(info, self.model_hash, self.as_bytes())
     }
 }
 

@@ -592,6 +592,19 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
         }
     }
     let runtime_batch = !batch_of.is_empty();
+    // The statement reading the batch from the slice lengths (none without a batch).
+    let read_n = if runtime_batch {
+        format!("let n = batch_of({batch_of})?;\n")
+    } else {
+        String::new()
+    };
+    let indent = |line: &str, by: usize| {
+        if line.is_empty() {
+            String::new()
+        } else {
+            format!("{}{line}", " ".repeat(by))
+        }
+    };
     let _ = writeln!(
         o,
         "    /// Whether the model takes the number of samples at run time: tensors whose\n    /// `*_BATCHED` is true then hold any number `n ≥ 1` of samples of `*_SHAPE` along\n    /// axis 0 (`n` is read from the first batched input's length).\n    pub const RUNTIME_BATCH: bool = {runtime_batch};"
@@ -714,17 +727,9 @@ pub fn rust_bindings(m: &ModelInterface) -> String {
 }}"#,
         ni = m.inputs.len(),
         no = m.outputs.len(),
-        batch_n = if batch_of.is_empty() {
-            String::new()
-        } else {
-            format!("        let n = batch_of({batch_of})?;\n")
-        },
+        batch_n = indent(&read_n, 8),
         batch_arg = if batch_of.is_empty() { "0" } else { "n" },
-        infer_n = if batch_of.is_empty() {
-            String::new()
-        } else {
-            format!("            let n = batch_of({batch_of})?;\n")
-        },
+        infer_n = indent(&read_n, 12),
         ip = in_ptrs.join(", "),
         op = out_ptrs.join(", "),
     );

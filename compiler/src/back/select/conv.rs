@@ -600,25 +600,18 @@ fn depthwise_unpadded(
 ) -> Result<bool, CodegenError> {
     let sp = io.xs.len() - 2;
     let ksize = &io.fs[2..];
-    // Per dim: runs (first output, count, in-bounds taps along that dim).
-    let mut runs: Vec<Vec<(usize, usize, Vec<usize>)>> = Vec::with_capacity(sp);
-    for d in 0..sp {
-        let (front, input) = (geo.front[2 + d] as i64, io.xs[2 + d] as i64);
-        let mut dim: Vec<(usize, usize, Vec<usize>)> = Vec::new();
-        for o in 0..io.ys[2 + d] {
-            let valid: Vec<usize> = (0..ksize[d])
-                .filter(|&t| {
-                    let x = (o * stride[d] + t * dilation[d]) as i64 - front;
-                    (0..input).contains(&x)
-                })
-                .collect();
-            match dim.last_mut() {
-                Some(last) if last.2 == valid => last.1 += 1,
-                _ => dim.push((o, 1, valid)),
-            }
-        }
-        runs.push(dim);
-    }
+    let runs: Vec<Vec<super::window::TapRun>> = (0..sp)
+        .map(|d| {
+            super::window::tap_runs(
+                io.ys[2 + d],
+                io.xs[2 + d],
+                ksize[d],
+                stride[d],
+                dilation[d],
+                geo.front[2 + d],
+            )
+        })
+        .collect();
     let cells: usize = runs.iter().map(|r| r.len()).product();
     if cells > DW_MAX_REGIONS {
         return Ok(false);

@@ -541,6 +541,37 @@ pub(super) fn max_pool(
     window_combine(lw, "max_pool", &p, &geo, Combine::Max, None, &[], out)
 }
 
+/// Outputs along one dim whose windows read the same in-bounds taps: (first output,
+/// count, taps `t < size` with `o·stride + t·dilation − front` inside `[0, input)`).
+pub(super) type TapRun = (usize, usize, Vec<usize>);
+
+/// The outputs `0..outputs` along one dim grouped into [`TapRun`]s, in order (3×3
+/// stride 1 pad 1: the first output, the interior, the last). What splitting a padded
+/// window op into regions without a padded copy starts from.
+pub(super) fn tap_runs(
+    outputs: usize,
+    input: usize,
+    size: usize,
+    stride: usize,
+    dilation: usize,
+    front: usize,
+) -> Vec<TapRun> {
+    let mut runs: Vec<TapRun> = Vec::new();
+    for o in 0..outputs {
+        let valid: Vec<usize> = (0..size)
+            .filter(|&t| {
+                let x = (o * stride + t * dilation) as i64 - front as i64;
+                (0..input as i64).contains(&x)
+            })
+            .collect();
+        match runs.last_mut() {
+            Some(last) if last.2 == valid => last.1 += 1,
+            _ => runs.push((o, 1, valid)),
+        }
+    }
+    runs
+}
+
 /// Most kernels [`max_pool_regions`] splits a pool into.
 const POOL_MAX_REGIONS: usize = 16;
 
@@ -563,26 +594,20 @@ fn max_pool_regions(
     if inside || geo.volume() > UNROLL_TAPS {
         return Ok(false);
     }
-    // Per dim: runs (first output, count, in-bounds taps along that dim).
-    let mut runs: Vec<Vec<(usize, usize, Vec<usize>)>> = Vec::with_capacity(rank);
-    for d in 0..rank {
-        let mut dim: Vec<(usize, usize, Vec<usize>)> = Vec::new();
-        for o in 0..geo.output[d] {
-            let valid: Vec<usize> = (0..geo.size[d])
-                .filter(|&t| {
-                    let x = (o * geo.stride[d] + t * geo.dilation[d]) as i64 - geo.front[d] as i64;
-                    (0..geo.input[d] as i64).contains(&x)
-                })
-                .collect();
-            if valid.is_empty() {
-                return Ok(false);
-            }
-            match dim.last_mut() {
-                Some(last) if last.2 == valid => last.1 += 1,
-                _ => dim.push((o, 1, valid)),
-            }
-        }
-        runs.push(dim);
+    let runs: Vec<Vec<TapRun>> = (0..rank)
+        .map(|d| {
+            tap_runs(
+                geo.output[d],
+                geo.input[d],
+                geo.size[d],
+                geo.stride[d],
+                geo.dilation[d],
+                geo.front[d],
+            )
+        })
+        .collect();
+    if runs.iter().flatten().any(|r| r.2.is_empty()) {
+        return Ok(false);
     }
     if runs.iter().map(Vec::len).product::<usize>() > POOL_MAX_REGIONS {
         return Ok(false);
@@ -604,7 +629,7 @@ fn max_pool_regions(
     };
     let mut ri = vec![0usize; rank];
     loop {
-        let region: Vec<&(usize, usize, Vec<usize>)> = (0..rank).map(|d| &runs[d][ri[d]]).collect();
+        let region: Vec<&TapRun> = (0..rank).map(|d| &runs[d][ri[d]]).collect();
         let ext: Vec<usize> = region.iter().map(|r| r.1).collect();
         let mut k = lw.kernel("max_pool", &ext);
         let mut acc: Option<ExprId> = None;

@@ -175,6 +175,29 @@ fn c_header_macros() {
     .assert_eq(&h);
 }
 
+/// Builds `dir/main.c` with `objects` and the runtime library into `dir/main` (warnings
+/// are errors; unused `fread` results are allowed).
+fn build_c(dir: &std::path::Path, objects: &[&str]) -> std::path::PathBuf {
+    let exe = dir.join("main");
+    let st = Command::new("cc")
+        .current_dir(dir)
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Werror",
+            "-Wno-unused-result",
+            "main.c",
+        ])
+        .args(objects)
+        .arg(runtime_lib())
+        .args(["-lm", "-lpthread", "-ldl", "-o"])
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success(), "C program failed to build");
+    exe
+}
+
 /// A C program includes the header, runs the model through it and prints the result.
 #[test]
 fn c_program_uses_header_and_descriptor() {
@@ -206,16 +229,7 @@ int main(void) {
 "#,
     )
     .unwrap();
-    let exe = dir.join("main");
-    let st = Command::new("cc")
-        .current_dir(&dir)
-        .args(["-std=c11", "-Wall", "-Werror", "main.c", "net.o"])
-        .arg(runtime_lib())
-        .args(["-lm", "-lpthread", "-ldl", "-o"])
-        .arg(&exe)
-        .status()
-        .unwrap();
-    assert!(st.success(), "C program failed to build");
+    let exe = build_c(&dir, &["net.o"]);
     let out = Command::new(&exe).output().unwrap();
     expect_test::expect![[r#"
         status 0 rank 2 shape 2x3 in0 image
@@ -543,24 +557,7 @@ int main(void) {
 "#,
     )
     .unwrap();
-    let exe = dir.join("main");
-    let st = Command::new("cc")
-        .current_dir(&dir)
-        .args([
-            "-std=c11",
-            "-Wall",
-            "-Werror",
-            "-Wno-unused-result",
-            "main.c",
-            "emb.o",
-            "ext.o",
-        ])
-        .arg(runtime_lib())
-        .args(["-lm", "-lpthread", "-ldl", "-o"])
-        .arg(&exe)
-        .status()
-        .unwrap();
-    assert!(st.success(), "C program failed to build");
+    let exe = build_c(&dir, &["emb.o", "ext.o"]);
     let out = Command::new(&exe).current_dir(&dir).output().unwrap();
     expect_test::expect![[r#"
         external 1 size 1 info 1
