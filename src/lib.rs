@@ -23,6 +23,7 @@ pub mod corpus;
 pub mod datfile;
 pub mod dot;
 pub mod exec;
+pub mod graph;
 pub mod tolerance;
 
 pub use build::{Build, BuildError, BuildOutput, c_identifier, compile_model};

@@ -123,6 +123,34 @@ pub fn lower_and_optimize(
     Ok((lowered, report))
 }
 
+/// Where a model comes from: a path (folder, `.tgz`/`.tar`, or bare `graph.nnef`), or
+/// NNEF text with its variables' data in memory (the graph builder, `nnefc::graph`).
+/// Both go through the same front end and everything after it.
+#[derive(Clone, Copy)]
+pub enum Source<'a> {
+    Path(&'a Path),
+    Text {
+        /// Names the text in diagnostics (e.g. `graph.nnef` of a built graph).
+        name: &'a str,
+        text: &'a str,
+        /// The data of each `variable` label.
+        variables: &'a (dyn Fn(&str) -> Option<ir::Tensor> + Sync),
+    },
+}
+
+impl Source<'_> {
+    fn lower(&self, front: &FrontOptions) -> Result<front::Lowered, FrontError> {
+        match *self {
+            Source::Path(p) => front::load_and_lower(p, front),
+            Source::Text {
+                name,
+                text,
+                variables,
+            } => front::lower_source(name, text, variables, front),
+        }
+    }
+}
+
 /// Compiles a model (folder, `.tgz`/`.tar`, or bare `graph.nnef`) to an object, header
 /// and Rust bindings, with the symbol prefix `opts.back.prefix`.
 pub fn compile(path: &Path, opts: &Options) -> Result<Compiled, Error> {
@@ -142,13 +170,42 @@ pub fn compile_with_prefix(
     opts: &Options,
     prefix: Option<&str>,
 ) -> Result<Compiled, Error> {
+    compile_source(Source::Path(path), opts, prefix)
+}
+
+/// Compiles NNEF text whose variables are given in memory: what `nnefc::graph` calls for
+/// a built graph. The same pipeline as [`compile_with_prefix`] (run-time batch included).
+pub fn compile_graph(
+    name: &str,
+    text: &str,
+    variables: &(dyn Fn(&str) -> Option<ir::Tensor> + Sync),
+    opts: &Options,
+    prefix: Option<&str>,
+) -> Result<Compiled, Error> {
+    compile_source(
+        Source::Text {
+            name,
+            text,
+            variables,
+        },
+        opts,
+        prefix,
+    )
+}
+
+/// The pipeline behind [`compile_with_prefix`] and [`compile_graph`].
+pub fn compile_source(
+    src: Source<'_>,
+    opts: &Options,
+    prefix: Option<&str>,
+) -> Result<Compiled, Error> {
     let mut opts = opts.clone();
     let lowered = if run_time_batch(&opts) {
-        let (lowered, batch) = lower_batched(path, &opts)?;
+        let (lowered, batch) = lower_batched(src, &opts)?;
         opts.back.batch = Some(batch);
         lowered
     } else {
-        front::load_and_lower(path, &opts.front).map_err(Error::Front)?
+        src.lower(&opts.front).map_err(Error::Front)?
     };
     let mut lowered = lowered;
     let report = if opts.optimize {
@@ -173,7 +230,7 @@ fn run_time_batch(opts: &Options) -> bool {
 
 /// Lowers with the run-time batch fixed to 1 (the program) and 2 (for the check).
 fn lower_batched(
-    path: &Path,
+    src: Source<'_>,
     opts: &Options,
 ) -> Result<(front::Lowered, passes::batch::RuntimeBatch), Error> {
     let at = |n: usize| {
@@ -185,8 +242,8 @@ fn lower_batched(
         }
         f
     };
-    let one = front::load_and_lower(path, &at(1)).map_err(Error::Front)?;
-    let two = front::load_and_lower(path, &at(2)).map_err(|mut e| {
+    let one = src.lower(&at(1)).map_err(Error::Front)?;
+    let two = src.lower(&at(2)).map_err(|mut e| {
         e.diagnostics.0.insert(
             0,
             Diagnostic::error(

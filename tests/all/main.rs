@@ -9,6 +9,8 @@ mod cli;
 mod documents;
 mod e2e;
 mod examples;
+mod graph;
+mod graph_ops;
 mod hostile;
 mod khronos;
 mod runtime_aarch64;

@@ -9,6 +9,7 @@
 //! (argument binding, inlining compound fragments, the graph body), `lower` (the only
 //! name → `ir::Op` mapping, with the native set of compounds kept whole).
 
+pub mod call;
 pub mod dat;
 pub mod eval;
 pub mod expand;
@@ -122,7 +123,7 @@ impl std::fmt::Debug for FrontError {
 /// Runs `f` on a thread with a [`FRONT_STACK_BYTES`] stack and returns its result; a
 /// panic in `f` is resumed on the caller's thread. Fails with a diagnostic when the
 /// thread cannot be created (no address space for its stack, e.g. a tight `ulimit -v`).
-fn on_front_stack<T: Send>(
+pub(crate) fn on_front_stack<T: Send>(
     f: impl FnOnce() -> Result<T, FrontError> + Send,
 ) -> Result<T, FrontError> {
     std::thread::scope(|scope| {
