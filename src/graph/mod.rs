@@ -18,6 +18,7 @@
 //! `tests/all/graph_ops.rs`); [`grad`](crate::graph::grad) adds reverse-mode gradients.
 //! This module does not evaluate anything itself: no shape rule lives here.
 
+pub mod grad;
 pub mod ops;
 
 use nnefc_compiler::front::call::{CallArg, CallError, CallResult, Library, tensor_type};
@@ -29,6 +30,8 @@ use std::fmt;
 use std::panic::Location;
 use std::path::Path;
 use std::rc::Rc;
+
+pub use grad::{grad, sgd};
 
 
 /// A builder error: what is wrong, and the line of the user's code that did it.
@@ -128,10 +131,6 @@ impl Value {
         Graph {
             inner: self.g.clone(),
         }
-    }
-
-    fn ty(&self) -> TensorType {
-        self.g.borrow().values[self.id].ty.clone()
     }
 }
 

@@ -124,6 +124,11 @@ impl Library {
         &self.user.fragments
     }
 
+    /// The definition of fragment `name`.
+    pub fn fragment(&self, name: &str) -> Option<&FragmentDef> {
+        self.table.get(name).map(|f| &f.def)
+    }
+
     /// Whether `name` is a fragment of this library.
     pub fn has(&self, name: &str) -> bool {
         self.table.get(name).is_some()
