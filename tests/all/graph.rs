@@ -3,7 +3,7 @@
 //! reads back through nnefc (and through the Khronos parser when installed); every
 //! validation error has its expected text (`graph_errors.txt`, `UPDATE_EXPECT=1` to bless).
 
-use nnefc::compiler::ir::{DType, Tensor};
+use nnefc::compiler::ir::DType;
 use nnefc::graph::{Arg, Graph, Value, ops};
 use std::path::{Path, PathBuf};
 
@@ -196,13 +196,4 @@ fn written_folder_round_trips() {
         ),
         Err(_) => eprintln!("skipped: python3 not found"),
     }
-}
-
-/// Small tensor of 0..n as f32.
-pub fn iota(shape: &[usize], scale: f32) -> Tensor {
-    let n = shape.iter().product::<usize>();
-    Tensor::f32(
-        shape.to_vec(),
-        (0..n).map(|i| ((i * 7919) % 23) as f32 * scale - 0.5).collect(),
-    )
 }

@@ -374,3 +374,21 @@ fn grad_refuses_what_it_cannot_differentiate() {
     let e = grad(&y, &[x]).unwrap_err();
     assert!(e.message.contains("must hold one element"), "{e}");
 }
+
+#[path = "../../examples/train.rs"]
+mod train_example;
+
+/// The training example with its fixed seed: the loss falls steadily and the classes end up
+/// separated.
+#[test]
+fn training_example_loss_falls() {
+    let (losses, accuracy) = train_example::train(150, 7).expect("train");
+    let first = losses[0];
+    let last = *losses.last().unwrap();
+    assert!(last < 0.2 * first, "loss {first} → {last}");
+    // Mostly monotone: every 25-step window ends lower than it started.
+    for w in losses.chunks(25) {
+        assert!(w.last() < w.first(), "{w:?}");
+    }
+    assert!(accuracy > 0.95, "accuracy {accuracy}");
+}
