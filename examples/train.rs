@@ -66,9 +66,21 @@ fn training_step() -> Result<nnefc::graph::Document, nnefc::graph::Error> {
     let b1 = g.input("b1", DType::F32, &[1, HIDDEN])?;
     let w2 = g.input("w2", DType::F32, &[2, HIDDEN])?;
     let b2 = g.input("b2", DType::F32, &[1, 2])?;
-    let h = ops::linear(&x, &w1, ops::LinearAttrs { bias: Some(Arg::from(&b1)) })?;
+    let h = ops::linear(
+        &x,
+        &w1,
+        ops::LinearAttrs {
+            bias: Some(Arg::from(&b1)),
+        },
+    )?;
     let h = ops::tanh(&h)?;
-    let z = ops::linear(&h, &w2, ops::LinearAttrs { bias: Some(Arg::from(&b2)) })?;
+    let z = ops::linear(
+        &h,
+        &w2,
+        ops::LinearAttrs {
+            bias: Some(Arg::from(&b2)),
+        },
+    )?;
     let p = ops::softmax(&z, ops::SoftmaxAttrs { axes: vec![1] })?;
     // Mean cross-entropy: −Σ t·log p / n.
     let logp = ops::log(&p)?;
@@ -79,7 +91,10 @@ fn training_step() -> Result<nnefc::graph::Document, nnefc::graph::Error> {
     let updated = sgd(&loss, &params, RATE)?;
     g.output("loss", &loss)?;
     g.output("probabilities", &p)?;
-    for (name, u) in ["w1_next", "b1_next", "w2_next", "b2_next"].iter().zip(&updated) {
+    for (name, u) in ["w1_next", "b1_next", "w2_next", "b2_next"]
+        .iter()
+        .zip(&updated)
+    {
         g.output(name, u)?;
     }
     g.finish()

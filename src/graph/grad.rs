@@ -22,11 +22,47 @@ use std::panic::Location;
 
 /// The fragments [`grad`] differentiates.
 pub const RULES: &[&str] = &[
-    "copy", "neg", "exp", "log", "sqr", "sqrt", "abs", "relu", "sigmoid", "tanh",
-    "leaky_relu", "elu", "softplus", "add", "sub", "mul", "div", "pow", "min", "max",
-    "clamp", "select", "matmul", "linear", "conv", "max_pool", "avg_pool", "softmax",
-    "reshape", "squeeze", "unsqueeze", "transpose", "concat", "split", "slice", "sum_reduce",
-    "mean_reduce", "max_reduce", "batch_normalization",
+    "copy",
+    "neg",
+    "exp",
+    "log",
+    "sqr",
+    "sqrt",
+    "abs",
+    "relu",
+    "sigmoid",
+    "tanh",
+    "leaky_relu",
+    "elu",
+    "softplus",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "min",
+    "max",
+    "clamp",
+    "select",
+    "matmul",
+    "linear",
+    "conv",
+    "max_pool",
+    "avg_pool",
+    "softmax",
+    "reshape",
+    "squeeze",
+    "unsqueeze",
+    "transpose",
+    "concat",
+    "split",
+    "slice",
+    "sum_reduce",
+    "mean_reduce",
+    "max_reduce",
+    "batch_normalization",
+    "tile",
+    "pad",
 ];
 
 /// Adds to the graph of `loss` the gradient of `loss` with respect to each of `params`,
@@ -82,7 +118,10 @@ pub fn grad(loss: &Value, params: &[Value]) -> Result<Vec<Value>> {
             if needs.get(i).copied().unwrap_or(false) && matches!(v.def, Def::Placeholder(_)) {
                 return Err(Error::new(
                     Some(at),
-                    format!("grad: the path to the loss goes through placeholder `{}`", v.ident),
+                    format!(
+                        "grad: the path to the loss goes through placeholder `{}`",
+                        v.ident
+                    ),
                 )
                 .note("gradients are taken on graphs without placeholders"));
             }
@@ -101,16 +140,18 @@ pub fn grad(loss: &Value, params: &[Value]) -> Result<Vec<Value>> {
             continue;
         }
         let bound = cx.bind(&stmt)?;
-        let wanted = |name: &str| -> bool {
-            matches!(bound.get(name), Some(SArg::Value(v)) if needs[*v])
-        };
+        let wanted =
+            |name: &str| -> bool { matches!(bound.get(name), Some(SArg::Value(v)) if needs[*v]) };
         let contributions = cx.rule(&stmt.op, &bound, &results, &adj, &wanted)?;
         for (v, d) in contributions {
             if !needs[v] {
                 continue;
             }
             let total = match adj.get(&v) {
-                Some(&prev) => cx.op("add", vec![(None, SArg::Value(prev)), (None, SArg::Value(d))])?,
+                Some(&prev) => cx.op(
+                    "add",
+                    vec![(None, SArg::Value(prev)), (None, SArg::Value(d))],
+                )?,
                 None => d,
             };
             adj.insert(v, total);
@@ -148,13 +189,16 @@ pub fn sgd(loss: &Value, params: &[Value], rate: f32) -> Result<Vec<Value>> {
 }
 
 fn known_shape(v: &Value, at: &'static Location<'static>) -> Result<Vec<usize>> {
-    v.shape().into_iter().collect::<Option<Vec<usize>>>().ok_or_else(|| {
-        Error::new(
-            Some(at),
-            format!("grad: `{}` has open extents {:?}", v.name(), v.shape()),
-        )
-        .note("gradients need every extent known: give the inputs fixed shapes")
-    })
+    v.shape()
+        .into_iter()
+        .collect::<Option<Vec<usize>>>()
+        .ok_or_else(|| {
+            Error::new(
+                Some(at),
+                format!("grad: `{}` has open extents {:?}", v.name(), v.shape()),
+            )
+            .note("gradients need every extent known: give the inputs fixed shapes")
+        })
 }
 
 /// Emits ops for one `grad` call.
@@ -200,7 +244,9 @@ impl Cx<'_> {
             named("shape", uints(shape)),
             named("value", SArg::Array(vec![SArg::Scalar(f64::from(x))])),
         ];
-        let out = self.g.statement("constant", Some(DType::F32), args, self.at)?;
+        let out = self
+            .g
+            .statement("constant", Some(DType::F32), args, self.at)?;
         Ok(super::Outputs::single_at(out, self.at)?.id)
     }
 
@@ -247,7 +293,13 @@ impl Cx<'_> {
         let repeats: Vec<usize> = shape
             .iter()
             .enumerate()
-            .map(|(i, &n)| if ds.get(i).copied().unwrap_or(1) == n { 1 } else { n })
+            .map(|(i, &n)| {
+                if ds.get(i).copied().unwrap_or(1) == n {
+                    1
+                } else {
+                    n
+                }
+            })
             .collect();
         self.op("tile", vec![v(d), named("repeats", uints(&repeats))])
     }
@@ -256,7 +308,10 @@ impl Cx<'_> {
     fn bind(&self, stmt: &super::Stmt) -> Result<Bound> {
         let lib = self.g.inner.borrow().lib.clone();
         let def = lib.fragment(&stmt.op).ok_or_else(|| {
-            Error::new(Some(self.at), format!("grad: unknown fragment `{}`", stmt.op))
+            Error::new(
+                Some(self.at),
+                format!("grad: unknown fragment `{}`", stmt.op),
+            )
         })?;
         let mut bound = Bound::new();
         let mut positional = 0;
@@ -274,12 +329,18 @@ impl Cx<'_> {
             if !bound.contains_key(&p.name.name)
                 && let Some(d) = &p.default
             {
-                bound.insert(p.name.name.clone(), literal(d).ok_or_else(|| {
-                    Error::new(
-                        Some(self.at),
-                        format!("grad: the default of `{}` of `{}` is not a literal", p.name.name, stmt.op),
-                    )
-                })?);
+                bound.insert(
+                    p.name.name.clone(),
+                    literal(d).ok_or_else(|| {
+                        Error::new(
+                            Some(self.at),
+                            format!(
+                                "grad: the default of `{}` of `{}` is not a literal",
+                                p.name.name, stmt.op
+                            ),
+                        )
+                    })?,
+                );
             }
         }
         Ok(bound)
@@ -310,14 +371,23 @@ impl Cx<'_> {
         };
         let req = |name: &str| -> Result<usize> {
             val(name).ok_or_else(|| {
-                Error::new(Some(self.at), format!("grad: `{op}` has no tensor `{name}`"))
+                Error::new(
+                    Some(self.at),
+                    format!("grad: `{op}` has no tensor `{name}`"),
+                )
             })
         };
         let int_list = |name: &str| -> Vec<i64> {
             match b.get(name) {
                 Some(SArg::Array(xs)) => xs
                     .iter()
-                    .filter_map(|x| if let SArg::Integer(i) = x { Some(*i) } else { None })
+                    .filter_map(|x| {
+                        if let SArg::Integer(i) = x {
+                            Some(*i)
+                        } else {
+                            None
+                        }
+                    })
                     .collect(),
                 _ => Vec::new(),
             }
@@ -331,46 +401,65 @@ impl Cx<'_> {
         };
         let logical = |name: &str| matches!(b.get(name), Some(SArg::Logical(true)));
         let y = results[0];
-        let Some(&g) = adj.get(&y).or_else(|| results.iter().find_map(|r| adj.get(r))) else {
+        let Some(&g) = adj
+            .get(&y)
+            .or_else(|| results.iter().find_map(|r| adj.get(r)))
+        else {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
         // Element-wise unary ops: d = g · f'(x).
         let unary_x = |f: &dyn Fn(usize) -> Result<usize>| -> Result<Vec<(usize, usize)>> {
             let x = req("x")?;
-            Ok(if wanted("x") { vec![(x, f(x)?)] } else { Vec::new() })
+            Ok(if wanted("x") {
+                vec![(x, f(x)?)]
+            } else {
+                Vec::new()
+            })
         };
         match op {
             "copy" => return unary_x(&|_| Ok(g)),
             "neg" => return unary_x(&|_| self.unary("neg", g)),
             "exp" => return unary_x(&|_| self.bin("mul", g, y)),
             "log" => return unary_x(&|x| self.bin("div", g, x)),
-            "sqr" => return unary_x(&|x| {
-                let t = self.bin("mul", g, x)?;
-                self.bin_s("mul", t, 2.0)
-            }),
-            "sqrt" => return unary_x(&|_| {
-                let t = self.bin("div", g, y)?;
-                self.bin_s("mul", t, 0.5)
-            }),
-            "abs" => return unary_x(&|x| {
-                let s = self.unary("sign", x)?;
-                self.bin("mul", g, s)
-            }),
-            "relu" => return unary_x(&|x| {
-                let c = self.bin_s("gt", x, 0.0)?;
-                self.select(c, SArg::Value(g), SArg::Scalar(0.0))
-            }),
-            "sigmoid" => return unary_x(&|_| {
-                let one_minus = self.op("sub", vec![(None, SArg::Scalar(1.0)), v(y)])?;
-                let t = self.bin("mul", y, one_minus)?;
-                self.bin("mul", g, t)
-            }),
-            "tanh" => return unary_x(&|_| {
-                let y2 = self.bin("mul", y, y)?;
-                let t = self.op("sub", vec![(None, SArg::Scalar(1.0)), v(y2)])?;
-                self.bin("mul", g, t)
-            }),
+            "sqr" => {
+                return unary_x(&|x| {
+                    let t = self.bin("mul", g, x)?;
+                    self.bin_s("mul", t, 2.0)
+                });
+            }
+            "sqrt" => {
+                return unary_x(&|_| {
+                    let t = self.bin("div", g, y)?;
+                    self.bin_s("mul", t, 0.5)
+                });
+            }
+            "abs" => {
+                return unary_x(&|x| {
+                    let s = self.unary("sign", x)?;
+                    self.bin("mul", g, s)
+                });
+            }
+            "relu" => {
+                return unary_x(&|x| {
+                    let c = self.bin_s("gt", x, 0.0)?;
+                    self.select(c, SArg::Value(g), SArg::Scalar(0.0))
+                });
+            }
+            "sigmoid" => {
+                return unary_x(&|_| {
+                    let one_minus = self.op("sub", vec![(None, SArg::Scalar(1.0)), v(y)])?;
+                    let t = self.bin("mul", y, one_minus)?;
+                    self.bin("mul", g, t)
+                });
+            }
+            "tanh" => {
+                return unary_x(&|_| {
+                    let y2 = self.bin("mul", y, y)?;
+                    let t = self.op("sub", vec![(None, SArg::Scalar(1.0)), v(y2)])?;
+                    self.bin("mul", g, t)
+                });
+            }
             "leaky_relu" => {
                 let alpha = scalar("alpha");
                 return unary_x(&|x| {
@@ -388,10 +477,12 @@ impl Cx<'_> {
                     self.select(c, SArg::Value(g), SArg::Value(gy))
                 });
             }
-            "softplus" => return unary_x(&|x| {
-                let s = self.unary("sigmoid", x)?;
-                self.bin("mul", g, s)
-            }),
+            "softplus" => {
+                return unary_x(&|x| {
+                    let s = self.unary("sigmoid", x)?;
+                    self.bin("mul", g, s)
+                });
+            }
             _ => {}
         }
         match op {
@@ -419,7 +510,10 @@ impl Cx<'_> {
                         }
                         _ => {
                             let other = b.get("y").cloned().unwrap_or(SArg::Scalar(0.0));
-                            let c = self.op(if op == "min" { "le" } else { "ge" }, vec![v(x), (None, other)])?;
+                            let c = self.op(
+                                if op == "min" { "le" } else { "ge" },
+                                vec![v(x), (None, other)],
+                            )?;
                             self.select(c, SArg::Value(g), SArg::Scalar(0.0))?
                         }
                     };
@@ -448,7 +542,10 @@ impl Cx<'_> {
                         _ => {
                             let other = b.get("x").cloned().unwrap_or(SArg::Scalar(0.0));
                             // x wins ties (le / ge above), so y gets the strict side.
-                            let c = self.op(if op == "min" { "lt" } else { "gt" }, vec![v(yy), (None, other)])?;
+                            let c = self.op(
+                                if op == "min" { "lt" } else { "gt" },
+                                vec![v(yy), (None, other)],
+                            )?;
                             self.select(c, SArg::Value(g), SArg::Scalar(0.0))?
                         }
                     };
@@ -542,15 +639,16 @@ impl Cx<'_> {
                         Some(SArg::Str(s)) => s.clone(),
                         _ => "constant".into(),
                     };
-                    let common = |extra: Vec<(Option<String>, SArg)>| -> Vec<(Option<String>, SArg)> {
-                        let mut a = extra;
-                        a.push(named("size", uints(&w.size)));
-                        a.push(named("border", SArg::Str(border.clone())));
-                        a.push(named("padding", pairs(&padding)));
-                        a.push(named("stride", uints(&w.stride)));
-                        a.push(named("dilation", uints(&w.dilation)));
-                        a
-                    };
+                    let common =
+                        |extra: Vec<(Option<String>, SArg)>| -> Vec<(Option<String>, SArg)> {
+                            let mut a = extra;
+                            a.push(named("size", uints(&w.size)));
+                            a.push(named("border", SArg::Str(border.clone())));
+                            a.push(named("padding", pairs(&padding)));
+                            a.push(named("stride", uints(&w.stride)));
+                            a.push(named("dilation", uints(&w.dilation)));
+                            a
+                        };
                     let d = if op == "max_pool" {
                         let idx = self.op("argmax_pool", common(vec![v(x)]))?;
                         let mut a = common(vec![v(g), v(idx)]);
@@ -558,7 +656,9 @@ impl Cx<'_> {
                         self.op("desample", a)?
                     } else {
                         if border != "constant" {
-                            return Err(self.unsupported(op, &format!("border `{border}` in the input")));
+                            return Err(
+                                self.unsupported(op, &format!("border `{border}` in the input"))
+                            );
                         }
                         let mut a = common(vec![v(g)]);
                         a.push(named("output_shape", uints(&xs)));
@@ -582,7 +682,10 @@ impl Cx<'_> {
                 let x = req("input")?;
                 if wanted("input") {
                     let xs: Vec<i64> = self.shape(x)?.iter().map(|&n| n as i64).collect();
-                    out.push((x, self.op("reshape", vec![v(g), named("shape", ints(&xs))])?));
+                    out.push((
+                        x,
+                        self.op("reshape", vec![v(g), named("shape", ints(&xs))])?,
+                    ));
                 }
             }
             "transpose" => {
@@ -597,7 +700,10 @@ impl Cx<'_> {
                     for (i, &p) in perm.iter().enumerate() {
                         inv[p] = i as i64;
                     }
-                    out.push((x, self.op("transpose", vec![v(g), named("axes", ints(&inv))])?));
+                    out.push((
+                        x,
+                        self.op("transpose", vec![v(g), named("axes", ints(&inv))])?,
+                    ));
                 }
             }
             "concat" => {
@@ -635,7 +741,10 @@ impl Cx<'_> {
                     }
                     let d = self.op(
                         "concat",
-                        vec![(None, SArg::Array(parts)), named("axis", SArg::Integer(axis))],
+                        vec![
+                            (None, SArg::Array(parts)),
+                            named("axis", SArg::Integer(axis)),
+                        ],
                     )?;
                     out.push((x, d));
                 }
@@ -645,8 +754,14 @@ impl Cx<'_> {
                 if wanted("input") {
                     let xs = self.shape(x)?;
                     let axes: Vec<usize> = int_list("axes").iter().map(|&a| a as usize).collect();
-                    let ranges = slice_ranges(&xs, &axes, &int_list("begin"), &int_list("end"), &int_list("stride"))
-                        .map_err(|e| Error::new(Some(self.at), format!("grad: slice: {e}")))?;
+                    let ranges = slice_ranges(
+                        &xs,
+                        &axes,
+                        &int_list("begin"),
+                        &int_list("end"),
+                        &int_list("stride"),
+                    )
+                    .map_err(|e| Error::new(Some(self.at), format!("grad: slice: {e}")))?;
                     if ranges.iter().any(|r| r.stride != 1) {
                         return Err(self.unsupported(op, "a strided slice"));
                     }
@@ -655,7 +770,76 @@ impl Cx<'_> {
                         .zip(&xs)
                         .map(|(r, &n)| (r.start, n - r.start - r.count))
                         .collect();
-                    out.push((x, self.op("pad", vec![v(g), named("padding", pairs(&padding))])?));
+                    out.push((
+                        x,
+                        self.op("pad", vec![v(g), named("padding", pairs(&padding))])?,
+                    ));
+                }
+            }
+            "tile" => {
+                let x = req("input")?;
+                if wanted("input") {
+                    // out[k·d + i] = x[i] per axis: view g as [r0, d0, r1, d1, …], sum the r's.
+                    let xs = self.shape(x)?;
+                    let mut reps: Vec<usize> =
+                        int_list("repeats").iter().map(|&r| r as usize).collect();
+                    reps.resize(xs.len(), 1);
+                    let split: Vec<i64> = reps
+                        .iter()
+                        .zip(&xs)
+                        .flat_map(|(&r, &d)| [r as i64, d as i64])
+                        .collect();
+                    let gv = self.op("reshape", vec![v(g), named("shape", ints(&split))])?;
+                    let axes: Vec<usize> = (0..xs.len()).map(|i| 2 * i).collect();
+                    let s = self.op("sum_reduce", vec![v(gv), named("axes", uints(&axes))])?;
+                    let shape: Vec<i64> = xs.iter().map(|&d| d as i64).collect();
+                    out.push((
+                        x,
+                        self.op("reshape", vec![v(s), named("shape", ints(&shape))])?,
+                    ));
+                }
+            }
+            "pad" => {
+                let x = req("input")?;
+                if wanted("input") {
+                    if !matches!(b.get("border"), Some(SArg::Str(s)) if s == "constant") {
+                        return Err(
+                            self.unsupported(op, "a border other than `constant` in the input")
+                        );
+                    }
+                    let xs = self.shape(x)?;
+                    let begin: Vec<i64> = match b.get("padding") {
+                        Some(SArg::Array(ps)) => ps
+                            .iter()
+                            .map(|p| match p {
+                                SArg::Tuple(ab) => match ab.first() {
+                                    Some(SArg::Integer(a)) => *a,
+                                    _ => 0,
+                                },
+                                _ => 0,
+                            })
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    let axes: Vec<usize> = (0..xs.len()).collect();
+                    let begin: Vec<i64> = (0..xs.len())
+                        .map(|i| begin.get(i).copied().unwrap_or(0))
+                        .collect();
+                    let end: Vec<i64> = begin
+                        .iter()
+                        .zip(&xs)
+                        .map(|(&b0, &n)| b0 + n as i64)
+                        .collect();
+                    let d = self.op(
+                        "slice",
+                        vec![
+                            v(g),
+                            named("axes", uints(&axes)),
+                            named("begin", ints(&begin)),
+                            named("end", ints(&end)),
+                        ],
+                    )?;
+                    out.push((x, d));
                 }
             }
             "sum_reduce" | "mean_reduce" => {
@@ -664,7 +848,8 @@ impl Cx<'_> {
                     let xs = self.shape(x)?;
                     let mut d = self.expand(g, &xs)?;
                     if op == "mean_reduce" || logical("normalize") {
-                        let count: usize = int_list("axes").iter().map(|&a| xs[a as usize]).product();
+                        let count: usize =
+                            int_list("axes").iter().map(|&a| xs[a as usize]).product();
                         d = self.bin_s("div", d, count as f64)?;
                     }
                     out.push((x, d));
@@ -710,7 +895,12 @@ impl Cx<'_> {
         Ok(out)
     }
 
-    fn conv_rule(&self, b: &Bound, g: usize, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<(usize, usize)>> {
+    fn conv_rule(
+        &self,
+        b: &Bound,
+        g: usize,
+        wanted: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<(usize, usize)>> {
         let get = |n: &str| match b.get(n) {
             Some(SArg::Value(v)) => Some(*v),
             _ => None,
@@ -722,7 +912,13 @@ impl Cx<'_> {
             match b.get(n) {
                 Some(SArg::Array(xs)) => xs
                     .iter()
-                    .filter_map(|x| if let SArg::Integer(i) = x { Some(*i as usize) } else { None })
+                    .filter_map(|x| {
+                        if let SArg::Integer(i) = x {
+                            Some(*i as usize)
+                        } else {
+                            None
+                        }
+                    })
                     .collect(),
                 _ => Vec::new(),
             }
@@ -819,7 +1015,10 @@ impl Cx<'_> {
             } else {
                 c
             };
-            out.push((w, self.op("transpose", vec![v(c), named("axes", uints(&perm))])?));
+            out.push((
+                w,
+                self.op("transpose", vec![v(c), named("axes", uints(&perm))])?,
+            ));
         }
         if let Some(bias) = get("bias").filter(|_| wanted("bias")) {
             out.push((bias, self.unbroadcast(g, bias)?));
@@ -834,7 +1033,13 @@ fn window(b: &Bound, xs: &[usize]) -> WindowAttrs {
         match b.get(n) {
             Some(SArg::Array(xs)) => xs
                 .iter()
-                .filter_map(|x| if let SArg::Integer(i) = x { Some(*i as usize) } else { None })
+                .filter_map(|x| {
+                    if let SArg::Integer(i) = x {
+                        Some(*i as usize)
+                    } else {
+                        None
+                    }
+                })
                 .collect(),
             _ => Vec::new(),
         }

@@ -33,7 +33,6 @@ use std::rc::Rc;
 
 pub use grad::{grad, sgd};
 
-
 /// A builder error: what is wrong, and the line of the user's code that did it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Error {
@@ -262,7 +261,10 @@ impl Outputs {
             Outputs::Tuple(xs) if xs.len() == n => Ok(xs),
             other => Err(Error::new(
                 Some(Location::caller()),
-                format!("expected {n} results, but the op returned {}", other.describe()),
+                format!(
+                    "expected {n} results, but the op returned {}",
+                    other.describe()
+                ),
             )),
         }
     }
@@ -364,8 +366,24 @@ thread_local! {
 
 /// NNEF keywords, which cannot name a tensor.
 const KEYWORDS: &[&str] = &[
-    "version", "extension", "fragment", "graph", "tensor", "integer", "scalar", "logical",
-    "string", "true", "false", "for", "in", "if", "else", "yield", "length_of", "shape_of",
+    "version",
+    "extension",
+    "fragment",
+    "graph",
+    "tensor",
+    "integer",
+    "scalar",
+    "logical",
+    "string",
+    "true",
+    "false",
+    "for",
+    "in",
+    "if",
+    "else",
+    "yield",
+    "length_of",
+    "shape_of",
     "range_of",
 ];
 
@@ -444,7 +462,13 @@ impl Graph {
         }
     }
 
-    fn push_value(&self, ty: TensorType, ident: String, def: Def, caller: &'static Location<'static>) -> usize {
+    fn push_value(
+        &self,
+        ty: TensorType,
+        ident: String,
+        def: Def,
+        caller: &'static Location<'static>,
+    ) -> usize {
         let mut g = self.inner.borrow_mut();
         g.values.push(ValueInfo {
             ty,
@@ -480,7 +504,9 @@ impl Graph {
         let at = Location::caller();
         let ok = !label.is_empty()
             && !label.starts_with('/')
-            && label.split('/').all(|p| !p.is_empty() && p != "." && p != "..")
+            && label
+                .split('/')
+                .all(|p| !p.is_empty() && p != "." && p != "..")
             && label
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c));
@@ -536,7 +562,12 @@ impl Graph {
             TensorData::I32(xs) => xs.iter().map(|x| SArg::Integer(i64::from(*x))).collect(),
             TensorData::Bool(xs) => xs.iter().map(|x| SArg::Logical(*x)).collect(),
         };
-        let shape = SArg::Array(data.shape.iter().map(|&d| SArg::Integer(d as i64)).collect());
+        let shape = SArg::Array(
+            data.shape
+                .iter()
+                .map(|&d| SArg::Integer(d as i64))
+                .collect(),
+        );
         // Every element equal: NNEF broadcasts a one-element value.
         let value = if items.windows(2).all(|w| w[0] == w[1]) && !items.is_empty() {
             SArg::Array(vec![items[0].clone()])
@@ -566,8 +597,10 @@ impl Graph {
         let at = Location::caller();
         self.check_same(v, "output", at)?;
         if self.inner.borrow().outputs.iter().any(|(n, _)| n == name) {
-            return Err(Error::new(Some(at), format!("output `{name}` is set twice"))
-                .note("each output is one value: give the second one its own name"));
+            return Err(
+                Error::new(Some(at), format!("output `{name}` is set twice"))
+                    .note("each output is one value: give the second one its own name"),
+            );
         }
         let rename = {
             let g = self.inner.borrow();
@@ -624,7 +657,10 @@ impl Graph {
         self.check_same(placeholder, "connect", at)?;
         self.check_same(value, "connect", at)?;
         let mut g = self.inner.borrow_mut();
-        let (pty, vty) = (g.values[placeholder.id].ty.clone(), g.values[value.id].ty.clone());
+        let (pty, vty) = (
+            g.values[placeholder.id].ty.clone(),
+            g.values[value.id].ty.clone(),
+        );
         match g.values[placeholder.id].def {
             Def::Placeholder(None) => {}
             Def::Placeholder(Some(prev)) => {
@@ -864,7 +900,10 @@ impl Graph {
     pub fn define_fragment(&self, name: &str, body: &Graph) -> Result<()> {
         let at = Location::caller();
         if !valid_ident(name) {
-            return Err(Error::new(Some(at), format!("`{name}` cannot name a fragment")));
+            return Err(Error::new(
+                Some(at),
+                format!("`{name}` cannot name a fragment"),
+            ));
         }
         let doc = body.finish().map_err(|mut e| {
             e.message = format!("fragment `{name}`: {}", e.message);
@@ -901,7 +940,13 @@ impl Graph {
         let params: Vec<String> = g
             .inputs
             .iter()
-            .map(|&i| format!("{}: tensor<{}>", g.values[i].ident, prim(g.values[i].ty.dtype)))
+            .map(|&i| {
+                format!(
+                    "{}: tensor<{}>",
+                    g.values[i].ident,
+                    prim(g.values[i].ty.dtype)
+                )
+            })
             .collect();
         let results: Vec<String> = g
             .outputs
@@ -932,11 +977,10 @@ impl Graph {
     pub fn finish(&self) -> Result<Document> {
         let g = self.inner.borrow();
         if g.outputs.is_empty() {
-            return Err(Error::new(
-                None,
-                format!("graph `{}` has no outputs", g.name),
-            )
-            .note("mark results with Graph::output(name, &value)"));
+            return Err(
+                Error::new(None, format!("graph `{}` has no outputs", g.name))
+                    .note("mark results with Graph::output(name, &value)"),
+            );
         }
         // Resolve placeholders to what they are connected to.
         let resolve = |mut v: usize| -> Result<usize> {
@@ -1096,12 +1140,11 @@ impl Graph {
             if let Def::Variable(label) = &v.def
                 && used_values.contains(&i)
             {
-                let dims: Vec<String> = v
-                    .ty
-                    .dims
-                    .iter()
-                    .map(|d| d.known().unwrap_or(1).to_string())
-                    .collect();
+                let dims: Vec<String> =
+                    v.ty.dims
+                        .iter()
+                        .map(|d| d.known().unwrap_or(1).to_string())
+                        .collect();
                 body.push(format!(
                     "{} = variable<{}>(shape = [{}], label = '{}');",
                     v.ident,
@@ -1160,7 +1203,10 @@ impl Outputs {
             Outputs::One(v) => Ok(v),
             other => Err(Error::new(
                 Some(at),
-                format!("expected one tensor, but the op returned {}", other.describe()),
+                format!(
+                    "expected one tensor, but the op returned {}",
+                    other.describe()
+                ),
             )),
         }
     }
@@ -1201,11 +1247,17 @@ fn render_arg(a: &SArg, ident: &dyn Fn(usize) -> Result<String>) -> Result<Strin
         SArg::Logical(b) => b.to_string(),
         SArg::Str(s) => format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'")),
         SArg::Array(xs) => {
-            let parts: Vec<String> = xs.iter().map(|x| render_arg(x, ident)).collect::<Result<_>>()?;
+            let parts: Vec<String> = xs
+                .iter()
+                .map(|x| render_arg(x, ident))
+                .collect::<Result<_>>()?;
             format!("[{}]", parts.join(", "))
         }
         SArg::Tuple(xs) => {
-            let parts: Vec<String> = xs.iter().map(|x| render_arg(x, ident)).collect::<Result<_>>()?;
+            let parts: Vec<String> = xs
+                .iter()
+                .map(|x| render_arg(x, ident))
+                .collect::<Result<_>>()?;
             format!("({})", parts.join(", "))
         }
     })
@@ -1259,7 +1311,10 @@ impl Document {
             s.push('\n');
         }
         let names = |xs: &[(String, TensorType)]| -> String {
-            xs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+            xs.iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         s.push_str(&format!(
             "graph {}( {} ) -> ( {} )\n{{\n",
@@ -1316,13 +1371,7 @@ impl Document {
         let text = self.text();
         let vars = &self.variables;
         let lookup = move |label: &str| vars.get(label).cloned();
-        session::compile_graph(
-            "graph.nnef",
-            &text,
-            &lookup,
-            &self.options(opts),
-            prefix,
-        )
+        session::compile_graph("graph.nnef", &text, &lookup, &self.options(opts), prefix)
     }
 
     /// Compiles with default options and loads the code into this process, ready to
@@ -1362,7 +1411,9 @@ pub(crate) fn graph_of(op: &str, args: &[(Option<&str>, Arg)]) -> Result<Graph> 
         .ok_or_else(|| {
             Error::new(
                 Some(Location::caller()),
-                format!("{op}: no argument is a tensor of a graph, so there is no graph to add it to"),
+                format!(
+                    "{op}: no argument is a tensor of a graph, so there is no graph to add it to"
+                ),
             )
             .note("pass at least one Value, or use Graph::call")
         })

@@ -75,14 +75,7 @@ fn tiny_cnn(dir: &Path) -> Graph {
     )
     .unwrap();
     let sig = ops::sigmoid(&conv2).unwrap();
-    let slice = ops::slice(
-        &pool,
-        vec![1],
-        vec![0],
-        vec![1],
-        ops::SliceAttrs::default(),
-    )
-    .unwrap();
+    let slice = ops::slice(&pool, vec![1], vec![0], vec![1], ops::SliceAttrs::default()).unwrap();
     let mean = ops::mean_reduce(&slice, vec![1, 2, 3]).unwrap();
     let mul = ops::mul(&sig, &mean).unwrap();
     let avg = ops::avg_pool(
@@ -146,7 +139,14 @@ fn mlp_rebuilt_in_rust_matches_expected() {
     for (i, act) in ["relu", "tanh", "softmax"].iter().enumerate() {
         let w = var(&g, &dir, &format!("variable{}", 2 * i + 1));
         let b = var(&g, &dir, &format!("variable{}", 2 * i + 2));
-        let l = ops::linear(&x, &w, ops::LinearAttrs { bias: Some(b.into()) }).unwrap();
+        let l = ops::linear(
+            &x,
+            &w,
+            ops::LinearAttrs {
+                bias: Some(b.into()),
+            },
+        )
+        .unwrap();
         x = match *act {
             "relu" => ops::relu(&l).unwrap(),
             "tanh" => ops::tanh(&l).unwrap(),

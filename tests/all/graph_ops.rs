@@ -130,11 +130,15 @@ fn gen_fragment(def: &FragmentDef, out: &mut String) {
     let fname = rust_ident(name);
     let attrs_name = format!("{}Attrs", camel(name));
     let optional: Vec<_> = def.params.iter().filter(|p| p.default.is_some()).collect();
-    let needs_dtype = def.generic.is_some()
-        && !def.params.iter().any(|p| mentions_generic_tensor(&p.ty));
+    let needs_dtype =
+        def.generic.is_some() && !def.params.iter().any(|p| mentions_generic_tensor(&p.ty));
     // The attributes struct.
     if !optional.is_empty() {
-        writeln!(out, "/// The optional parameters of [`{fname}`], defaulting as in `stdlib.nnef`.").unwrap();
+        writeln!(
+            out,
+            "/// The optional parameters of [`{fname}`], defaulting as in `stdlib.nnef`."
+        )
+        .unwrap();
         writeln!(out, "#[derive(Clone, Debug)]").unwrap();
         writeln!(out, "pub struct {attrs_name} {{").unwrap();
         for p in &optional {
@@ -188,7 +192,13 @@ fn gen_fragment(def: &FragmentDef, out: &mut String) {
         let parts: Vec<&str> = def
             .results
             .iter()
-            .map(|r| if matches!(r.ty, TypeSpec::Array(..)) { "Vec<Value>" } else { "Value" })
+            .map(|r| {
+                if matches!(r.ty, TypeSpec::Array(..)) {
+                    "Vec<Value>"
+                } else {
+                    "Value"
+                }
+            })
             .collect();
         format!("({})", parts.join(", "))
     } else if matches!(def.results[0].ty, TypeSpec::Array(..)) {
@@ -198,7 +208,12 @@ fn gen_fragment(def: &FragmentDef, out: &mut String) {
     };
     writeln!(out, "/// `{}`", doc_line(def)).unwrap();
     writeln!(out, "#[track_caller]").unwrap();
-    writeln!(out, "pub fn {fname}({}) -> Result<{ret}> {{", params.join(", ")).unwrap();
+    writeln!(
+        out,
+        "pub fn {fname}({}) -> Result<{ret}> {{",
+        params.join(", ")
+    )
+    .unwrap();
     let mutability = if optional.is_empty() { "" } else { "mut " };
     writeln!(
         out,
@@ -218,7 +233,12 @@ fn gen_fragment(def: &FragmentDef, out: &mut String) {
                 writeln!(out, "    }}").unwrap();
             } else {
                 writeln!(out, "    if attrs.{id} != default.{id} {{").unwrap();
-                writeln!(out, "        args.push((Some({:?}), Arg::from(attrs.{id})));", p.name.name).unwrap();
+                writeln!(
+                    out,
+                    "        args.push((Some({:?}), Arg::from(attrs.{id})));",
+                    p.name.name
+                )
+                .unwrap();
                 writeln!(out, "    }}").unwrap();
             }
         }
@@ -226,7 +246,12 @@ fn gen_fragment(def: &FragmentDef, out: &mut String) {
     let generic = if needs_dtype { "Some(dtype)" } else { "None" };
     writeln!(out, "    let outputs = invoke({name:?}, {generic}, args)?;").unwrap();
     if def.results.len() > 1 {
-        writeln!(out, "    let mut parts = outputs.parts({})?.into_iter();", def.results.len()).unwrap();
+        writeln!(
+            out,
+            "    let mut parts = outputs.parts({})?.into_iter();",
+            def.results.len()
+        )
+        .unwrap();
         let parts: Vec<String> = def
             .results
             .iter()

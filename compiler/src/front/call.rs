@@ -219,7 +219,10 @@ fn to_value(ev: &mut Evaluator<'_>, a: &CallArg, path: &mut Vec<usize>) -> Value
     match a {
         CallArg::Tensor(t) => {
             let name: Vec<String> = path.iter().map(usize::to_string).collect();
-            Value::Tensor(ev.graph.add_input(format!("arg{}", name.join("_")), t.clone()))
+            Value::Tensor(
+                ev.graph
+                    .add_input(format!("arg{}", name.join("_")), t.clone()),
+            )
         }
         CallArg::Integer(i) => Value::Integer(*i),
         CallArg::Scalar(s) => Value::Scalar(*s),
@@ -244,12 +247,18 @@ fn to_value(ev: &mut Evaluator<'_>, a: &CallArg, path: &mut Vec<usize>) -> Value
 fn from_value(ev: &Evaluator<'_>, v: &Value) -> Option<CallResult> {
     Some(match v {
         Value::Tensor(id) => CallResult::Tensor(ev.graph.ty(*id).clone()),
-        Value::Array(items) => {
-            CallResult::Array(items.iter().map(|i| from_value(ev, i)).collect::<Option<_>>()?)
-        }
-        Value::Tuple(items) => {
-            CallResult::Tuple(items.iter().map(|i| from_value(ev, i)).collect::<Option<_>>()?)
-        }
+        Value::Array(items) => CallResult::Array(
+            items
+                .iter()
+                .map(|i| from_value(ev, i))
+                .collect::<Option<_>>()?,
+        ),
+        Value::Tuple(items) => CallResult::Tuple(
+            items
+                .iter()
+                .map(|i| from_value(ev, i))
+                .collect::<Option<_>>()?,
+        ),
         _ => return None,
     })
 }
