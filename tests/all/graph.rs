@@ -197,3 +197,119 @@ fn written_folder_round_trips() {
         Err(_) => eprintln!("skipped: python3 not found"),
     }
 }
+
+fn f32s(t: &nnefc::compiler::ir::Tensor) -> Vec<f32> {
+    match &t.data {
+        nnefc::compiler::ir::TensorData::F32(v) => v.clone(),
+        _ => panic!("not f32"),
+    }
+}
+
+/// A fragment defined in Rust is written as an NNEF `fragment`, called twice with
+/// different shapes, and computes what its body says.
+#[test]
+fn rust_fragment_is_written_and_called() {
+    let body = Graph::new("body");
+    let x = body.input("x", DType::F32, &[1, 4]).unwrap();
+    let b = body.input("b", DType::F32, &[1, 4]).unwrap();
+    let s = ops::add(&x, &b).unwrap();
+    let y = ops::relu(&s).unwrap();
+    body.output("y", &y).unwrap();
+
+    let g = Graph::new("uses_fragment");
+    g.define_fragment("bias_relu", &body).unwrap();
+    let a = g.input("a", DType::F32, &[2, 3]).unwrap();
+    let one = g
+        .call(
+            "bias_relu",
+            None,
+            vec![(None, Arg::from(&a)), (None, Arg::from(-1.0_f32))],
+        )
+        .unwrap()
+        .single()
+        .unwrap();
+    assert_eq!(one.shape(), vec![Some(2), Some(3)]);
+    g.output("out", &one).unwrap();
+    let doc = g.finish().unwrap();
+    let text = doc.text();
+    assert!(
+        text.contains("extension KHR_enable_fragment_definitions;"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "fragment bias_relu( x: tensor<scalar>, b: tensor<scalar> ) -> ( y: tensor<scalar> )"
+        ),
+        "{text}"
+    );
+    let mut m = doc.load().unwrap();
+    let input = nnefc::compiler::ir::Tensor::f32(vec![2, 3], vec![0.5, 1.0, 1.5, 2.0, -3.0, 3.0]);
+    let out = m.run(&[input]).unwrap();
+    assert_eq!(f32s(&out[0]), vec![0.0, 0.0, 0.5, 1.0, 0.0, 2.0]);
+}
+
+/// Values wired before the op that computes them (a placeholder) are sorted into a valid
+/// order at finish; dead statements are dropped with a warning.
+#[test]
+fn placeholders_are_sorted_and_dead_code_reported() {
+    let g = Graph::new("ordered");
+    let x = g.input("x", DType::F32, &[1, 2]).unwrap();
+    let later = g.placeholder(DType::F32, &[Some(1), Some(2)]);
+    let y = ops::mul(&later, 2.0_f32).unwrap();
+    let unused = ops::exp(&x).unwrap();
+    let z = ops::add(&x, 1.0_f32).unwrap();
+    g.connect(&later, &z).unwrap();
+    g.output("y", &y).unwrap();
+    let doc = g.finish().unwrap();
+    let text = doc.text();
+    let (zpos, ypos) = (text.find("= add(").unwrap(), text.find("= mul(").unwrap());
+    assert!(zpos < ypos, "{text}");
+    assert_eq!(doc.warnings.len(), 1, "{:?}", doc.warnings);
+    assert!(
+        doc.warnings[0].contains(&format!("`{}` (exp", unused.name())),
+        "{:?}",
+        doc.warnings
+    );
+    let mut m = doc.load().unwrap();
+    let out = m
+        .run(&[nnefc::compiler::ir::Tensor::f32(
+            vec![1, 2],
+            vec![1.0, -2.0],
+        )])
+        .unwrap();
+    assert_eq!(f32s(&out[0]), vec![4.0, -2.0]);
+}
+
+/// An input whose leading extent is open compiles to a run-time batch; the header and the
+/// Rust module come out of the same session call.
+#[test]
+fn open_leading_extent_is_a_run_time_batch() {
+    let g = Graph::new("batched net");
+    let x = g.input_dims("x", DType::F32, &[None, Some(3)]).unwrap();
+    assert_eq!(x.shape(), vec![None, Some(3)]);
+    let w = g
+        .variable(
+            "w",
+            nnefc::compiler::ir::Tensor::f32(vec![2, 3], vec![1., 0., 0., 0., 1., 1.]),
+        )
+        .unwrap();
+    let y = ops::linear(&x, &w, ops::LinearAttrs::default()).unwrap();
+    assert_eq!(y.shape(), vec![None, Some(2)]);
+    g.output("y", &y).unwrap();
+    let doc = g.finish().unwrap();
+    let compiled = doc.compile(&Default::default(), None).unwrap();
+    assert!(
+        compiled
+            .artifacts
+            .header
+            .contains("BATCHED_NET_RUNTIME_BATCH 1"),
+        "{}",
+        compiled.artifacts.header
+    );
+    assert!(compiled.artifacts.rust.contains("pub struct Model"));
+    let mut m = nnefc::exec::LoadedModel::load(&compiled.artifacts).unwrap();
+    let input = nnefc::compiler::ir::Tensor::f32(vec![3, 3], (0..9).map(|i| i as f32).collect());
+    let out = m.run(&[input]).unwrap();
+    assert_eq!(out[0].shape, vec![3, 2]);
+    assert_eq!(f32s(&out[0]), vec![0., 3., 3., 9., 6., 15.]);
+}
