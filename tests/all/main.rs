@@ -2,7 +2,8 @@
 //! `e2e` runs every shipped and shared model against its expected output, `khronos`
 //! compares inferred shapes with the Khronos reference parser, `hostile` feeds the binary
 //! hostile inputs under an address-space limit, `runtime_aarch64` runs the runtime's unit
-//! tests for aarch64 under qemu, `tidy` checks repository hygiene.
+//! tests for aarch64 under qemu, `tidy` checks repository hygiene, `graph*` test the graph
+//! builder (`nnefc::graph`): rebuilt models, generated op functions, gradients.
 
 mod batch;
 mod cli;
