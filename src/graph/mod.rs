@@ -19,6 +19,8 @@
 //! This module does not evaluate anything itself: no shape rule lives here.
 
 pub mod grad;
+// Generated text: kept exactly as `tests/all/graph_ops.rs` writes it.
+#[rustfmt::skip]
 pub mod ops;
 
 use nnefc_compiler::front::call::{CallArg, CallError, CallResult, Library, tensor_type};

@@ -63,8 +63,7 @@ impl Default for ReshapeAttrs {
 /// `reshape<?>(input: tensor<?>, shape: integer[], axis_start: integer = …, axis_count: integer = …) -> (output: tensor<?>)`
 #[track_caller]
 pub fn reshape(input: impl Into<Arg>, shape: Vec<i64>, attrs: ReshapeAttrs) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("shape"), Arg::from(shape))];
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("shape"), Arg::from(shape))];
     let default = ReshapeAttrs::default();
     if attrs.axis_start != default.axis_start {
         args.push((Some("axis_start"), Arg::from(attrs.axis_start)));
@@ -79,8 +78,7 @@ pub fn reshape(input: impl Into<Arg>, shape: Vec<i64>, attrs: ReshapeAttrs) -> R
 /// `squeeze<?>(input: tensor<?>, axes: integer[]) -> (output: tensor<?>)`
 #[track_caller]
 pub fn squeeze(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
     let outputs = invoke("squeeze", None, args)?;
     outputs.single()
 }
@@ -88,8 +86,7 @@ pub fn squeeze(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
 /// `unsqueeze<?>(input: tensor<?>, axes: integer[]) -> (output: tensor<?>)`
 #[track_caller]
 pub fn unsqueeze(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
     let outputs = invoke("unsqueeze", None, args)?;
     outputs.single()
 }
@@ -97,8 +94,7 @@ pub fn unsqueeze(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
 /// `transpose<?>(input: tensor<?>, axes: integer[]) -> (output: tensor<?>)`
 #[track_caller]
 pub fn transpose(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
     let outputs = invoke("transpose", None, args)?;
     outputs.single()
 }
@@ -106,11 +102,7 @@ pub fn transpose(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
 /// `split<?>(value: tensor<?>, axis: integer, ratios: integer[]) -> (values: tensor<?>[])`
 #[track_caller]
 pub fn split(value: impl Into<Arg>, axis: i64, ratios: Vec<i64>) -> Result<Vec<Value>> {
-    let args: Vec<(Option<&str>, Arg)> = vec![
-        (None, value.into()),
-        (Some("axis"), Arg::from(axis)),
-        (Some("ratios"), Arg::from(ratios)),
-    ];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, value.into()), (Some("axis"), Arg::from(axis)), (Some("ratios"), Arg::from(ratios))];
     let outputs = invoke("split", None, args)?;
     Ok(outputs.values())
 }
@@ -118,8 +110,7 @@ pub fn split(value: impl Into<Arg>, axis: i64, ratios: Vec<i64>) -> Result<Vec<V
 /// `concat<?>(values: tensor<?>[], axis: integer) -> (value: tensor<?>)`
 #[track_caller]
 pub fn concat(values: &[Value], axis: i64) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, Arg::from(values)), (Some("axis"), Arg::from(axis))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, Arg::from(values)), (Some("axis"), Arg::from(axis))];
     let outputs = invoke("concat", None, args)?;
     outputs.single()
 }
@@ -133,25 +124,16 @@ pub struct SliceAttrs {
 
 impl Default for SliceAttrs {
     fn default() -> Self {
-        SliceAttrs { stride: vec![] }
+        SliceAttrs {
+            stride: vec![],
+        }
     }
 }
 
 /// `slice<?>(input: tensor<?>, axes: integer[], begin: integer[], end: integer[], stride: integer[] = …) -> (output: tensor<?>)`
 #[track_caller]
-pub fn slice(
-    input: impl Into<Arg>,
-    axes: Vec<i64>,
-    begin: Vec<i64>,
-    end: Vec<i64>,
-    attrs: SliceAttrs,
-) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> = vec![
-        (None, input.into()),
-        (Some("axes"), Arg::from(axes)),
-        (Some("begin"), Arg::from(begin)),
-        (Some("end"), Arg::from(end)),
-    ];
+pub fn slice(input: impl Into<Arg>, axes: Vec<i64>, begin: Vec<i64>, end: Vec<i64>, attrs: SliceAttrs) -> Result<Value> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes)), (Some("begin"), Arg::from(begin)), (Some("end"), Arg::from(end))];
     let default = SliceAttrs::default();
     if attrs.stride != default.stride {
         args.push((Some("stride"), Arg::from(attrs.stride)));
@@ -163,8 +145,7 @@ pub fn slice(
 /// `stack<?>(values: tensor<?>[], axis: integer) -> (value: tensor<?>)`
 #[track_caller]
 pub fn stack(values: &[Value], axis: i64) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, Arg::from(values)), (Some("axis"), Arg::from(axis))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, Arg::from(values)), (Some("axis"), Arg::from(axis))];
     let outputs = invoke("stack", None, args)?;
     outputs.single()
 }
@@ -172,8 +153,7 @@ pub fn stack(values: &[Value], axis: i64) -> Result<Value> {
 /// `unstack<?>(value: tensor<?>, axis: integer) -> (values: tensor<?>[])`
 #[track_caller]
 pub fn unstack(value: impl Into<Arg>, axis: i64) -> Result<Vec<Value>> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, value.into()), (Some("axis"), Arg::from(axis))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, value.into()), (Some("axis"), Arg::from(axis))];
     let outputs = invoke("unstack", None, args)?;
     Ok(outputs.values())
 }
@@ -181,8 +161,7 @@ pub fn unstack(value: impl Into<Arg>, axis: i64) -> Result<Vec<Value>> {
 /// `tile<?>(input: tensor<?>, repeats: integer[]) -> (output: tensor<?>)`
 #[track_caller]
 pub fn tile(input: impl Into<Arg>, repeats: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("repeats"), Arg::from(repeats))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("repeats"), Arg::from(repeats))];
     let outputs = invoke("tile", None, args)?;
     outputs.single()
 }
@@ -208,8 +187,7 @@ impl Default for PadAttrs {
 /// `pad(input: tensor<scalar>, padding: (integer,integer)[], border: string = …, value: scalar = …) -> (output: tensor<scalar>)`
 #[track_caller]
 pub fn pad(input: impl Into<Arg>, padding: Vec<(i64, i64)>, attrs: PadAttrs) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("padding"), Arg::from(padding))];
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("padding"), Arg::from(padding))];
     let default = PadAttrs::default();
     if attrs.border != default.border {
         args.push((Some("border"), Arg::from(attrs.border)));
@@ -230,7 +208,9 @@ pub struct GatherAttrs {
 
 impl Default for GatherAttrs {
     fn default() -> Self {
-        GatherAttrs { axis: 0 }
+        GatherAttrs {
+            axis: 0,
+        }
     }
 }
 
@@ -544,16 +524,8 @@ pub fn or(x: impl Into<Arg>, y: impl Into<Arg>) -> Result<Value> {
 
 /// `select<?>(condition: tensor<logical>, true_value: tensor<?>, false_value: tensor<?>) -> (output: tensor<?>)`
 #[track_caller]
-pub fn select(
-    condition: impl Into<Arg>,
-    true_value: impl Into<Arg>,
-    false_value: impl Into<Arg>,
-) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> = vec![
-        (None, condition.into()),
-        (None, true_value.into()),
-        (None, false_value.into()),
-    ];
+pub fn select(condition: impl Into<Arg>, true_value: impl Into<Arg>, false_value: impl Into<Arg>) -> Result<Value> {
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, condition.into()), (None, true_value.into()), (None, false_value.into())];
     let outputs = invoke("select", None, args)?;
     outputs.single()
 }
@@ -664,7 +636,9 @@ pub struct LinearAttrs {
 
 impl Default for LinearAttrs {
     fn default() -> Self {
-        LinearAttrs { bias: None }
+        LinearAttrs {
+            bias: None,
+        }
     }
 }
 
@@ -829,8 +803,7 @@ impl Default for BoxAttrs {
 /// `box(input: tensor<scalar>, size: integer[], border: string = …, padding: (integer,integer)[] = …, stride: integer[] = …, dilation: integer[] = …, normalize: logical = …) -> (output: tensor<scalar>)`
 #[track_caller]
 pub fn r#box(input: impl Into<Arg>, size: Vec<i64>, attrs: BoxAttrs) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("size"), Arg::from(size))];
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("size"), Arg::from(size))];
     let default = BoxAttrs::default();
     if attrs.border != default.border {
         args.push((Some("border"), Arg::from(attrs.border)));
@@ -884,8 +857,7 @@ impl Default for DeboxAttrs {
 /// `debox(input: tensor<scalar>, size: integer[], border: string = …, padding: (integer,integer)[] = …, stride: integer[] = …, dilation: integer[] = …, output_shape: integer[] = …, normalize: logical = …) -> (output: tensor<scalar>)`
 #[track_caller]
 pub fn debox(input: impl Into<Arg>, size: Vec<i64>, attrs: DeboxAttrs) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("size"), Arg::from(size))];
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("size"), Arg::from(size))];
     let default = DeboxAttrs::default();
     if attrs.border != default.border {
         args.push((Some("border"), Arg::from(attrs.border)));
@@ -936,8 +908,7 @@ impl Default for ArgmaxPoolAttrs {
 /// `argmax_pool(input: tensor<scalar>, size: integer[], border: string = …, padding: (integer,integer)[] = …, stride: integer[] = …, dilation: integer[] = …) -> (index: tensor<integer>)`
 #[track_caller]
 pub fn argmax_pool(input: impl Into<Arg>, size: Vec<i64>, attrs: ArgmaxPoolAttrs) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("size"), Arg::from(size))];
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("size"), Arg::from(size))];
     let default = ArgmaxPoolAttrs::default();
     if attrs.border != default.border {
         args.push((Some("border"), Arg::from(attrs.border)));
@@ -981,17 +952,8 @@ impl Default for SampleAttrs {
 
 /// `sample(input: tensor<scalar>, index: tensor<integer>, size: integer[], border: string = …, padding: (integer,integer)[] = …, stride: integer[] = …, dilation: integer[] = …) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn sample(
-    input: impl Into<Arg>,
-    index: impl Into<Arg>,
-    size: Vec<i64>,
-    attrs: SampleAttrs,
-) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> = vec![
-        (None, input.into()),
-        (None, index.into()),
-        (Some("size"), Arg::from(size)),
-    ];
+pub fn sample(input: impl Into<Arg>, index: impl Into<Arg>, size: Vec<i64>, attrs: SampleAttrs) -> Result<Value> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (None, index.into()), (Some("size"), Arg::from(size))];
     let default = SampleAttrs::default();
     if attrs.border != default.border {
         args.push((Some("border"), Arg::from(attrs.border)));
@@ -1038,17 +1000,8 @@ impl Default for DesampleAttrs {
 
 /// `desample(input: tensor<scalar>, index: tensor<integer>, size: integer[], border: string = …, padding: (integer,integer)[] = …, stride: integer[] = …, dilation: integer[] = …, output_shape: integer[] = …) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn desample(
-    input: impl Into<Arg>,
-    index: impl Into<Arg>,
-    size: Vec<i64>,
-    attrs: DesampleAttrs,
-) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> = vec![
-        (None, input.into()),
-        (None, index.into()),
-        (Some("size"), Arg::from(size)),
-    ];
+pub fn desample(input: impl Into<Arg>, index: impl Into<Arg>, size: Vec<i64>, attrs: DesampleAttrs) -> Result<Value> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (None, index.into()), (Some("size"), Arg::from(size))];
     let default = DesampleAttrs::default();
     if attrs.border != default.border {
         args.push((Some("border"), Arg::from(attrs.border)));
@@ -1101,17 +1054,8 @@ impl Default for SeparableConvAttrs {
 
 /// `separable_conv(input: tensor<scalar>, plane_filter: tensor<scalar>, point_filter: tensor<scalar>, bias: tensor<scalar> = …, border: string = …, padding: (integer,integer)[] = …, stride: integer[] = …, dilation: integer[] = …, groups: integer = …) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn separable_conv(
-    input: impl Into<Arg>,
-    plane_filter: impl Into<Arg>,
-    point_filter: impl Into<Arg>,
-    attrs: SeparableConvAttrs,
-) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> = vec![
-        (None, input.into()),
-        (None, plane_filter.into()),
-        (None, point_filter.into()),
-    ];
+pub fn separable_conv(input: impl Into<Arg>, plane_filter: impl Into<Arg>, point_filter: impl Into<Arg>, attrs: SeparableConvAttrs) -> Result<Value> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (None, plane_filter.into()), (None, point_filter.into())];
     let default = SeparableConvAttrs::default();
     if let Some(v) = attrs.bias {
         args.push((Some("bias"), v));
@@ -1170,17 +1114,8 @@ impl Default for SeparableDeconvAttrs {
 
 /// `separable_deconv(input: tensor<scalar>, plane_filter: tensor<scalar>, point_filter: tensor<scalar>, bias: tensor<scalar> = …, border: string = …, padding: (integer,integer)[] = …, stride: integer[] = …, dilation: integer[] = …, output_shape: integer[] = …, groups: integer = …) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn separable_deconv(
-    input: impl Into<Arg>,
-    plane_filter: impl Into<Arg>,
-    point_filter: impl Into<Arg>,
-    attrs: SeparableDeconvAttrs,
-) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> = vec![
-        (None, input.into()),
-        (None, plane_filter.into()),
-        (None, point_filter.into()),
-    ];
+pub fn separable_deconv(input: impl Into<Arg>, plane_filter: impl Into<Arg>, point_filter: impl Into<Arg>, attrs: SeparableDeconvAttrs) -> Result<Value> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (None, plane_filter.into()), (None, point_filter.into())];
     let default = SeparableDeconvAttrs::default();
     if let Some(v) = attrs.bias {
         args.push((Some("bias"), v));
@@ -1233,13 +1168,8 @@ impl Default for MaxPoolWithIndexAttrs {
 
 /// `max_pool_with_index(input: tensor<scalar>, size: integer[], border: string = …, padding: (integer,integer)[] = …, stride: integer[] = …, dilation: integer[] = …) -> (output: tensor<scalar>, index: tensor<integer>)`
 #[track_caller]
-pub fn max_pool_with_index(
-    input: impl Into<Arg>,
-    size: Vec<i64>,
-    attrs: MaxPoolWithIndexAttrs,
-) -> Result<(Value, Value)> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("size"), Arg::from(size))];
+pub fn max_pool_with_index(input: impl Into<Arg>, size: Vec<i64>, attrs: MaxPoolWithIndexAttrs) -> Result<(Value, Value)> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("size"), Arg::from(size))];
     let default = MaxPoolWithIndexAttrs::default();
     if attrs.border != default.border {
         args.push((Some("border"), Arg::from(attrs.border)));
@@ -1255,10 +1185,7 @@ pub fn max_pool_with_index(
     }
     let outputs = invoke("max_pool_with_index", None, args)?;
     let mut parts = outputs.parts(2)?.into_iter();
-    Ok((
-        Outputs::single_or(parts.next())?,
-        Outputs::single_or(parts.next())?,
-    ))
+    Ok((Outputs::single_or(parts.next())?, Outputs::single_or(parts.next())?))
 }
 
 /// The optional parameters of [`max_pool`], defaulting as in `stdlib.nnef`.
@@ -1288,8 +1215,7 @@ impl Default for MaxPoolAttrs {
 /// `max_pool(input: tensor<scalar>, size: integer[], border: string = …, padding: (integer,integer)[] = …, stride: integer[] = …, dilation: integer[] = …) -> (output: tensor<scalar>)`
 #[track_caller]
 pub fn max_pool(input: impl Into<Arg>, size: Vec<i64>, attrs: MaxPoolAttrs) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("size"), Arg::from(size))];
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("size"), Arg::from(size))];
     let default = MaxPoolAttrs::default();
     if attrs.border != default.border {
         args.push((Some("border"), Arg::from(attrs.border)));
@@ -1334,8 +1260,7 @@ impl Default for AvgPoolAttrs {
 /// `avg_pool(input: tensor<scalar>, size: integer[], border: string = …, padding: (integer,integer)[] = …, stride: integer[] = …, dilation: integer[] = …) -> (output: tensor<scalar>)`
 #[track_caller]
 pub fn avg_pool(input: impl Into<Arg>, size: Vec<i64>, attrs: AvgPoolAttrs) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("size"), Arg::from(size))];
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("size"), Arg::from(size))];
     let default = AvgPoolAttrs::default();
     if attrs.border != default.border {
         args.push((Some("border"), Arg::from(attrs.border)));
@@ -1380,8 +1305,7 @@ impl Default for RmsPoolAttrs {
 /// `rms_pool(input: tensor<scalar>, size: integer[], border: string = …, padding: (integer,integer)[] = …, stride: integer[] = …, dilation: integer[] = …) -> (output: tensor<scalar>)`
 #[track_caller]
 pub fn rms_pool(input: impl Into<Arg>, size: Vec<i64>, attrs: RmsPoolAttrs) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("size"), Arg::from(size))];
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("size"), Arg::from(size))];
     let default = RmsPoolAttrs::default();
     if attrs.border != default.border {
         args.push((Some("border"), Arg::from(attrs.border)));
@@ -1419,13 +1343,8 @@ impl Default for MultilinearUpsampleAttrs {
 
 /// `multilinear_upsample(input: tensor<scalar>, factor: integer[], method: string = …, border: string = …) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn multilinear_upsample(
-    input: impl Into<Arg>,
-    factor: Vec<i64>,
-    attrs: MultilinearUpsampleAttrs,
-) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("factor"), Arg::from(factor))];
+pub fn multilinear_upsample(input: impl Into<Arg>, factor: Vec<i64>, attrs: MultilinearUpsampleAttrs) -> Result<Value> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("factor"), Arg::from(factor))];
     let default = MultilinearUpsampleAttrs::default();
     if attrs.method != default.method {
         args.push((Some("method"), Arg::from(attrs.method)));
@@ -1440,8 +1359,7 @@ pub fn multilinear_upsample(
 /// `nearest_downsample(input: tensor<scalar>, factor: integer[]) -> (output: tensor<scalar>)`
 #[track_caller]
 pub fn nearest_downsample(input: impl Into<Arg>, factor: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("factor"), Arg::from(factor))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("factor"), Arg::from(factor))];
     let outputs = invoke("nearest_downsample", None, args)?;
     outputs.single()
 }
@@ -1449,8 +1367,7 @@ pub fn nearest_downsample(input: impl Into<Arg>, factor: Vec<i64>) -> Result<Val
 /// `area_downsample(input: tensor<scalar>, factor: integer[]) -> (output: tensor<scalar>)`
 #[track_caller]
 pub fn area_downsample(input: impl Into<Arg>, factor: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("factor"), Arg::from(factor))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("factor"), Arg::from(factor))];
     let outputs = invoke("area_downsample", None, args)?;
     outputs.single()
 }
@@ -1458,8 +1375,7 @@ pub fn area_downsample(input: impl Into<Arg>, factor: Vec<i64>) -> Result<Value>
 /// `nearest_upsample(input: tensor<scalar>, factor: integer[]) -> (output: tensor<scalar>)`
 #[track_caller]
 pub fn nearest_upsample(input: impl Into<Arg>, factor: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("factor"), Arg::from(factor))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("factor"), Arg::from(factor))];
     let outputs = invoke("nearest_upsample", None, args)?;
     outputs.single()
 }
@@ -1473,15 +1389,16 @@ pub struct SumReduceAttrs {
 
 impl Default for SumReduceAttrs {
     fn default() -> Self {
-        SumReduceAttrs { normalize: false }
+        SumReduceAttrs {
+            normalize: false,
+        }
     }
 }
 
 /// `sum_reduce(input: tensor<scalar>, axes: integer[], normalize: logical = …) -> (output: tensor<scalar>)`
 #[track_caller]
 pub fn sum_reduce(input: impl Into<Arg>, axes: Vec<i64>, attrs: SumReduceAttrs) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
     let default = SumReduceAttrs::default();
     if attrs.normalize != default.normalize {
         args.push((Some("normalize"), Arg::from(attrs.normalize)));
@@ -1493,8 +1410,7 @@ pub fn sum_reduce(input: impl Into<Arg>, axes: Vec<i64>, attrs: SumReduceAttrs) 
 /// `max_reduce(input: tensor<scalar>, axes: integer[]) -> (output: tensor<scalar>)`
 #[track_caller]
 pub fn max_reduce(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
     let outputs = invoke("max_reduce", None, args)?;
     outputs.single()
 }
@@ -1502,8 +1418,7 @@ pub fn max_reduce(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
 /// `min_reduce(input: tensor<scalar>, axes: integer[]) -> (output: tensor<scalar>)`
 #[track_caller]
 pub fn min_reduce(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
     let outputs = invoke("min_reduce", None, args)?;
     outputs.single()
 }
@@ -1511,8 +1426,7 @@ pub fn min_reduce(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
 /// `argmax_reduce(input: tensor<scalar>, axes: integer[]) -> (output: tensor<integer>)`
 #[track_caller]
 pub fn argmax_reduce(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
     let outputs = invoke("argmax_reduce", None, args)?;
     outputs.single()
 }
@@ -1520,8 +1434,7 @@ pub fn argmax_reduce(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
 /// `argmin_reduce(input: tensor<scalar>, axes: integer[]) -> (output: tensor<integer>)`
 #[track_caller]
 pub fn argmin_reduce(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
     let outputs = invoke("argmin_reduce", None, args)?;
     outputs.single()
 }
@@ -1529,8 +1442,7 @@ pub fn argmin_reduce(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
 /// `any_reduce(input: tensor<logical>, axes: integer[]) -> (output: tensor<logical>)`
 #[track_caller]
 pub fn any_reduce(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
     let outputs = invoke("any_reduce", None, args)?;
     outputs.single()
 }
@@ -1538,8 +1450,7 @@ pub fn any_reduce(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
 /// `all_reduce(input: tensor<logical>, axes: integer[]) -> (output: tensor<logical>)`
 #[track_caller]
 pub fn all_reduce(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
     let outputs = invoke("all_reduce", None, args)?;
     outputs.single()
 }
@@ -1547,8 +1458,7 @@ pub fn all_reduce(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
 /// `mean_reduce(input: tensor<scalar>, axes: integer[]) -> (output: tensor<scalar>)`
 #[track_caller]
 pub fn mean_reduce(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
     let outputs = invoke("mean_reduce", None, args)?;
     outputs.single()
 }
@@ -1556,14 +1466,10 @@ pub fn mean_reduce(input: impl Into<Arg>, axes: Vec<i64>) -> Result<Value> {
 /// `moments(input: tensor<scalar>, axes: integer[]) -> (mean: tensor<scalar>, variance: tensor<scalar>)`
 #[track_caller]
 pub fn moments(input: impl Into<Arg>, axes: Vec<i64>) -> Result<(Value, Value)> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
     let outputs = invoke("moments", None, args)?;
     let mut parts = outputs.parts(2)?.into_iter();
-    Ok((
-        Outputs::single_or(parts.next())?,
-        Outputs::single_or(parts.next())?,
-    ))
+    Ok((Outputs::single_or(parts.next())?, Outputs::single_or(parts.next())?))
 }
 
 /// `relu(x: tensor<scalar>) -> (y: tensor<scalar>)`
@@ -1585,8 +1491,7 @@ pub fn sigmoid(x: impl Into<Arg>) -> Result<Value> {
 /// `softabs(x: tensor<scalar>, epsilon: scalar) -> (y: tensor<scalar>)`
 #[track_caller]
 pub fn softabs(x: impl Into<Arg>, epsilon: f32) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, x.into()), (Some("epsilon"), Arg::from(epsilon))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, x.into()), (Some("epsilon"), Arg::from(epsilon))];
     let outputs = invoke("softabs", None, args)?;
     outputs.single()
 }
@@ -1600,7 +1505,9 @@ pub struct SoftmaxAttrs {
 
 impl Default for SoftmaxAttrs {
     fn default() -> Self {
-        SoftmaxAttrs { axes: vec![1] }
+        SoftmaxAttrs {
+            axes: vec![1],
+        }
     }
 }
 
@@ -1633,7 +1540,9 @@ pub struct EluAttrs {
 
 impl Default for EluAttrs {
     fn default() -> Self {
-        EluAttrs { alpha: 1.0 }
+        EluAttrs {
+            alpha: 1.0,
+        }
     }
 }
 
@@ -1737,13 +1646,8 @@ impl Default for LocalResponseNormalizationAttrs {
 
 /// `local_response_normalization(input: tensor<scalar>, size: integer[], alpha: scalar = …, beta: scalar = …, bias: scalar = …) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn local_response_normalization(
-    input: impl Into<Arg>,
-    size: Vec<i64>,
-    attrs: LocalResponseNormalizationAttrs,
-) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("size"), Arg::from(size))];
+pub fn local_response_normalization(input: impl Into<Arg>, size: Vec<i64>, attrs: LocalResponseNormalizationAttrs) -> Result<Value> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("size"), Arg::from(size))];
     let default = LocalResponseNormalizationAttrs::default();
     if attrs.alpha != default.alpha {
         args.push((Some("alpha"), Arg::from(attrs.alpha)));
@@ -1761,8 +1665,7 @@ pub fn local_response_normalization(
 /// `local_mean_normalization(input: tensor<scalar>, size: integer[]) -> (output: tensor<scalar>)`
 #[track_caller]
 pub fn local_mean_normalization(input: impl Into<Arg>, size: Vec<i64>) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("size"), Arg::from(size))];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("size"), Arg::from(size))];
     let outputs = invoke("local_mean_normalization", None, args)?;
     outputs.single()
 }
@@ -1787,13 +1690,8 @@ impl Default for LocalVarianceNormalizationAttrs {
 
 /// `local_variance_normalization(input: tensor<scalar>, size: integer[], bias: scalar = …, epsilon: scalar = …) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn local_variance_normalization(
-    input: impl Into<Arg>,
-    size: Vec<i64>,
-    attrs: LocalVarianceNormalizationAttrs,
-) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("size"), Arg::from(size))];
+pub fn local_variance_normalization(input: impl Into<Arg>, size: Vec<i64>, attrs: LocalVarianceNormalizationAttrs) -> Result<Value> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("size"), Arg::from(size))];
     let default = LocalVarianceNormalizationAttrs::default();
     if attrs.bias != default.bias {
         args.push((Some("bias"), Arg::from(attrs.bias)));
@@ -1825,13 +1723,8 @@ impl Default for LocalContrastNormalizationAttrs {
 
 /// `local_contrast_normalization(input: tensor<scalar>, size: integer[], bias: scalar = …, epsilon: scalar = …) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn local_contrast_normalization(
-    input: impl Into<Arg>,
-    size: Vec<i64>,
-    attrs: LocalContrastNormalizationAttrs,
-) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("size"), Arg::from(size))];
+pub fn local_contrast_normalization(input: impl Into<Arg>, size: Vec<i64>, attrs: LocalContrastNormalizationAttrs) -> Result<Value> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("size"), Arg::from(size))];
     let default = LocalContrastNormalizationAttrs::default();
     if attrs.bias != default.bias {
         args.push((Some("bias"), Arg::from(attrs.bias)));
@@ -1863,13 +1756,8 @@ impl Default for L1NormalizationAttrs {
 
 /// `l1_normalization(input: tensor<scalar>, axes: integer[], bias: scalar = …, epsilon: scalar = …) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn l1_normalization(
-    input: impl Into<Arg>,
-    axes: Vec<i64>,
-    attrs: L1NormalizationAttrs,
-) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
+pub fn l1_normalization(input: impl Into<Arg>, axes: Vec<i64>, attrs: L1NormalizationAttrs) -> Result<Value> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
     let default = L1NormalizationAttrs::default();
     if attrs.bias != default.bias {
         args.push((Some("bias"), Arg::from(attrs.bias)));
@@ -1901,13 +1789,8 @@ impl Default for L2NormalizationAttrs {
 
 /// `l2_normalization(input: tensor<scalar>, axes: integer[], bias: scalar = …, epsilon: scalar = …) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn l2_normalization(
-    input: impl Into<Arg>,
-    axes: Vec<i64>,
-    attrs: L2NormalizationAttrs,
-) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> =
-        vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
+pub fn l2_normalization(input: impl Into<Arg>, axes: Vec<i64>, attrs: L2NormalizationAttrs) -> Result<Value> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (Some("axes"), Arg::from(axes))];
     let default = L2NormalizationAttrs::default();
     if attrs.bias != default.bias {
         args.push((Some("bias"), Arg::from(attrs.bias)));
@@ -1921,58 +1804,24 @@ pub fn l2_normalization(
 
 /// `batch_normalization(input: tensor<scalar>, mean: tensor<scalar>, variance: tensor<scalar>, offset: tensor<scalar>, scale: tensor<scalar>, epsilon: scalar) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn batch_normalization(
-    input: impl Into<Arg>,
-    mean: impl Into<Arg>,
-    variance: impl Into<Arg>,
-    offset: impl Into<Arg>,
-    scale: impl Into<Arg>,
-    epsilon: f32,
-) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> = vec![
-        (None, input.into()),
-        (None, mean.into()),
-        (None, variance.into()),
-        (None, offset.into()),
-        (None, scale.into()),
-        (Some("epsilon"), Arg::from(epsilon)),
-    ];
+pub fn batch_normalization(input: impl Into<Arg>, mean: impl Into<Arg>, variance: impl Into<Arg>, offset: impl Into<Arg>, scale: impl Into<Arg>, epsilon: f32) -> Result<Value> {
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (None, mean.into()), (None, variance.into()), (None, offset.into()), (None, scale.into()), (Some("epsilon"), Arg::from(epsilon))];
     let outputs = invoke("batch_normalization", None, args)?;
     outputs.single()
 }
 
 /// `avg_roi_pool(input: tensor<scalar>, rois: tensor<scalar>, batch_index: tensor<integer>, output_size: integer[]) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn avg_roi_pool(
-    input: impl Into<Arg>,
-    rois: impl Into<Arg>,
-    batch_index: impl Into<Arg>,
-    output_size: Vec<i64>,
-) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> = vec![
-        (None, input.into()),
-        (None, rois.into()),
-        (None, batch_index.into()),
-        (Some("output_size"), Arg::from(output_size)),
-    ];
+pub fn avg_roi_pool(input: impl Into<Arg>, rois: impl Into<Arg>, batch_index: impl Into<Arg>, output_size: Vec<i64>) -> Result<Value> {
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (None, rois.into()), (None, batch_index.into()), (Some("output_size"), Arg::from(output_size))];
     let outputs = invoke("avg_roi_pool", None, args)?;
     outputs.single()
 }
 
 /// `max_roi_pool(input: tensor<scalar>, rois: tensor<scalar>, batch_index: tensor<integer>, output_size: integer[]) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn max_roi_pool(
-    input: impl Into<Arg>,
-    rois: impl Into<Arg>,
-    batch_index: impl Into<Arg>,
-    output_size: Vec<i64>,
-) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> = vec![
-        (None, input.into()),
-        (None, rois.into()),
-        (None, batch_index.into()),
-        (Some("output_size"), Arg::from(output_size)),
-    ];
+pub fn max_roi_pool(input: impl Into<Arg>, rois: impl Into<Arg>, batch_index: impl Into<Arg>, output_size: Vec<i64>) -> Result<Value> {
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (None, rois.into()), (None, batch_index.into()), (Some("output_size"), Arg::from(output_size))];
     let outputs = invoke("max_roi_pool", None, args)?;
     outputs.single()
 }
@@ -1994,19 +1843,8 @@ impl Default for RoiResampleAttrs {
 
 /// `roi_resample(input: tensor<scalar>, rois: tensor<scalar>, batch_index: tensor<integer>, output_size: integer[], method: string = …) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn roi_resample(
-    input: impl Into<Arg>,
-    rois: impl Into<Arg>,
-    batch_index: impl Into<Arg>,
-    output_size: Vec<i64>,
-    attrs: RoiResampleAttrs,
-) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> = vec![
-        (None, input.into()),
-        (None, rois.into()),
-        (None, batch_index.into()),
-        (Some("output_size"), Arg::from(output_size)),
-    ];
+pub fn roi_resample(input: impl Into<Arg>, rois: impl Into<Arg>, batch_index: impl Into<Arg>, output_size: Vec<i64>, attrs: RoiResampleAttrs) -> Result<Value> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (None, rois.into()), (None, batch_index.into()), (Some("output_size"), Arg::from(output_size))];
     let default = RoiResampleAttrs::default();
     if attrs.method != default.method {
         args.push((Some("method"), Arg::from(attrs.method)));
@@ -2032,21 +1870,8 @@ impl Default for AvgRoiAlignAttrs {
 
 /// `avg_roi_align(input: tensor<scalar>, rois: tensor<scalar>, batch_index: tensor<integer>, output_size: integer[], sampling_rate: integer[], resize_method: string = …) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn avg_roi_align(
-    input: impl Into<Arg>,
-    rois: impl Into<Arg>,
-    batch_index: impl Into<Arg>,
-    output_size: Vec<i64>,
-    sampling_rate: Vec<i64>,
-    attrs: AvgRoiAlignAttrs,
-) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> = vec![
-        (None, input.into()),
-        (None, rois.into()),
-        (None, batch_index.into()),
-        (Some("output_size"), Arg::from(output_size)),
-        (Some("sampling_rate"), Arg::from(sampling_rate)),
-    ];
+pub fn avg_roi_align(input: impl Into<Arg>, rois: impl Into<Arg>, batch_index: impl Into<Arg>, output_size: Vec<i64>, sampling_rate: Vec<i64>, attrs: AvgRoiAlignAttrs) -> Result<Value> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (None, rois.into()), (None, batch_index.into()), (Some("output_size"), Arg::from(output_size)), (Some("sampling_rate"), Arg::from(sampling_rate))];
     let default = AvgRoiAlignAttrs::default();
     if attrs.resize_method != default.resize_method {
         args.push((Some("resize_method"), Arg::from(attrs.resize_method)));
@@ -2072,21 +1897,8 @@ impl Default for MaxRoiAlignAttrs {
 
 /// `max_roi_align(input: tensor<scalar>, rois: tensor<scalar>, batch_index: tensor<integer>, output_size: integer[], sampling_rate: integer[], resize_method: string = …) -> (output: tensor<scalar>)`
 #[track_caller]
-pub fn max_roi_align(
-    input: impl Into<Arg>,
-    rois: impl Into<Arg>,
-    batch_index: impl Into<Arg>,
-    output_size: Vec<i64>,
-    sampling_rate: Vec<i64>,
-    attrs: MaxRoiAlignAttrs,
-) -> Result<Value> {
-    let mut args: Vec<(Option<&str>, Arg)> = vec![
-        (None, input.into()),
-        (None, rois.into()),
-        (None, batch_index.into()),
-        (Some("output_size"), Arg::from(output_size)),
-        (Some("sampling_rate"), Arg::from(sampling_rate)),
-    ];
+pub fn max_roi_align(input: impl Into<Arg>, rois: impl Into<Arg>, batch_index: impl Into<Arg>, output_size: Vec<i64>, sampling_rate: Vec<i64>, attrs: MaxRoiAlignAttrs) -> Result<Value> {
+    let mut args: Vec<(Option<&str>, Arg)> = vec![(None, input.into()), (None, rois.into()), (None, batch_index.into()), (Some("output_size"), Arg::from(output_size)), (Some("sampling_rate"), Arg::from(sampling_rate))];
     let default = MaxRoiAlignAttrs::default();
     if attrs.resize_method != default.resize_method {
         args.push((Some("resize_method"), Arg::from(attrs.resize_method)));
@@ -2097,62 +1909,24 @@ pub fn max_roi_align(
 
 /// `min_max_linear_quantize(x: tensor<scalar>, min: tensor<scalar>, max: tensor<scalar>, bits: integer, signed: logical, symmetric: logical) -> (y: tensor<scalar>)`
 #[track_caller]
-pub fn min_max_linear_quantize(
-    x: impl Into<Arg>,
-    min: impl Into<Arg>,
-    max: impl Into<Arg>,
-    bits: i64,
-    signed: bool,
-    symmetric: bool,
-) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> = vec![
-        (None, x.into()),
-        (None, min.into()),
-        (None, max.into()),
-        (Some("bits"), Arg::from(bits)),
-        (Some("signed"), Arg::from(signed)),
-        (Some("symmetric"), Arg::from(symmetric)),
-    ];
+pub fn min_max_linear_quantize(x: impl Into<Arg>, min: impl Into<Arg>, max: impl Into<Arg>, bits: i64, signed: bool, symmetric: bool) -> Result<Value> {
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, x.into()), (None, min.into()), (None, max.into()), (Some("bits"), Arg::from(bits)), (Some("signed"), Arg::from(signed)), (Some("symmetric"), Arg::from(symmetric))];
     let outputs = invoke("min_max_linear_quantize", None, args)?;
     outputs.single()
 }
 
 /// `zero_point_linear_quantize(x: tensor<scalar>, zero_point: tensor<integer>, scale: tensor<scalar>, bits: integer, signed: logical, symmetric: logical) -> (y: tensor<scalar>)`
 #[track_caller]
-pub fn zero_point_linear_quantize(
-    x: impl Into<Arg>,
-    zero_point: impl Into<Arg>,
-    scale: impl Into<Arg>,
-    bits: i64,
-    signed: bool,
-    symmetric: bool,
-) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> = vec![
-        (None, x.into()),
-        (None, zero_point.into()),
-        (None, scale.into()),
-        (Some("bits"), Arg::from(bits)),
-        (Some("signed"), Arg::from(signed)),
-        (Some("symmetric"), Arg::from(symmetric)),
-    ];
+pub fn zero_point_linear_quantize(x: impl Into<Arg>, zero_point: impl Into<Arg>, scale: impl Into<Arg>, bits: i64, signed: bool, symmetric: bool) -> Result<Value> {
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, x.into()), (None, zero_point.into()), (None, scale.into()), (Some("bits"), Arg::from(bits)), (Some("signed"), Arg::from(signed)), (Some("symmetric"), Arg::from(symmetric))];
     let outputs = invoke("zero_point_linear_quantize", None, args)?;
     outputs.single()
 }
 
 /// `linear_quantize(x: tensor<scalar>, min: tensor<scalar>, max: tensor<scalar>, bits: integer) -> (y: tensor<scalar>)`
 #[track_caller]
-pub fn linear_quantize(
-    x: impl Into<Arg>,
-    min: impl Into<Arg>,
-    max: impl Into<Arg>,
-    bits: i64,
-) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> = vec![
-        (None, x.into()),
-        (None, min.into()),
-        (None, max.into()),
-        (Some("bits"), Arg::from(bits)),
-    ];
+pub fn linear_quantize(x: impl Into<Arg>, min: impl Into<Arg>, max: impl Into<Arg>, bits: i64) -> Result<Value> {
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, x.into()), (None, min.into()), (None, max.into()), (Some("bits"), Arg::from(bits))];
     let outputs = invoke("linear_quantize", None, args)?;
     outputs.single()
 }
@@ -2160,11 +1934,7 @@ pub fn linear_quantize(
 /// `logarithmic_quantize(x: tensor<scalar>, max: tensor<scalar>, bits: integer) -> (y: tensor<scalar>)`
 #[track_caller]
 pub fn logarithmic_quantize(x: impl Into<Arg>, max: impl Into<Arg>, bits: i64) -> Result<Value> {
-    let args: Vec<(Option<&str>, Arg)> = vec![
-        (None, x.into()),
-        (None, max.into()),
-        (Some("bits"), Arg::from(bits)),
-    ];
+    let args: Vec<(Option<&str>, Arg)> = vec![(None, x.into()), (None, max.into()), (Some("bits"), Arg::from(bits))];
     let outputs = invoke("logarithmic_quantize", None, args)?;
     outputs.single()
 }
