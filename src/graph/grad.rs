@@ -377,21 +377,7 @@ impl Cx<'_> {
                 )
             })
         };
-        let int_list = |name: &str| -> Vec<i64> {
-            match b.get(name) {
-                Some(SArg::Array(xs)) => xs
-                    .iter()
-                    .filter_map(|x| {
-                        if let SArg::Integer(i) = x {
-                            Some(*i)
-                        } else {
-                            None
-                        }
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            }
-        };
+        let int_list = |name: &str| int_list(b, name);
         let scalar = |name: &str| -> f64 {
             match b.get(name) {
                 Some(SArg::Scalar(x)) => *x,
@@ -808,19 +794,7 @@ impl Cx<'_> {
                         );
                     }
                     let xs = self.shape(x)?;
-                    let begin: Vec<i64> = match b.get("padding") {
-                        Some(SArg::Array(ps)) => ps
-                            .iter()
-                            .map(|p| match p {
-                                SArg::Tuple(ab) => match ab.first() {
-                                    Some(SArg::Integer(a)) => *a,
-                                    _ => 0,
-                                },
-                                _ => 0,
-                            })
-                            .collect(),
-                        _ => Vec::new(),
-                    };
+                    let begin: Vec<i64> = padding_of(b).iter().map(|&(a, _)| a as i64).collect();
                     let axes: Vec<usize> = (0..xs.len()).collect();
                     let begin: Vec<i64> = (0..xs.len())
                         .map(|i| begin.get(i).copied().unwrap_or(0))
@@ -908,34 +882,8 @@ impl Cx<'_> {
         let (Some(x), Some(w)) = (get("input"), get("filter")) else {
             return Err(self.unsupported("conv", "literal input or filter"));
         };
-        let list = |n: &str| -> Vec<usize> {
-            match b.get(n) {
-                Some(SArg::Array(xs)) => xs
-                    .iter()
-                    .filter_map(|x| {
-                        if let SArg::Integer(i) = x {
-                            Some(*i as usize)
-                        } else {
-                            None
-                        }
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            }
-        };
-        let padding: Vec<(usize, usize)> = match b.get("padding") {
-            Some(SArg::Array(xs)) => xs
-                .iter()
-                .filter_map(|p| match p {
-                    SArg::Tuple(ab) => match (&ab[0], &ab[1]) {
-                        (SArg::Integer(a), SArg::Integer(c)) => Some((*a as usize, *c as usize)),
-                        _ => None,
-                    },
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
+        let list = |n: &str| -> Vec<usize> { uint_list(b, n) };
+        let padding = padding_of(b);
         let groups = match b.get("groups") {
             Some(SArg::Integer(n)) => *n as usize,
             _ => 1,
@@ -1029,39 +977,13 @@ impl Cx<'_> {
 
 /// The window of a pool statement, every list at full rank.
 fn window(b: &Bound, xs: &[usize]) -> WindowAttrs {
-    let list = |n: &str| -> Vec<usize> {
-        match b.get(n) {
-            Some(SArg::Array(xs)) => xs
-                .iter()
-                .filter_map(|x| {
-                    if let SArg::Integer(i) = x {
-                        Some(*i as usize)
-                    } else {
-                        None
-                    }
-                })
-                .collect(),
-            _ => Vec::new(),
-        }
-    };
     let rank = xs.len();
     let full = |mut v: Vec<usize>| {
         v.resize(rank, 1);
         v
     };
-    let padding = match b.get("padding") {
-        Some(SArg::Array(ps)) => ps
-            .iter()
-            .filter_map(|p| match p {
-                SArg::Tuple(ab) => match (&ab[0], &ab[1]) {
-                    (SArg::Integer(a), SArg::Integer(c)) => Some((*a as usize, *c as usize)),
-                    _ => None,
-                },
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
+    let list = |n: &str| uint_list(b, n);
+    let padding = padding_of(b);
     WindowAttrs {
         size: full(list("size")),
         border: Border::Constant,
@@ -1069,6 +991,48 @@ fn window(b: &Bound, xs: &[usize]) -> WindowAttrs {
         stride: full(list("stride")),
         dilation: full(list("dilation")),
         output_shape: Vec::new(),
+    }
+}
+
+/// An integer-array argument (`axes`, `stride`, …); empty when absent.
+fn int_list(b: &Bound, name: &str) -> Vec<i64> {
+    match b.get(name) {
+        Some(SArg::Array(xs)) => xs
+            .iter()
+            .filter_map(|x| {
+                if let SArg::Integer(i) = x {
+                    Some(*i)
+                } else {
+                    None
+                }
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// [`int_list`] of extents (front-end checked non-negative).
+fn uint_list(b: &Bound, name: &str) -> Vec<usize> {
+    int_list(b, name)
+        .into_iter()
+        .map(|i| i.max(0) as usize)
+        .collect()
+}
+
+/// The `padding` argument as pairs; empty (automatic) when absent.
+fn padding_of(b: &Bound) -> Vec<(usize, usize)> {
+    match b.get("padding") {
+        Some(SArg::Array(ps)) => ps
+            .iter()
+            .filter_map(|p| match p {
+                SArg::Tuple(ab) => match ab.as_slice() {
+                    [SArg::Integer(a), SArg::Integer(c)] => Some((*a as usize, *c as usize)),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
