@@ -24,6 +24,7 @@ pub mod grad;
 pub mod ops;
 
 use nnefc_compiler::front::call::{CallArg, CallError, CallResult, Library, tensor_type};
+use nnefc_compiler::front::value;
 use nnefc_compiler::ir::{DType, Dim, Tensor, TensorData, TensorType};
 use nnefc_compiler::session;
 use std::cell::RefCell;
@@ -233,17 +234,7 @@ impl Outputs {
     /// The one tensor; an error when the op returned several (using them as one value).
     #[track_caller]
     pub fn single(self) -> Result<Value> {
-        match self {
-            Outputs::One(v) => Ok(v),
-            other => Err(Error::new(
-                Some(Location::caller()),
-                format!(
-                    "expected one tensor, but the op returned {}",
-                    other.describe()
-                ),
-            )
-            .note("take the results apart with `values()` (arrays) or by matching the tuple")),
-        }
+        Outputs::single_at(self, Location::caller())
     }
 
     /// The tensors of an array result, or the one tensor.
@@ -934,11 +925,6 @@ impl Graph {
 
     fn fragment_text(&self, name: &str, doc: &Document) -> String {
         let g = self.inner.borrow();
-        let prim = |d: DType| match d {
-            DType::F32 => "scalar",
-            DType::I32 => "integer",
-            DType::Bool => "logical",
-        };
         let params: Vec<String> = g
             .inputs
             .iter()
@@ -946,14 +932,14 @@ impl Graph {
                 format!(
                     "{}: tensor<{}>",
                     g.values[i].ident,
-                    prim(g.values[i].ty.dtype)
+                    prim_name(g.values[i].ty.dtype)
                 )
             })
             .collect();
         let results: Vec<String> = g
             .outputs
             .iter()
-            .map(|(n, i)| format!("{n}: tensor<{}>", prim(g.values[*i].ty.dtype)))
+            .map(|(n, i)| format!("{n}: tensor<{}>", prim_name(g.values[*i].ty.dtype)))
             .collect();
         let mut s = format!(
             "fragment {name}( {} ) -> ( {} )\n{{\n",
@@ -1209,7 +1195,8 @@ impl Outputs {
                     "expected one tensor, but the op returned {}",
                     other.describe()
                 ),
-            )),
+            )
+            .note("take the results apart with `values()` (arrays) or by matching the tuple")),
         }
     }
 }
@@ -1223,11 +1210,7 @@ fn sarg_values(a: &SArg, out: &mut Vec<usize>) {
 }
 
 fn prim_name(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "scalar",
-        DType::I32 => "integer",
-        DType::Bool => "logical",
-    }
+    value::prim_name(value::prim_of_dtype(d))
 }
 
 /// A scalar as an NNEF literal that reads back as the same `f64` (always with a `.` or an

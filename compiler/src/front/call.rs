@@ -13,7 +13,7 @@
 use super::eval::Evaluator;
 use super::index::FragmentTable;
 use super::quantize::VarData;
-use super::syntax::ast::{Document, FragmentDef, Ident, PrimType};
+use super::syntax::ast::{Document, FragmentDef, Ident};
 use super::value::Value;
 use super::{FrontOptions, STDLIB, expand::ArgVal, syntax};
 use crate::diag::{Diagnostic, SourceMap, Span};
@@ -189,11 +189,7 @@ impl Library {
                 span,
             });
         }
-        let explicit = generic.map(|d| match d {
-            DType::F32 => PrimType::Scalar,
-            DType::I32 => PrimType::Integer,
-            DType::Bool => PrimType::Logical,
-        });
+        let explicit = generic.map(super::value::prim_of_dtype);
         if let Some(p) = explicit
             && frag.def.generic.is_none()
         {
