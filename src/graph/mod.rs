@@ -18,7 +18,10 @@
 //! `tests/all/graph_ops.rs`); [`grad`](crate::graph::grad) adds reverse-mode gradients.
 //! This module does not evaluate anything itself: no shape rule lives here.
 
+mod nnef_in;
 pub mod ops;
+
+pub use nnef_in::{from_nnef, from_nnef_with_values};
 
 use nnefc_compiler::front::call::{CallArg, CallError, CallResult, Library, tensor_type};
 use nnefc_compiler::ir::{DType, Dim, Tensor, TensorData, TensorType};
@@ -886,6 +889,17 @@ impl Graph {
             Error::new(Some(at), format!("fragment `{name}` is not valid NNEF"))
                 .note(e.trim_end().to_string())
         })?;
+        let mut g = self.inner.borrow_mut();
+        g.fragments = fragments;
+        g.lib = Rc::new(lib);
+        Ok(())
+    }
+
+    /// Replaces the graph's user fragments with `fragments` (NNEF `fragment` definitions,
+    /// in order), checked by building their library: how a loaded document's own
+    /// fragments are registered ([`from_nnef`]).
+    pub(crate) fn set_fragments(&self, fragments: Vec<String>) -> std::result::Result<(), String> {
+        let lib = Library::new(&fragments.join("\n"))?;
         let mut g = self.inner.borrow_mut();
         g.fragments = fragments;
         g.lib = Rc::new(lib);
