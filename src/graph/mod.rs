@@ -828,11 +828,25 @@ impl Graph {
         e: CallError,
         at: &'static Location<'static>,
     ) -> Error {
+        // The front end's labels point into a file; those that only say where (no file
+        // here) add nothing to the message.
+        let detail = e.detail.as_deref().filter(|d| {
+            !matches!(
+                *d,
+                "in this operation" | "unknown parameter name" | "unexpected argument"
+            )
+        });
+        // Most messages name the op already (`... of `conv``); the others get it in front.
+        let message = if e.message.contains(&format!("`{op}`")) {
+            e.message.clone()
+        } else {
+            format!("{op}: {}", e.message)
+        };
         let mut err = Error::new(
             Some(at),
-            match &e.detail {
-                Some(d) => format!("{op}: {}: {d}", e.message),
-                None => format!("{op}: {}", e.message),
+            match detail {
+                Some(d) => format!("{message}: {d}"),
+                None => message,
             },
         );
         let g = self.inner.borrow();
@@ -872,6 +886,8 @@ impl Graph {
         }
         let doc = body.finish().map_err(|mut e| {
             e.message = format!("fragment `{name}`: {}", e.message);
+            // A whole-body error (no outputs) is reported at the definition.
+            e.location.get_or_insert(at);
             e
         })?;
         if !doc.variables.is_empty() {
@@ -1371,12 +1387,14 @@ pub(crate) fn graph_of(op: &str, args: &[(Option<&str>, Arg)]) -> Result<Graph> 
             _ => None,
         }
     }
+    // Taken here: a closure does not see `#[track_caller]`'s location.
+    let at = Location::caller();
     args.iter()
         .find_map(|(_, a)| find(a))
         .map(Value::graph)
         .ok_or_else(|| {
             Error::new(
-                Some(Location::caller()),
+                Some(at),
                 format!("{op}: no argument is a tensor of a graph, so there is no graph to add it to"),
             )
             .note("pass at least one Value, or use Graph::call")

@@ -10,6 +10,7 @@ mod documents;
 mod e2e;
 mod examples;
 mod graph;
+mod graph_errors;
 mod graph_load;
 mod graph_ops;
 mod hostile;
