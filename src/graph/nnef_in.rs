@@ -1,7 +1,8 @@
 //! Loading an NNEF model into the graph builder: [`from_nnef`] reads a model folder,
 //! `.tgz`/`.tar` archive or bare `graph.nnef` and replays its graph body, statement by
 //! statement, as [`Graph`] calls, so that a loaded model can be extended, rewired or
-//! written out again like one built in Rust.
+//! written out again like one built in Rust ([`from_nnef_with_values`] also returns
+//! handles to the file's values by identifier).
 //!
 //! `external`s become [`Graph::input`]s (in the order of the graph's parameters),
 //! `variable`s become [`Graph::variable`]s holding the data of their `.dat` files (shape and
@@ -14,8 +15,10 @@
 //! column of the statement: operator expressions (`a + b`), `if`/`else`, comprehensions,
 //! subscripts and built-in functions in the graph body; fragments that need
 //! `KHR_enable_operator_expressions` (a finished document declares only fragment
-//! definitions); quantized data and `graph.quant`. Identifiers of the file are not kept:
-//! the builder names values itself (inputs, outputs and variable labels keep theirs).
+//! definitions); quantized data and `graph.quant`. Identifiers of the file are not kept
+//! in the written text: the builder names values itself (inputs, outputs and variable
+//! labels keep theirs). Statements are replayed in file order, so a dead statement's
+//! warning from [`Graph::finish`] points at the caller of `from_nnef`, not at the file.
 
 use super::{Arg, Error, Graph, Outputs, Result, Value};
 use nnefc_compiler::diag::{FileId, SourceMap, Span};
@@ -139,6 +142,9 @@ impl Loader<'_> {
     fn at_stmt(&self, span: Span, mut e: Error) -> Error {
         e.location = Some(self.at);
         e.message = format!("{}: {}", self.pos(span), e.message);
+        // The builder's notes name its own identifiers (`t3`); the file's are here.
+        e.notes
+            .insert(0, format!("statement: `{}`", self.snippet(span)));
         e
     }
 

@@ -135,3 +135,72 @@ fn graph_load_variable_shape_mismatch_is_an_error() {
         "{e}"
     );
 }
+
+/// A bare `graph.nnef` has no data: a model with variables is refused, naming the label.
+#[test]
+fn graph_load_bare_graph_with_variables_is_an_error() {
+    let e = from_nnef(&repo().join("examples/models/tiny_cnn/model.nnef/graph.nnef")).unwrap_err();
+    assert!(
+        e.message.contains("no data for variable 'variable1'"),
+        "{e}"
+    );
+    assert!(e.message.contains("graph.nnef:6:5: "), "{e}");
+}
+
+/// A `.tgz` of a model folder loads like the folder.
+#[test]
+fn graph_load_archive() {
+    let model = repo().join("examples/models/tiny_cnn");
+    let tmp = tempfile::tempdir().unwrap();
+    let tgz = tmp.path().join("tiny_cnn.tgz");
+    let gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&tgz).unwrap(),
+        flate2::Compression::fast(),
+    );
+    let mut tar = tar::Builder::new(gz);
+    tar.append_dir_all("tiny_cnn", model.join("model.nnef"))
+        .unwrap();
+    tar.into_inner().unwrap().finish().unwrap();
+    let from_tgz = from_nnef(&tgz).unwrap_or_else(|e| panic!("{e}"));
+    let from_dir = from_nnef(&model.join("model.nnef")).unwrap();
+    assert_eq!(
+        from_tgz.finish().unwrap().text(),
+        from_dir.finish().unwrap().text()
+    );
+}
+
+/// A builder error in a loaded file names the statement: position and text.
+#[test]
+fn graph_load_shape_error_names_the_statement() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_model(
+        tmp.path(),
+        "version 1.0;\n\ngraph g( a, b ) -> ( y )\n{\n    a = external<scalar>(shape = [1, 3]);\n    b = external<scalar>(shape = [1, 4]);\n    y = add(a, b);\n}\n",
+    );
+    let e = from_nnef(tmp.path()).unwrap_err();
+    assert!(e.message.ends_with(":7:5: invalid operands for `add`: cannot broadcast f32[1,3] with f32[1,4]: extent 3 vs 4 at axis 1"), "{e}");
+    assert!(
+        e.notes.contains(&"statement: `y = add(a, b);`".to_string()),
+        "{e}"
+    );
+}
+
+/// A finished document declares only fragment definitions: a fragment written with
+/// operator expressions is refused at load, naming it.
+#[test]
+fn graph_load_fragment_with_operators_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_model(
+        tmp.path(),
+        "version 1.0;\nextension KHR_enable_fragment_definitions, KHR_enable_operator_expressions;\n\n\
+         fragment twice( x: tensor<scalar> ) -> ( y: tensor<scalar> )\n{\n    y = x + x;\n}\n\n\
+         graph g( x ) -> ( y )\n{\n    x = external<scalar>(shape = [1, 4]);\n    y = twice(x);\n}\n",
+    );
+    let e = from_nnef(tmp.path()).unwrap_err();
+    assert!(
+        e.message.ends_with(
+            ":4:1: fragment `twice` uses operator expressions, which the graph builder cannot write"
+        ),
+        "{e}"
+    );
+}
