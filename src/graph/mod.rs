@@ -19,9 +19,12 @@
 //! This module does not evaluate anything itself: no shape rule lives here.
 
 pub mod grad;
+mod nnef_in;
 // Generated text: kept exactly as `tests/all/graph_ops.rs` writes it.
 #[rustfmt::skip]
 pub mod ops;
+
+pub use nnef_in::{from_nnef, from_nnef_with_values};
 
 use nnefc_compiler::front::call::{CallArg, CallError, CallResult, Library, tensor_type};
 use nnefc_compiler::front::value;
@@ -853,11 +856,25 @@ impl Graph {
         e: CallError,
         at: &'static Location<'static>,
     ) -> Error {
+        // The front end's labels point into a file; those that only say where (no file
+        // here) add nothing to the message.
+        let detail = e.detail.as_deref().filter(|d| {
+            !matches!(
+                *d,
+                "in this operation" | "unknown parameter name" | "unexpected argument"
+            )
+        });
+        // Most messages name the op already (`... of `conv``); the others get it in front.
+        let message = if e.message.contains(&format!("`{op}`")) {
+            e.message.clone()
+        } else {
+            format!("{op}: {}", e.message)
+        };
         let mut err = Error::new(
             Some(at),
-            match &e.detail {
-                Some(d) => format!("{op}: {}: {d}", e.message),
-                None => format!("{op}: {}", e.message),
+            match detail {
+                Some(d) => format!("{message}: {d}"),
+                None => message,
             },
         );
         let g = self.inner.borrow();
@@ -900,6 +917,8 @@ impl Graph {
         }
         let doc = body.finish().map_err(|mut e| {
             e.message = format!("fragment `{name}`: {}", e.message);
+            // A whole-body error (no outputs) is reported at the definition.
+            e.location.get_or_insert(at);
             e
         })?;
         if !doc.variables.is_empty() {
@@ -917,6 +936,17 @@ impl Graph {
             Error::new(Some(at), format!("fragment `{name}` is not valid NNEF"))
                 .note(e.trim_end().to_string())
         })?;
+        let mut g = self.inner.borrow_mut();
+        g.fragments = fragments;
+        g.lib = Rc::new(lib);
+        Ok(())
+    }
+
+    /// Replaces the graph's user fragments with `fragments` (NNEF `fragment` definitions,
+    /// in order), checked by building their library: how a loaded document's own
+    /// fragments are registered ([`from_nnef`]).
+    pub(crate) fn set_fragments(&self, fragments: Vec<String>) -> std::result::Result<(), String> {
+        let lib = Library::new(&fragments.join("\n"))?;
         let mut g = self.inner.borrow_mut();
         g.fragments = fragments;
         g.lib = Rc::new(lib);
@@ -1390,12 +1420,14 @@ pub(crate) fn graph_of(op: &str, args: &[(Option<&str>, Arg)]) -> Result<Graph> 
             _ => None,
         }
     }
+    // Taken here: a closure does not see `#[track_caller]`'s location.
+    let at = Location::caller();
     args.iter()
         .find_map(|(_, a)| find(a))
         .map(Value::graph)
         .ok_or_else(|| {
             Error::new(
-                Some(Location::caller()),
+                Some(at),
                 format!(
                     "{op}: no argument is a tensor of a graph, so there is no graph to add it to"
                 ),

@@ -1,7 +1,8 @@
 //! The examples as a user builds them: `examples/c` through its Makefile (nnefc binary +
 //! runtime static library + cc), and `examples/build-rs` through Cargo (`nnefc::Build` in a
 //! build script). Both are run on the shipped `tiny_cnn` input and checked against its
-//! `expected.dat`.
+//! `expected.dat`. `examples/graph-build` (a CNN built with `nnefc::graph` in its build
+//! script) is built and run the same way; it checks its own output.
 //!
 //! Then every shipped and shared model (`nnefc::corpus`) the way a user links one: compiled
 //! by the `nnefc` binary, linked statically (no dlopen) into the C program of `examples/c`
@@ -148,6 +149,28 @@ fn build_rs_example_matches_expected() {
     // Without --raw it prints the top-5.
     let out = Command::new(&exe).output().expect("example runs");
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("top-5 of `output` [1, 10]:"));
+}
+
+/// `examples/graph-build`: a CNN built with `nnefc::graph` in a build script, compiled by
+/// `nnefc::Build`; the program checks itself against a plain Rust forward pass.
+#[test]
+fn graph_build_example_prints_probabilities() {
+    cargo_build(&["nnefc-example-graph-build"]);
+    let exe = bin_dir().join("nnefc-example-graph-build");
+    let out = Command::new(&exe).output().expect("example runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let probs: Vec<f32> = stdout
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(probs.len(), 3, "{stdout}");
+    assert!(probs.iter().all(|p| *p > 0.0 && *p < 1.0), "{stdout}");
+    assert!((probs.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{stdout}");
 }
 
 /// A model compiled by the `nnefc` binary for the linking tests: `model.o`, `model.h` and

@@ -12,6 +12,8 @@ mod e2e;
 mod examples;
 mod graph;
 mod graph_grad;
+mod graph_errors;
+mod graph_load;
 mod graph_ops;
 mod hostile;
 mod khronos;
