@@ -523,3 +523,68 @@ fn training_example_loss_falls() {
     }
     assert!(accuracy > 0.95, "accuracy {accuracy}");
 }
+
+/// `grad` on a model loaded from NNEF (`from_nnef`), not built in Rust: tiny_cnn (three
+/// convs, one grouped and one depthwise, leaky_relu, max and avg pool, slice, mean, tile,
+/// elu, linear, softmax, log), differentiated w.r.t. its input and checked against central
+/// differences at every input element. Gradients w.r.t. its ungrouped weights are built
+/// too; the grouped conv's filter is refused by name.
+#[test]
+fn gradient_of_a_loaded_model_matches_finite_differences() {
+    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/models/tiny_cnn");
+    let (g, values) = nnefc::graph::from_nnef_with_values(&model.join("model.nnef")).unwrap();
+    let x = values["input"].clone();
+    let out = values["output"].clone();
+    let mut r = Lcg::new(11);
+    let weights = draw(&mut r, Draw::Signed, &[1, 10], 0);
+    let w = g.constant(&weights).unwrap();
+    let prod = ops::mul(&out, &w).unwrap();
+    let loss = ops::sum_reduce(&prod, vec![0, 1], ops::SumReduceAttrs::default()).unwrap();
+    let e = grad(&loss, &[values["variable1"].clone()]).unwrap_err();
+    assert!(e.message.contains("conv"), "{e}");
+    let grads = grad(
+        &loss,
+        &[x, values["variable7"].clone(), values["variable5"].clone()],
+    )
+    .unwrap();
+    g.output("loss", &loss).unwrap();
+    for (i, d) in grads.iter().enumerate() {
+        g.output(&format!("d{i}"), d).unwrap();
+    }
+    let doc = g.finish().unwrap();
+    let mut m = doc.load().unwrap();
+    let input = nnefc::datfile::read(&model.join("input.dat")).unwrap();
+    let base = m.run(&[input.clone()]).unwrap();
+    // Outputs: the model's own `output`, then `loss`, `d0`, `d1`, `d2`.
+    assert_eq!(base[3].shape, vec![8, 1, 5, 5]);
+    assert_eq!(base[4].shape, vec![10, 784]);
+    assert!(f32s(&base[3]).iter().any(|v| *v != 0.0));
+    let analytic = f32s(&base[2]).to_vec();
+    let h = 1e-2_f32;
+    let mut worst = 0.0_f32;
+    let mut bad = Vec::new();
+    for k in 0..analytic.len() {
+        let mut at = |d: f32| {
+            let mut t = input.clone();
+            if let TensorData::F32(v) = &mut t.data {
+                v[k] += d;
+            }
+            f64::from(f32s(&m.run(&[t]).unwrap()[1])[0])
+        };
+        let (plus, minus) = (at(h), at(-h));
+        let numeric = ((plus - minus) / (2.0 * f64::from(h))) as f32;
+        let err = (analytic[k] - numeric).abs() / numeric.abs().max(1.0);
+        worst = worst.max(err);
+        if err > 2e-2 {
+            bad.push((k, analytic[k], numeric));
+        }
+    }
+    eprintln!("tiny_cnn d loss / d input: worst relative error {worst:.2e}");
+    assert!(
+        bad.is_empty(),
+        "{} of {} elements off: {:?}",
+        bad.len(),
+        analytic.len(),
+        &bad[..bad.len().min(8)]
+    );
+}
