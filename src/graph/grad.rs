@@ -11,7 +11,7 @@
 //! rule is checked against finite differences in `tests/all/graph_grad.rs`.
 //!
 //! Not here: higher-order gradients of ops whose rules use ops without rules
-//! (`argmax_pool`), grouped convolutions' filter gradient, and shapes left open.
+//! (`argmax_pool`), and shapes left open.
 
 use super::{Def, Error, Graph, Result, SArg, Value};
 use nnefc_compiler::front::syntax::ast::{Expr, ExprKind, Literal, UnaryOp};
@@ -897,6 +897,8 @@ impl Cx<'_> {
             return Err(self.unsupported("conv", &format!("border `{s}` in the input")));
         }
         let (xs, ws) = (self.shape(x)?, self.shape(w)?);
+        // NNEF's `groups = 0` means one group per input channel.
+        let groups = if groups == 0 { xs[1] } else { groups };
         let spatial = xs.len() - 2;
         let mut stride = list("stride");
         let mut dilation = list("dilation");
@@ -928,50 +930,112 @@ impl Cx<'_> {
             out.push((x, d));
         }
         if wanted("filter") {
-            if groups != 1 {
-                return Err(self.unsupported("conv", "the filter of a grouped convolution"));
-            }
-            // dW[o,c,k] = Σ_{n,p} g[n,o,p]·x[n,c,p·s + k·d]: a convolution of x with g, batch
-            // and channels swapped, the stride and dilation exchanging roles.
-            let mut perm: Vec<usize> = (0..xs.len()).collect();
-            perm.swap(0, 1);
-            let xt = self.op("transpose", vec![v(x), named("axes", uints(&perm))])?;
-            let gt = self.op("transpose", vec![v(g), named("axes", uints(&perm))])?;
-            let c = self.op(
-                "conv",
-                vec![
-                    v(xt),
-                    v(gt),
-                    named("padding", pairs(&pads)),
-                    named("stride", uints(&dilation)),
-                    named("dilation", uints(&stride)),
-                ],
-            )?;
-            // [C, O, k'...] with k' ≥ k: keep the filter's extents.
-            let cs = self.shape(c)?;
-            let axes: Vec<usize> = (2..cs.len()).collect();
-            let c = if cs[2..] != ws[2..] {
-                self.op(
-                    "slice",
-                    vec![
-                        v(c),
-                        named("axes", uints(&axes)),
-                        named("begin", uints(&vec![0; axes.len()])),
-                        named("end", uints(&ws[2..])),
-                    ],
-                )?
-            } else {
-                c
-            };
             out.push((
                 w,
-                self.op("transpose", vec![v(c), named("axes", uints(&perm))])?,
+                self.conv_filter_grad(x, g, &xs, &ws, &pads, &stride, &dilation, groups)?,
             ));
         }
         if let Some(bias) = get("bias").filter(|_| wanted("bias")) {
             out.push((bias, self.unbroadcast(g, bias)?));
         }
         Ok(out)
+    }
+
+    /// ∂loss/∂filter of `conv(x, w)` with output gradient `g`:
+    /// dW[o,c,k] = Σ_{n,p} g[n,o,p]·x[n,c,p·s + k·d], a convolution of x with g where batch
+    /// and channels trade places and stride and dilation exchange roles. With G groups of
+    /// `ci` input and `co` output channels, each (group, input channel) pair is its own
+    /// group of that convolution: x becomes one sample of `Cin·N` channels ordered
+    /// (g, i, n), g becomes `G·ci·co` filters of N channels (g's channels of group g,
+    /// repeated for each i), and the result's (g, i, o) order is permuted back to
+    /// (g, o, i). One grouped convolution, not a loop over groups; with G = 1 the plain
+    /// form (batch as the convolution's channels) is used.
+    #[allow(clippy::too_many_arguments)]
+    fn conv_filter_grad(
+        &self,
+        x: usize,
+        g: usize,
+        xs: &[usize],
+        ws: &[usize],
+        pads: &[(usize, usize)],
+        stride: &[usize],
+        dilation: &[usize],
+        groups: usize,
+    ) -> Result<usize> {
+        let rank = xs.len();
+        let spatial = &xs[2..];
+        let n = xs[0];
+        let (cin, cout) = (xs[1], ws[0]);
+        let (ci, co) = (cin / groups, cout / groups);
+        let mut perm: Vec<usize> = (0..rank).collect();
+        perm.swap(0, 1);
+        let xt = self.op("transpose", vec![v(x), named("axes", uints(&perm))])?;
+        let gt = self.op("transpose", vec![v(g), named("axes", uints(&perm))])?;
+        let gs = self.shape(g)?;
+        let (input, filter) = if groups == 1 {
+            (xt, gt)
+        } else {
+            let mut one_sample = vec![1, cin * n];
+            one_sample.extend_from_slice(spatial);
+            let input = self.op("reshape", vec![v(xt), named("shape", uints(&one_sample))])?;
+            let mut split = vec![groups, 1, co, n];
+            split.extend_from_slice(&gs[2..]);
+            let f = self.op("reshape", vec![v(gt), named("shape", uints(&split))])?;
+            let mut repeats = vec![1; split.len()];
+            repeats[1] = ci;
+            let f = self.op("tile", vec![v(f), named("repeats", uints(&repeats))])?;
+            let mut filters = vec![groups * ci * co, n];
+            filters.extend_from_slice(&gs[2..]);
+            let f = self.op("reshape", vec![v(f), named("shape", uints(&filters))])?;
+            (input, f)
+        };
+        let mut args = vec![
+            v(input),
+            v(filter),
+            named("padding", pairs(pads)),
+            named("stride", uints(dilation)),
+            named("dilation", uints(stride)),
+        ];
+        if groups != 1 {
+            args.push(named("groups", SArg::Integer((groups * ci) as i64)));
+        }
+        let c = self.op("conv", args)?;
+        let cs = self.shape(c)?;
+        let k = &cs[2..];
+        // Back to [C, O, k'...] (G = 1: already) or [O, C/G, k'...] (grouped).
+        let c = if groups == 1 {
+            c
+        } else {
+            let mut parts = vec![groups, ci, co];
+            parts.extend_from_slice(k);
+            let c = self.op("reshape", vec![v(c), named("shape", uints(&parts))])?;
+            let mut p: Vec<usize> = (0..parts.len()).collect();
+            p.swap(1, 2);
+            let c = self.op("transpose", vec![v(c), named("axes", uints(&p))])?;
+            let mut back = vec![cout, ci];
+            back.extend_from_slice(k);
+            self.op("reshape", vec![v(c), named("shape", uints(&back))])?
+        };
+        // k' ≥ k: keep the filter's extents.
+        let axes: Vec<usize> = (2..rank).collect();
+        let c = if k != &ws[2..] {
+            self.op(
+                "slice",
+                vec![
+                    v(c),
+                    named("axes", uints(&axes)),
+                    named("begin", uints(&vec![0; axes.len()])),
+                    named("end", uints(&ws[2..])),
+                ],
+            )?
+        } else {
+            c
+        };
+        if groups == 1 {
+            self.op("transpose", vec![v(c), named("axes", uints(&perm))])
+        } else {
+            Ok(c)
+        }
     }
 }
 
