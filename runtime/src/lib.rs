@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod dwconv;
 pub mod gemm;
 mod model;
 pub mod parallel;
@@ -34,6 +35,7 @@ mod status;
 mod tensor;
 pub mod weights;
 
+pub use dwconv::{DwArgs, nnefc_dwconv};
 pub use gemm::{
     GemmArgs, GemmEpilogue, nnefc_sgemm, nnefc_sgemm_batch_parallel, nnefc_sgemm_packed_a,
     nnefc_sgemm_parallel, packed_a_len, sgemm_scratch_bytes,

@@ -222,6 +222,28 @@ pub enum Step {
         name: String,
         gemm: GemmCall,
     },
+    /// A depthwise 2-D convolution run by the runtime's vector kernel (`nnefc_dwconv`).
+    Depthwise(DwCall),
+}
+
+/// One call of the runtime's depthwise convolution (`nnefc_runtime::DwArgs`): NCHW
+/// tensors, one filter per channel, zero padding, bias, optional residual and activation.
+/// Offsets and strides are in elements; rows have unit stride.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DwCall {
+    /// `[n, c, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl]`.
+    pub dims: [usize; 14],
+    /// Input buffer, element offset, strides of sample, channel and row.
+    pub x: (BufId, i64, [i64; 3]),
+    /// Filter `[c, 1, kh, kw]`, dense.
+    pub filter: BufId,
+    /// Bias and its stride between channels (0: one value).
+    pub bias: (BufId, i64),
+    /// Added before the activation, laid out like the output.
+    pub residual: Option<BufId>,
+    /// Output buffer and strides of sample, channel and row.
+    pub y: (BufId, [i64; 3]),
+    pub activation: Activation,
 }
 
 /// Everything the object needs: buffers, read-only data and steps.
@@ -426,6 +448,24 @@ impl fmt::Display for Program {
         for s in &self.steps {
             match s {
                 Step::Kernel(k) => write!(f, "{k}")?,
+                Step::Depthwise(d) => {
+                    let [n, c, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl] = d.dims;
+                    writeln!(
+                        f,
+                        "dwconv b{}[{n},{c},{oh},{ow}] = b{}@{}[{n},{c},{h},{w}] * b{}[{kh},{kw}] \
+                         stride=({sh},{sw}) dilation=({dh},{dw}) pad=({pt},{pl}) bias=b{}/{}{} {:?} parallel",
+                        d.y.0.0,
+                        d.x.0.0,
+                        d.x.1,
+                        d.filter.0,
+                        d.bias.0.0,
+                        d.bias.1,
+                        d.residual
+                            .map(|r| format!(" residual=b{}", r.0))
+                            .unwrap_or_default(),
+                        d.activation,
+                    )?
+                }
                 Step::Gemm(g) | Step::Tiled { gemm: g, .. } => writeln!(
                     f,
                     "{}gemm b{}[{},{}] = b{}[{},{}]{} * b{}[{},{}] m={} n={} k={} batches={}{}",

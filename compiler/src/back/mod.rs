@@ -373,6 +373,7 @@ fn program_and_weights(
         &opts.prefix,
         opts.vectorize,
         opts.is_self_contained(),
+        opts.vectorize && object::target_has_avx512(opts)?,
     )?;
     let file = opts
         .external_weights

@@ -21,6 +21,7 @@ use super::emit::math::Caps;
 use super::emit::{KernelEmitter, gemm_params, kernel_params};
 use super::kernel::{BufKind, Kernel, Program, Step};
 use super::{BackendOptions, CodegenError, ModelInterface, OptLevel};
+use crate::back::kernel::{Activation, BufId};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I32;
 use cranelift_codegen::ir::{
@@ -82,6 +83,16 @@ pub(crate) fn make_isa(opts: &BackendOptions) -> Result<OwnedTargetIsa, CodegenE
     }
     ib.finish(flags)
         .map_err(|e| CodegenError::Target(e.to_string()))
+}
+
+/// Whether the target ISA (the host's, or the `--target`/`--cpu-features` given) has
+/// AVX-512F: what makes the runtime's depthwise kernel worth a call.
+pub(crate) fn target_has_avx512(opts: &BackendOptions) -> Result<bool, CodegenError> {
+    let isa = make_isa(opts)?;
+    Ok(isa
+        .isa_flags()
+        .iter()
+        .any(|f| f.name == "has_avx512f" && f.as_bool() == Some(true)))
 }
 
 struct Ctx {
@@ -150,7 +161,7 @@ pub(crate) fn build(
     for step in &program.steps {
         match step {
             Step::Kernel(k) => kernel_ids.push(Some(define_kernel(&mut cx, program, k)?)),
-            Step::Gemm(_) => kernel_ids.push(None),
+            Step::Gemm(_) | Step::Depthwise(_) => kernel_ids.push(None),
             Step::Tiled { name, gemm } => {
                 kernel_ids.push(Some(define_tiled(&mut cx, program, name, gemm)?))
             }
@@ -556,6 +567,8 @@ fn define_tiled(
 const GEMM_ARGS_SIZE: u32 = 13 * 8;
 /// Byte size of the runtime's `GemmEpilogue` (checked by a test).
 const EPILOGUE_SIZE: u32 = 32;
+/// Bytes of the runtime's `DwArgs` on a 64-bit target: 27 words and two f32.
+const DW_ARGS_SIZE: u32 = 27 * 8 + 8;
 /// Most products one `nnefc_sgemm_batch_parallel` call takes (bounds the entry point's
 /// stack: 64 · 136 bytes).
 const BATCH_CHUNK: usize = 64;
@@ -853,41 +866,67 @@ fn define_body(
             group_at[g.start] = Some((g.end, cx.module.declare_func_in_func(*f, &mut func)));
         }
     }
-    // The runtime GEMM and the constants GEMM calls read directly.
+    // The runtime GEMM and depthwise conv, and the constants their calls read directly.
     let has_gemm = program.steps.iter().any(|s| matches!(s, Step::Gemm(_)));
-    let mut gemm_ref = None;
-    let mut const_gvs = Vec::new();
-    if has_gemm {
-        let mut gsig = cx.module.make_signature();
-        for _ in 0..5 {
-            gsig.params.push(AbiParam::new(ptr));
+    let has_dw = program
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Depthwise(_)));
+    let mut import = |name: &str, params: usize| -> Result<_, CodegenError> {
+        let mut sig = cx.module.make_signature();
+        for _ in 0..params {
+            sig.params.push(AbiParam::new(ptr));
         }
-        let g = cx
+        let f = cx
             .module
-            .declare_function("nnefc_sgemm_batch_parallel", Linkage::Import, &gsig)
-            .map_err(cl("declare nnefc_sgemm_batch_parallel"))?;
-        gemm_ref = Some(cx.module.declare_func_in_func(g, &mut func));
-        for s in &program.steps {
-            if let Step::Gemm(g) = s {
-                for bid in [
-                    Some(g.a.buf),
-                    Some(g.b.buf),
-                    Some(g.c.buf),
-                    g.bias,
-                    g.epi.row_bias.as_ref().map(|r| r.0),
-                ]
-                .into_iter()
-                .flatten()
-                {
-                    if let Some(BufKind::Const(c)) = program.buffer(bid).map(|b| b.kind)
-                        && !const_gvs.iter().any(|(x, _)| *x == c)
-                    {
-                        let did = *cx.consts.get(c).ok_or_else(|| {
-                            CodegenError::Internal(format!("constant {c} missing"))
-                        })?;
-                        const_gvs.push((c, cx.module.declare_data_in_func(did, &mut func)));
-                    }
-                }
+            .declare_function(name, Linkage::Import, &sig)
+            .map_err(cl("declare a runtime function"))?;
+        Ok(cx.module.declare_func_in_func(f, &mut func))
+    };
+    let gemm_ref = if has_gemm {
+        Some(import("nnefc_sgemm_batch_parallel", 5)?)
+    } else {
+        None
+    };
+    let dw_ref = if has_dw {
+        Some(import("nnefc_dwconv", 2)?)
+    } else {
+        None
+    };
+    let mut const_gvs = Vec::new();
+    for s in &program.steps {
+        let bufs: Vec<BufId> = match s {
+            Step::Gemm(g) => [
+                Some(g.a.buf),
+                Some(g.b.buf),
+                Some(g.c.buf),
+                g.bias,
+                g.epi.row_bias.as_ref().map(|r| r.0),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            Step::Depthwise(d) => [
+                Some(d.x.0),
+                Some(d.filter),
+                Some(d.bias.0),
+                d.residual,
+                Some(d.y.0),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            _ => Vec::new(),
+        };
+        for bid in bufs {
+            if let Some(BufKind::Const(c)) = program.buffer(bid).map(|b| b.kind)
+                && !const_gvs.iter().any(|(x, _)| *x == c)
+            {
+                let did = *cx
+                    .consts
+                    .get(c)
+                    .ok_or_else(|| CodegenError::Internal(format!("constant {c} missing")))?;
+                const_gvs.push((c, cx.module.declare_data_in_func(did, &mut func)));
             }
         }
     }
@@ -1036,6 +1075,13 @@ fn define_body(
                 ))
             };
             (slot(&mut b, GEMM_ARGS_SIZE), slot(&mut b, EPILOGUE_SIZE))
+        });
+        let dw_args = has_dw.then(|| {
+            b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                DW_ARGS_SIZE,
+                3,
+            ))
         });
         // Run-time batch: the steps run once per sample (batch 0 means 1), with the
         // batched inputs and outputs advanced by one sample each time; the workspace is
@@ -1240,6 +1286,52 @@ fn define_body(
                             b.ins().call(f_gemm, &[first, count, par, scratch, stride]);
                         }
                     }
+                }
+                (Step::Depthwise(d), _) => {
+                    let f_dw = dw_ref
+                        .ok_or_else(|| CodegenError::Internal("dwconv not declared".into()))?;
+                    let slot =
+                        dw_args.ok_or_else(|| CodegenError::Internal("dwconv args".into()))?;
+                    let args = b.ins().stack_addr(ptr, slot, 0);
+                    let x = buf_ptr(&mut b, d.x.0)?;
+                    let x = b.ins().iadd_imm_s(x, d.x.1 * 4);
+                    let filter = buf_ptr(&mut b, d.filter)?;
+                    let bias = buf_ptr(&mut b, d.bias.0)?;
+                    let res = match d.residual {
+                        Some(r) => buf_ptr(&mut b, r)?,
+                        None => b.ins().iconst(ptr, 0),
+                    };
+                    let y = buf_ptr(&mut b, d.y.0)?;
+                    let (act, lo, hi) = match d.activation {
+                        Activation::None => (0, 0.0, 0.0),
+                        Activation::Relu => (1, 0.0, 0.0),
+                        Activation::Clamp(lo, hi) => (2, lo, hi),
+                    };
+                    // DwArgs: 14 extents, x, its 3 strides, filter, bias, bias stride,
+                    // residual, y, its 3 strides, activation, then lo and hi as f32.
+                    let mut fields: Vec<Value> = d
+                        .dims
+                        .iter()
+                        .map(|&e| b.ins().iconst(ptr, e as i64))
+                        .collect();
+                    fields.push(x);
+                    fields.extend(d.x.2.iter().map(|&st| b.ins().iconst(ptr, st)));
+                    fields.push(filter);
+                    fields.push(bias);
+                    fields.push(b.ins().iconst(ptr, d.bias.1));
+                    fields.push(res);
+                    fields.push(y);
+                    fields.extend(d.y.1.iter().map(|&st| b.ins().iconst(ptr, st)));
+                    fields.push(b.ins().iconst(ptr, act));
+                    for (i, v) in fields.iter().enumerate() {
+                        b.ins().store(store, *v, args, psize * i as i32);
+                    }
+                    let at = psize * fields.len() as i32;
+                    let lo = b.ins().f32const(lo);
+                    let hi = b.ins().f32const(hi);
+                    b.ins().store(store, lo, args, at);
+                    b.ins().store(store, hi, args, at + 4);
+                    b.ins().call(f_dw, &[args, par]);
                 }
                 _ => return Err(CodegenError::Internal("kernel without a function".into())),
             }

@@ -34,6 +34,12 @@ mod tests;
 #[doc(hidden)]
 pub use kernels::{KernelId, available_kernels};
 
+/// The micro-kernel family this CPU runs (what other vector routines dispatch on too).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn selected_kernel() -> KernelId {
+    kernels::selected().id
+}
+
 /// Rows per panel of packed A: the `MR` of every micro-kernel. Part of the packed format.
 pub const MR: usize = 6;
 

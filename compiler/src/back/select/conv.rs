@@ -20,7 +20,7 @@ use super::window::{Geometry, View, f32_table, padded, value_view};
 use super::{Lowering, strides};
 use crate::back::CodegenError;
 use crate::back::kernel::{
-    Activation, BufId, BufKind, Expr, ExprNode, GemmCall, GemmEpi, Lit, Matrix, ReduceKind,
+    Activation, BufId, BufKind, DwCall, Expr, ExprNode, GemmCall, GemmEpi, Lit, Matrix, ReduceKind,
     Reduction, Step,
 };
 use crate::ir::infer::{
@@ -237,6 +237,17 @@ pub(super) fn conv(
     let (cg, og) = (c / groups, cout / groups);
     let kvol: usize = io.fs[2..].iter().product();
     let is_dw = cg == 1 && og == 1 && groups > 1 && kvol <= super::window::UNROLL_TAPS;
+    if cg == 1
+        && og == 1
+        && groups > 1
+        && sp == 2
+        && lw.runtime_depthwise
+        && !lw.direct_only
+        && matches!(a.border, Border::Constant | Border::Ignore)
+        && src.strides[3] == 1
+    {
+        return depthwise_call(lw, &src, &geo, &io, &stride, &dilation);
+    }
     if is_dw
         && !lw.direct_only
         && matches!(a.border, Border::Constant | Border::Ignore)
@@ -579,6 +590,61 @@ fn depthwise(
     dw_region(
         lw, p, &region, io, stride, dilation, out, activation, residual,
     )
+}
+
+/// Depthwise 2-D conv as one call of the runtime's vector kernel ([`Step::Depthwise`]),
+/// reading the input in place (zero padding is the kernel's: no padded copy) with the bias,
+/// the fused residual and activation in its epilogue.
+fn depthwise_call(
+    lw: &mut Lowering<'_>,
+    src: &View,
+    geo: &Geometry,
+    io: &ConvIo,
+    stride: &[usize],
+    dilation: &[usize],
+) -> Result<(), CodegenError> {
+    let c = io.xs[1];
+    let fusion = fusion(lw, io)?;
+    let (out, activation, residual) = match &fusion {
+        Some(f) => (f.out, f.activation, f.residual),
+        None => (io.y, Activation::None, None),
+    };
+    let (bias_sc, _) = bias_strides(lw, io.b, c)?;
+    let bias = lw.buf(io.b)?;
+    let filter = lw.buf(io.f)?;
+    let y = lw.buf(out)?;
+    let residual = residual.map(|r| lw.buf(r)).transpose()?;
+    let ost = strides(&io.ys);
+    let dims = [
+        io.xs[0],
+        c,
+        io.xs[2],
+        io.xs[3],
+        io.ys[2],
+        io.ys[3],
+        io.fs[2],
+        io.fs[3],
+        stride[0],
+        stride[1],
+        dilation[0],
+        dilation[1],
+        geo.front[2],
+        geo.front[3],
+    ];
+    lw.prog.steps.push(Step::Depthwise(DwCall {
+        dims,
+        x: (
+            src.buf,
+            src.offset,
+            [src.strides[0], src.strides[1], src.strides[2]],
+        ),
+        filter,
+        bias: (bias, bias_sc),
+        residual,
+        y: (y, [ost[0], ost[1], ost[2]]),
+        activation,
+    }));
+    Ok(())
 }
 
 /// Most regions a zero-padded depthwise conv is split into before it falls back to a

@@ -76,6 +76,10 @@ pub(crate) struct Lowering<'g> {
     pub direct_only: bool,
     /// No runtime calls: GEMMs become Cranelift loop nests (see `back` module docs).
     pub self_contained: bool,
+    /// Depthwise 2-D convolutions call the runtime's vector kernel (`nnefc_dwconv`)
+    /// instead of becoming f32x4 loop nests: set when the target has AVX-512, whose
+    /// 16-lane masked code the runtime has and Cranelift cannot emit.
+    pub runtime_depthwise: bool,
     /// Nodes already computed by an earlier node (epilogue fusion in `conv`); `run` skips them.
     pub skip: Vec<bool>,
 }
@@ -105,6 +109,7 @@ impl<'g> Lowering<'g> {
             skip: vec![false; g.nodes.len()],
             direct_only: false,
             self_contained: false,
+            runtime_depthwise: false,
         }
     }
 
@@ -401,15 +406,19 @@ pub(crate) fn select(
     Lowering::new(g, plan, prefix, vectorize).run()
 }
 
-/// [`select`] with the GEMMs as loop nests when `self_contained` (no runtime calls).
+/// [`select`] with the GEMMs as loop nests when `self_contained` (no runtime calls), and
+/// depthwise convolutions as runtime calls when `runtime_depthwise` (and not
+/// self-contained).
 pub(crate) fn select_with(
     g: &Graph,
     plan: &MemoryPlan,
     prefix: &str,
     vectorize: bool,
     self_contained: bool,
+    runtime_depthwise: bool,
 ) -> Result<Program, CodegenError> {
     let mut lw = Lowering::new(g, plan, prefix, vectorize);
     lw.self_contained = self_contained;
+    lw.runtime_depthwise = runtime_depthwise && !self_contained;
     lw.run()
 }

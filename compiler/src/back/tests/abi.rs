@@ -71,6 +71,13 @@ fn descriptor_layout_matches_runtime() {
         std::mem::offset_of!(nnefc_runtime::Parallel, parallel_for),
         16
     );
+    // The depthwise record written by `object::define_body`.
+    assert_eq!(std::mem::size_of::<nnefc_runtime::DwArgs>(), 27 * 8 + 8);
+    assert_eq!(std::mem::offset_of!(nnefc_runtime::DwArgs, x), 14 * 8);
+    assert_eq!(std::mem::offset_of!(nnefc_runtime::DwArgs, filter), 18 * 8);
+    assert_eq!(std::mem::offset_of!(nnefc_runtime::DwArgs, y), 22 * 8);
+    assert_eq!(std::mem::offset_of!(nnefc_runtime::DwArgs, act), 26 * 8);
+    assert_eq!(std::mem::offset_of!(nnefc_runtime::DwArgs, hi), 27 * 8 + 4);
     // The stack epilogue written by `object::epilogue`.
     assert_eq!(std::mem::size_of::<nnefc_runtime::GemmEpilogue>(), 32);
     assert_eq!(

@@ -1096,3 +1096,51 @@ fn cross_task_dependencies_break_groups() {
         &w
     ));
 }
+
+/// 2-D depthwise convs through both of their code paths, each against the interpreter:
+/// the runtime's vector kernel (`Step::Depthwise`, chosen when the target has AVX-512)
+/// and the f32x4 loop nests (chosen for a target without it, here the host triple with
+/// its baseline features). Odd channel counts, widths that do not fill a 16-lane block,
+/// strides 1–3, dilation, asymmetric and automatic padding, 1×1 to 5×5 filters and one
+/// wider than the kernel's 16-column limit.
+#[test]
+fn depthwise_both_paths_random() {
+    let build = || {
+        let mut r = Rng::new(29);
+        let mut b = Batch::new();
+        let mut tries = 0;
+        while b.len() < 40 && tries < 4000 {
+            tries += 1;
+            let mut a = conv_attrs(&mut r, 2, false);
+            a.groups = 0;
+            a.stride[1] = 1 + r.below(3);
+            let (n, c) = (1 + r.below(2), 1 + r.below(7));
+            let kw = if tries % 17 == 0 { 18 } else { 1 + r.below(5) };
+            let xs = vec![n, c, 1 + r.below(20), kw + r.below(40)];
+            let fs = vec![c, 1, 1 + r.below(5), kw];
+            let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
+            let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
+            let bias = r.tensor(DType::F32, &[1, c], -1.0, 1.0);
+            b.add(
+                format!("dwconv x{xs:?} f{fs:?} {a:?}"),
+                Op::Conv(a),
+                vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)],
+            );
+        }
+        assert!(b.len() >= 30, "only {} valid cases", b.len());
+        b
+    };
+    let native = opts("dwn");
+    let uses_runtime = crate::back::object::target_has_avx512(&native).unwrap();
+    let g = build().g;
+    let plan = crate::passes::memory_plan::plan(&g).unwrap();
+    let dump = crate::back::kernels(&g, &plan, &native)
+        .unwrap()
+        .to_string();
+    assert_eq!(dump.contains("\ndwconv "), uses_runtime, "{dump}");
+    build().check_with(&native);
+    let mut loops = opts("dwl");
+    loops.target = Some(target_lexicon::Triple::host().to_string());
+    assert!(!crate::back::object::target_has_avx512(&loops).unwrap());
+    build().check_with(&loops);
+}

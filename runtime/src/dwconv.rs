@@ -1,0 +1,768 @@
+//! Depthwise 2-D convolution (one input and one output channel per group), the layer
+//! MobileNet-style networks spend their memory bandwidth in: compiled models call
+//! [`nnefc_dwconv`] instead of emitting a loop nest, so that the inner loops get the
+//! widest vectors of the CPU that runs them (AVX-512, AVX2 or the portable build), which
+//! Cranelift's 128-bit code cannot.
+//!
+//! # Semantics
+//! For every plane (sample `n`, channel `c`) and output `(oy, ox)`:
+//! `y = act(bias[c] + Σ_{ky,kx} w[c,ky,kx] · x[n,c, oy·sh + ky·dh − pt, ox·sw + kx·dw − pl]
+//! (+ res[n,c,oy,ox]))`, taps outside the input contributing nothing (zero padding), summed
+//! in `(ky, kx)` order after the bias. The AVX-512 path fuses each multiply-add (one
+//! rounding), the portable path rounds twice: results may differ in the last bits between
+//! CPUs, never between runs or thread counts on one CPU. Activation 1 is ReLU, 2 clamps
+//! to `[lo, hi]`; both propagate NaN.
+//!
+//! # Threads
+//! Planes are independent: with a [`Parallel`] of several workers the planes are handed
+//! out in contiguous ranges, each computed exactly as in the serial run, so the output
+//! does not depend on the number of threads.
+//!
+//! Not here: grouped convolutions with several channels per group (those are GEMMs), a
+//! channel multiplier, borders other than zero padding (the compiler pads first), and
+//! non-unit strides between the elements of an input row.
+
+use crate::parallel::{Parallel, workers};
+use core::ffi::c_void;
+
+/// `nnefc_dwconv_args`: one depthwise convolution. Every field is pointer-sized except
+/// the last two (`lo`, `hi`), so the struct is 27 words plus 8 bytes (224 bytes on 64-bit
+/// targets), in this order. Strides are in elements; the innermost dimension of `x`, `y`
+/// and `res` has unit stride.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DwArgs {
+    /// Samples.
+    pub n: usize,
+    /// Channels (of input and output).
+    pub c: usize,
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Output height.
+    pub oh: usize,
+    /// Output width.
+    pub ow: usize,
+    /// Filter height.
+    pub kh: usize,
+    /// Filter width.
+    pub kw: usize,
+    /// Vertical stride.
+    pub sh: usize,
+    /// Horizontal stride.
+    pub sw: usize,
+    /// Vertical dilation.
+    pub dh: usize,
+    /// Horizontal dilation.
+    pub dw: usize,
+    /// Zero rows above the input.
+    pub pt: usize,
+    /// Zero columns left of the input.
+    pub pl: usize,
+    /// Input.
+    pub x: *const f32,
+    /// Input stride between samples.
+    pub x_sn: isize,
+    /// Input stride between channels.
+    pub x_sc: isize,
+    /// Input stride between rows.
+    pub x_sh: isize,
+    /// Filter, `[c, 1, kh, kw]` dense.
+    pub filter: *const f32,
+    /// Bias (null: none).
+    pub bias: *const f32,
+    /// Bias stride between channels (0: one value for all).
+    pub bias_sc: isize,
+    /// Added before the activation, laid out like `y` (null: none).
+    pub res: *const f32,
+    /// Output.
+    pub y: *mut f32,
+    /// Output stride between samples.
+    pub y_sn: isize,
+    /// Output stride between channels.
+    pub y_sc: isize,
+    /// Output stride between rows.
+    pub y_sh: isize,
+    /// 0: none, 1: ReLU, 2: clamp to `[lo, hi]`.
+    pub act: usize,
+    /// Lower clamp bound.
+    pub lo: f32,
+    /// Upper clamp bound.
+    pub hi: f32,
+}
+
+/// Multiply-adds below which a call runs on the calling thread: handing out tasks costs
+/// a few microseconds.
+const PARALLEL_MIN_MACS: usize = 1 << 16;
+/// Tasks per worker when splitting, so that a slow worker does not hold up the rest.
+const TASKS_PER_WORKER: usize = 4;
+/// Output columns accumulated at a time (a row of the accumulator stays in L1).
+const CHUNK: usize = 256;
+
+/// Runs the depthwise convolution `args` describes, in parallel over planes when `par`
+/// offers several workers.
+///
+/// # Safety
+/// `args` points to a valid [`DwArgs`] whose pointers and strides address buffers of the
+/// described extents; `y` does not overlap `x`, `filter`, `bias` (`res` may equal `y`);
+/// `par` is null or a valid [`Parallel`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nnefc_dwconv(args: *const DwArgs, par: *const Parallel) {
+    // SAFETY: valid by the caller's contract.
+    let a = unsafe { &*args };
+    let planes = a.n * a.c;
+    if planes == 0 || a.oh == 0 || a.ow == 0 {
+        return;
+    }
+    let macs = planes * a.oh * a.ow * a.kh * a.kw;
+    // SAFETY: `par` is null or valid.
+    let w = unsafe { workers(par) };
+    if w > 1 && macs >= PARALLEL_MIN_MACS && planes > 1 {
+        // SAFETY: workers > 1 implies non-null with a callback.
+        let p = unsafe { &*par };
+        if let Some(pf) = p.parallel_for {
+            let tasks = planes.min(w * TASKS_PER_WORKER);
+            let mut ctx = Split {
+                args: a,
+                planes,
+                tasks,
+            };
+            // SAFETY: `task` reads `ctx` for the duration of the call only.
+            unsafe {
+                pf(p.pool, task, (&raw mut ctx).cast::<c_void>(), tasks);
+            }
+            return;
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { run_planes(a, 0, planes) }
+}
+
+struct Split<'a> {
+    args: &'a DwArgs,
+    planes: usize,
+    tasks: usize,
+}
+
+unsafe extern "C" fn task(ctx: *mut c_void, i: usize, _worker: usize) {
+    // SAFETY: `ctx` is the `Split` of the enclosing call.
+    let s = unsafe { &*ctx.cast::<Split<'_>>() };
+    let lo = i * s.planes / s.tasks;
+    let hi = (i + 1) * s.planes / s.tasks;
+    // SAFETY: disjoint planes of the caller's buffers.
+    unsafe { run_planes(s.args, lo, hi) }
+}
+
+/// Planes `[lo, hi)` with the widest code the CPU supports.
+unsafe fn run_planes(a: &DwArgs, lo: usize, hi: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::gemm::KernelId;
+        if a.kw <= avx512::MAX_KW
+            && matches!(
+                crate::gemm::selected_kernel(),
+                KernelId::Avx512 | KernelId::Avx512Wide
+            )
+        {
+            // SAFETY: the CPU has AVX-512F (that is what selected the kernel).
+            return unsafe { avx512::planes(a, lo, hi) };
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { planes_body(a, lo, hi) }
+}
+
+/// Plane `p`'s input, output and residual pointers, filter taps and bias.
+#[inline(always)]
+unsafe fn plane_ptrs(a: &DwArgs, p: usize) -> (*const f32, *mut f32, *const f32, *const f32, f32) {
+    let (n, c) = (p / a.c, p % a.c);
+    let (xo, yo) = (
+        n as isize * a.x_sn + c as isize * a.x_sc,
+        n as isize * a.y_sn + c as isize * a.y_sc,
+    );
+    let res = if a.res.is_null() {
+        a.res
+    } else {
+        a.res.wrapping_offset(yo)
+    };
+    let b = if a.bias.is_null() {
+        0.0
+    } else {
+        // SAFETY: channel `c` of the bias the caller describes.
+        unsafe { *a.bias.offset(c as isize * a.bias_sc) }
+    };
+    (
+        a.x.wrapping_offset(xo),
+        a.y.wrapping_offset(yo),
+        res,
+        a.filter.wrapping_add(c * a.kh * a.kw),
+        b,
+    )
+}
+
+/// AVX-512: 16 output columns per vector register, every tap a masked load (lanes whose
+/// input column is outside the row are neither read nor added) and a masked add, so edge
+/// columns and short rows need no scalar code.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{DwArgs, plane_ptrs};
+    use core::arch::x86_64::*;
+
+    /// Lanes `l` in `[lo, hi)` (clamped to 0..16) as a mask.
+    #[inline(always)]
+    fn lanes(lo: isize, hi: isize) -> u16 {
+        let lo = lo.clamp(0, 16) as u32;
+        let hi = hi.clamp(0, 16) as u32;
+        if hi <= lo {
+            return 0;
+        }
+        let upto = |n: u32| {
+            if n >= 16 {
+                0xFFFFu16
+            } else {
+                ((1u32 << n) - 1) as u16
+            }
+        };
+        upto(hi) & !upto(lo)
+    }
+
+    /// Widest filter row the AVX-512 path takes (its per-column masks live on the stack).
+    pub(super) const MAX_KW: usize = 16;
+
+    /// What tap column `kx` reads for one block of 16 output columns: the first input
+    /// column, the lanes that read inside the row, and for stride 2 the element masks of
+    /// the two 16-wide loads.
+    #[derive(Clone, Copy, Default)]
+    struct Col {
+        ix0: isize,
+        m: u16,
+        lo16: u16,
+        hi16: u16,
+    }
+
+    /// Output rows computed together.
+    const ROWS: usize = 6;
+
+    /// One block of 16 output columns of one plane.
+    struct Block<'a> {
+        a: &'a DwArgs,
+        x: *const f32,
+        y: *mut f32,
+        res: *const f32,
+        f: *const f32,
+        b: f32,
+        ox0: usize,
+        live: u16,
+        cols: &'a [Col],
+        even: __m512i,
+        steps: __m512i,
+    }
+
+    impl Block<'_> {
+        /// Every output row of the block, [`ROWS`] at a time: independent sums hide the
+        /// latency of the adds. `SW` is the horizontal stride when 1 or 2, else 0. 3-row
+        /// filters without vertical dilation (almost all depthwise layers) take
+        /// [`Self::band`], which loads each input row once for all the outputs it feeds.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn all_rows<const SW: usize>(&self) {
+            let a = self.a;
+            let mut oy = 0;
+            let banded = a.kh == 3 && a.dh == 1 && SW != 0;
+            while oy + ROWS <= a.oh {
+                // SAFETY: rows of this plane.
+                unsafe {
+                    match (banded, a.sh) {
+                        (true, 1) => self.band::<ROWS, SW, 1>(oy),
+                        (true, 2) => self.band::<ROWS, SW, 2>(oy),
+                        _ => self.rows::<ROWS, SW>(oy),
+                    }
+                }
+                oy += ROWS;
+            }
+            while oy < a.oh {
+                // SAFETY: a row of this plane.
+                unsafe { self.rows::<1, SW>(oy) };
+                oy += 1;
+            }
+        }
+
+        /// The 16 (stride 1) or 16 of 32 (stride 2) input values tap `col` reads from
+        /// `row`, lanes outside `keep` (and outside the row) zero and not read.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn load<const SW: usize>(&self, col: &Col, row: *const f32, keep: u16) -> __m512 {
+            let src = row.wrapping_offset(col.ix0);
+            // SAFETY (loads): masked-off lanes are not read (AVX-512 suppresses their
+            // faults); the others are in the row.
+            match SW {
+                1 => unsafe { _mm512_maskz_loadu_ps(col.m & keep, src) },
+                2 => {
+                    let v0 = unsafe { _mm512_maskz_loadu_ps(col.lo16 & keep, src) };
+                    let v1 =
+                        unsafe { _mm512_maskz_loadu_ps(col.hi16 & keep, src.wrapping_add(16)) };
+                    _mm512_permutex2var_ps(v0, self.even, v1)
+                }
+                _ => unsafe {
+                    _mm512_mask_i32gather_ps::<4>(
+                        _mm512_setzero_ps(),
+                        col.m & keep,
+                        self.steps,
+                        src,
+                    )
+                },
+            }
+        }
+
+        /// Output rows `oy..oy + R` of a 3-row filter with vertical stride `SH`: input row
+        /// `i` of the band feeds output `r` through filter row `i − r·SH`, so each input
+        /// row is loaded once per tap column and used by every output that needs it. All
+        /// loops but the one over tap columns have constant bounds and unroll, keeping the
+        /// sums in registers.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn band<const R: usize, const SW: usize, const SH: usize>(&self, oy: usize) {
+            const KH: usize = 3;
+            let a = self.a;
+            let mut acc = [_mm512_set1_ps(self.b); R];
+            // Input rows oy·SH − pt + i, i < (R − 1)·SH + KH (at most 13 for R = 6).
+            let mut rows = [self.x; 16];
+            let mut keep = [0u16; 16];
+            let n_in = (R - 1) * SH + KH;
+            for i in 0..n_in {
+                let iy = (oy * SH + i) as isize - a.pt as isize;
+                if iy >= 0 && iy < a.h as isize {
+                    rows[i] = self.x.wrapping_offset(iy * a.x_sh);
+                    keep[i] = 0xFFFF;
+                }
+            }
+            for (kx, col) in self.cols.iter().enumerate() {
+                if col.m == 0 {
+                    continue;
+                }
+                // SAFETY: column kx of this channel's three filter rows.
+                let w = unsafe {
+                    [
+                        _mm512_set1_ps(*self.f.add(kx)),
+                        _mm512_set1_ps(*self.f.add(a.kw + kx)),
+                        _mm512_set1_ps(*self.f.add(2 * a.kw + kx)),
+                    ]
+                };
+                for i in 0..n_in {
+                    // SAFETY: a row of this plane or an empty mask.
+                    let v = unsafe { self.load::<SW>(col, rows[i], keep[i]) };
+                    let m = col.m & keep[i];
+                    for (ky, wk) in w.iter().enumerate() {
+                        if i >= ky && (i - ky) % SH == 0 && (i - ky) / SH < R {
+                            let r = (i - ky) / SH;
+                            acc[r] = _mm512_mask3_fmadd_ps(*wk, v, acc[r], m);
+                        }
+                    }
+                }
+            }
+            // SAFETY: rows oy..oy + R of this block.
+            unsafe { self.store(acc, oy) };
+        }
+
+        /// Output rows `oy..oy + R` of the block, each its own sum.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn rows<const R: usize, const SW: usize>(&self, oy: usize) {
+            let a = self.a;
+            let mut acc = [_mm512_set1_ps(self.b); R];
+            for ky in 0..a.kh {
+                let fr = self.f.wrapping_add(ky * a.kw);
+                // Rows outside the input get an empty mask (no load, no add) rather than a
+                // branch, so the loop over rows unrolls and the sums stay in registers.
+                let mut rows = [self.x; R];
+                let mut keep = [0u16; R];
+                for r in 0..R {
+                    let iy = ((oy + r) * a.sh + ky * a.dh) as isize - a.pt as isize;
+                    if iy >= 0 && iy < a.h as isize {
+                        rows[r] = self.x.wrapping_offset(iy * a.x_sh);
+                        keep[r] = 0xFFFF;
+                    }
+                }
+                if keep.iter().all(|&k| k == 0) {
+                    continue;
+                }
+                for (kx, col) in self.cols.iter().enumerate() {
+                    if col.m == 0 {
+                        continue;
+                    }
+                    // SAFETY: tap (ky, kx) of this channel's filter.
+                    let wv = _mm512_set1_ps(unsafe { *fr.add(kx) });
+                    for r in 0..R {
+                        // SAFETY: a row of this plane or an empty mask.
+                        let v = unsafe { self.load::<SW>(col, rows[r], keep[r]) };
+                        acc[r] = _mm512_mask3_fmadd_ps(wv, v, acc[r], col.m & keep[r]);
+                    }
+                }
+            }
+            // SAFETY: rows oy..oy + R of this block.
+            unsafe { self.store(acc, oy) };
+        }
+
+        /// Adds the residual, applies the activation and stores output rows
+        /// `oy..oy + R` of the block (its live lanes only).
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn store<const R: usize>(&self, acc: [__m512; R], oy: usize) {
+            let a = self.a;
+            let zero = _mm512_setzero_ps();
+            let bad_bounds = a.lo.is_nan() || a.hi.is_nan();
+            let (lo_v, hi_v) = (_mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi));
+            for (r, mut v) in acc.into_iter().enumerate() {
+                let at = (oy + r) as isize * a.y_sh + self.ox0 as isize;
+                if !self.res.is_null() {
+                    // SAFETY: the live lanes of this output row block.
+                    let rv =
+                        unsafe { _mm512_maskz_loadu_ps(self.live, self.res.wrapping_offset(at)) };
+                    v = _mm512_add_ps(v, rv);
+                }
+                v = match a.act {
+                    // max(0, v) returns v when v is NaN (the second operand).
+                    1 => _mm512_max_ps(zero, v),
+                    2 if bad_bounds => _mm512_set1_ps(f32::NAN),
+                    2 => _mm512_min_ps(hi_v, _mm512_max_ps(lo_v, v)),
+                    _ => v,
+                };
+                // SAFETY: the live lanes of this output row block.
+                unsafe { _mm512_mask_storeu_ps(self.y.wrapping_offset(at), self.live, v) };
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
+        let (w, sw) = (a.w as isize, a.sw as isize);
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let steps = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(a.sw as i32),
+        );
+        let mut cols = [Col::default(); MAX_KW];
+        for p in lo..hi {
+            // SAFETY: plane `p` of the caller's buffers.
+            let (x, y, res, f, b) = unsafe { plane_ptrs(a, p) };
+            let mut ox0 = 0usize;
+            while ox0 < a.ow {
+                let cnt = (a.ow - ox0).min(16) as isize;
+                let live = lanes(0, cnt);
+                // The columns each tap reads do not depend on the row: worked out once per
+                // block. Lane l reads column ix0 + l·sw: in the row iff
+                // −ix0 ≤ l·sw ≤ w − 1 − ix0.
+                for (kx, col) in cols.iter_mut().enumerate().take(a.kw) {
+                    let ix0 = (ox0 * a.sw + kx * a.dw) as isize - a.pl as isize;
+                    let last = w - 1 - ix0;
+                    let m = if last < 0 {
+                        0
+                    } else {
+                        let first = if ix0 >= 0 { 0 } else { (-ix0 + sw - 1) / sw };
+                        live & lanes(first, last / sw + 1)
+                    };
+                    // Stride 2: elements e = 2l of the 32 from ix0; a pair's odd partner
+                    // may be outside the row, so these masks are per element.
+                    let e_first = (-ix0).max(0);
+                    let e_end = (w - ix0).min(2 * cnt - 1);
+                    *col = Col {
+                        ix0,
+                        m,
+                        lo16: lanes(e_first, e_end),
+                        hi16: lanes(e_first - 16, e_end - 16),
+                    };
+                }
+                let cols = &cols[..a.kw];
+                let k = Block {
+                    a,
+                    x,
+                    y,
+                    res,
+                    f,
+                    b,
+                    ox0,
+                    live,
+                    cols,
+                    even,
+                    steps,
+                };
+                // SAFETY: this block's rows of this plane.
+                unsafe {
+                    match a.sw {
+                        1 => k.all_rows::<1>(),
+                        2 => k.all_rows::<2>(),
+                        _ => k.all_rows::<0>(),
+                    }
+                }
+                ox0 += 16;
+            }
+        }
+    }
+}
+
+/// The one implementation, inlined into each target-feature copy above so that the
+/// compiler vectorizes its unit-stride loops with that copy's vectors.
+#[inline(always)]
+unsafe fn planes_body(a: &DwArgs, lo: usize, hi: usize) {
+    let kvol = a.kh * a.kw;
+    let mut acc = [0.0f32; CHUNK];
+    for p in lo..hi {
+        // SAFETY (all pointer arithmetic below): within the extents the caller describes.
+        let (x, y, res, f, b) = unsafe { plane_ptrs(a, p) };
+        let res = (!res.is_null()).then_some(res);
+        let f = unsafe { core::slice::from_raw_parts(f, kvol) };
+        for oy in 0..a.oh {
+            let mut col0 = 0;
+            while col0 < a.ow {
+                let len = CHUNK.min(a.ow - col0);
+                let acc = &mut acc[..len];
+                acc.fill(b);
+                for ky in 0..a.kh {
+                    let iy = (oy * a.sh + ky * a.dh) as isize - a.pt as isize;
+                    if iy < 0 || iy >= a.h as isize {
+                        continue;
+                    }
+                    let row = unsafe { core::slice::from_raw_parts(x.offset(iy * a.x_sh), a.w) };
+                    for kx in 0..a.kw {
+                        let wv = f[ky * a.kw + kx];
+                        let off = (kx * a.dw) as isize - a.pl as isize;
+                        let (olo, ohi) = in_bounds(col0, len, off, a.sw, a.w);
+                        if olo >= ohi {
+                            continue;
+                        }
+                        let dst = &mut acc[olo - col0..ohi - col0];
+                        let start = (olo as isize * a.sw as isize + off) as usize;
+                        if a.sw == 1 {
+                            let src = &row[start..start + dst.len()];
+                            for (d, s) in dst.iter_mut().zip(src) {
+                                *d += wv * *s;
+                            }
+                        } else {
+                            let src = row[start..].iter().step_by(a.sw);
+                            for (d, s) in dst.iter_mut().zip(src) {
+                                *d += wv * *s;
+                            }
+                        }
+                    }
+                }
+                let out = unsafe {
+                    core::slice::from_raw_parts_mut(y.offset(oy as isize * a.y_sh).add(col0), len)
+                };
+                if let Some(r) = res {
+                    let r = unsafe {
+                        core::slice::from_raw_parts(r.offset(oy as isize * a.y_sh).add(col0), len)
+                    };
+                    for (v, r) in acc.iter_mut().zip(r) {
+                        *v += *r;
+                    }
+                }
+                match a.act {
+                    1 => {
+                        for (o, v) in out.iter_mut().zip(acc.iter()) {
+                            *o = relu(*v);
+                        }
+                    }
+                    2 => {
+                        for (o, v) in out.iter_mut().zip(acc.iter()) {
+                            *o = clamp(*v, a.lo, a.hi);
+                        }
+                    }
+                    _ => out.copy_from_slice(acc),
+                }
+                col0 += len;
+            }
+        }
+    }
+}
+
+/// Output columns `[lo, hi)` within `[col0, col0 + len)` whose input column
+/// `ox·sw + off` lies in `[0, w)`.
+#[inline(always)]
+fn in_bounds(col0: usize, len: usize, off: isize, sw: usize, w: usize) -> (usize, usize) {
+    let sw_i = sw as isize;
+    // ox·sw + off ≥ 0  ⇔  ox ≥ ceil(−off / sw)
+    let first = if off >= 0 {
+        0
+    } else {
+        ((-off) + sw_i - 1) / sw_i
+    } as usize;
+    // ox·sw + off ≤ w − 1  ⇔  ox ≤ floor((w − 1 − off) / sw)
+    let last = w as isize - 1 - off;
+    let end = if last < 0 {
+        0
+    } else {
+        (last / sw_i + 1) as usize
+    };
+    (first.max(col0), end.min(col0 + len))
+}
+
+/// ReLU with NaN propagated (`max` would drop it).
+#[inline(always)]
+fn relu(v: f32) -> f32 {
+    if v < 0.0 { 0.0 } else { v }
+}
+
+/// Clamp to `[lo, hi]` with NaN (in `v` or a bound) propagated.
+#[inline(always)]
+fn clamp(v: f32, lo: f32, hi: f32) -> f32 {
+    if v.is_nan() || lo.is_nan() || hi.is_nan() {
+        return f32::NAN;
+    }
+    let v = if v < lo { lo } else { v };
+    if v > hi { hi } else { v }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+
+    /// The definition, written out: every output the sum of its in-bounds taps.
+    fn naive(a: &DwArgs, x: &[f32], f: &[f32], bias: &[f32], res: Option<&[f32]>) -> Vec<f32> {
+        let mut y = vec![0.0; a.n * a.c * a.oh * a.ow];
+        for n in 0..a.n {
+            for c in 0..a.c {
+                for oy in 0..a.oh {
+                    for ox in 0..a.ow {
+                        let mut s = bias[c];
+                        for ky in 0..a.kh {
+                            for kx in 0..a.kw {
+                                let iy = (oy * a.sh + ky * a.dh) as isize - a.pt as isize;
+                                let ix = (ox * a.sw + kx * a.dw) as isize - a.pl as isize;
+                                if iy < 0 || ix < 0 || iy >= a.h as isize || ix >= a.w as isize {
+                                    continue;
+                                }
+                                let xv = x[((n * a.c + c) * a.h + iy as usize) * a.w + ix as usize];
+                                s += f[(c * a.kh + ky) * a.kw + kx] * xv;
+                            }
+                        }
+                        let o = ((n * a.c + c) * a.oh + oy) * a.ow + ox;
+                        if let Some(r) = res {
+                            s += r[o];
+                        }
+                        y[o] = match a.act {
+                            1 => relu(s),
+                            2 => clamp(s, a.lo, a.hi),
+                            _ => s,
+                        };
+                    }
+                }
+            }
+        }
+        y
+    }
+
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> f32 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+    }
+
+    /// Random shapes, strides, dilations, paddings and epilogues, with and without a pool,
+    /// and the portable path on its own:
+    /// matches the definition within rounding (the AVX-512 path fuses multiply-adds), and
+    /// the pooled run equals the serial one bit for bit.
+    #[test]
+    fn dwconv_matches_the_definition() {
+        let mut r = Lcg(3);
+        let mut u = |m: usize| ((r.next() + 1.0) * 0.5 * m as f32) as usize % m;
+        let pool = crate::ThreadPool::new(3).expect("pool");
+        for case in 0..300 {
+            let (kh, kw) = (1 + u(5), 1 + u(5));
+            let (sh, sw) = (1 + u(3), 1 + u(3));
+            let (dh, dw) = (1 + u(2), 1 + u(2));
+            let (h, w) = (1 + u(20), 1 + u(300));
+            let (pt, pl) = (u(kh * dh), u(kw * dw));
+            let (pb, pr) = (u(kh * dh), u(kw * dw));
+            let eh = (h + pt + pb) as isize - ((kh - 1) * dh + 1) as isize;
+            let ew = (w + pl + pr) as isize - ((kw - 1) * dw + 1) as isize;
+            if eh < 0 || ew < 0 {
+                continue;
+            }
+            let (oh, ow) = (eh as usize / sh + 1, ew as usize / sw + 1);
+            let (n, c) = (1 + u(2), 1 + u(7));
+            let mut g = Lcg(case as u64 + 100);
+            let x: Vec<f32> = (0..n * c * h * w).map(|_| g.next()).collect();
+            let f: Vec<f32> = (0..c * kh * kw).map(|_| g.next()).collect();
+            let bias: Vec<f32> = (0..c).map(|_| g.next()).collect();
+            let res: Vec<f32> = (0..n * c * oh * ow).map(|_| g.next()).collect();
+            let act = u(3);
+            let with_res = u(2) == 1;
+            let a = DwArgs {
+                n,
+                c,
+                h,
+                w,
+                oh,
+                ow,
+                kh,
+                kw,
+                sh,
+                sw,
+                dh,
+                dw,
+                pt,
+                pl,
+                x: x.as_ptr(),
+                x_sn: (c * h * w) as isize,
+                x_sc: (h * w) as isize,
+                x_sh: w as isize,
+                filter: f.as_ptr(),
+                bias: bias.as_ptr(),
+                bias_sc: 1,
+                res: if with_res {
+                    res.as_ptr()
+                } else {
+                    core::ptr::null()
+                },
+                y: core::ptr::null_mut(),
+                y_sn: (c * oh * ow) as isize,
+                y_sc: (oh * ow) as isize,
+                y_sh: ow as isize,
+                act,
+                lo: -0.5,
+                hi: 0.75,
+            };
+            let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
+            let mut runs = Vec::new();
+            for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
+                let mut y = vec![f32::NAN; want.len()];
+                let args = DwArgs {
+                    y: y.as_mut_ptr(),
+                    ..a
+                };
+                unsafe { nnefc_dwconv(&args, par) };
+                let bad = y
+                    .iter()
+                    .zip(&want)
+                    .position(|(p, q)| (p - q).abs() > 1e-5 * q.abs().max(1.0));
+                if let Some(i) = bad {
+                    panic!("case {case}: {a:?}: element {i}: {} vs {}", y[i], want[i]);
+                }
+                runs.push(y);
+            }
+            // The portable path, whatever this CPU selects.
+            let mut y = vec![f32::NAN; want.len()];
+            let args = DwArgs {
+                y: y.as_mut_ptr(),
+                ..a
+            };
+            unsafe { planes_body(&args, 0, n * c) };
+            let bad = y
+                .iter()
+                .zip(&want)
+                .position(|(p, q)| (p - q).abs() > 1e-5 * q.abs().max(1.0));
+            assert!(bad.is_none(), "case {case}: portable path: {a:?}");
+            let same = runs[0]
+                .iter()
+                .zip(&runs[1])
+                .all(|(p, q)| p.to_bits() == q.to_bits());
+            assert!(same, "case {case}: serial and pooled runs differ");
+        }
+    }
+}
