@@ -317,7 +317,8 @@ pub fn dump(path: &Path, stage: Stage, opts: &Options) -> Result<String, Error> 
             let (lowered, _) = lower_and_optimize(path, opts)?;
             let plan = passes::memory_plan::plan(&lowered.graph)
                 .map_err(|e| Error::Codegen(CodegenError::Plan(e)))?;
-            Ok(plan.to_string())
+            let groups = passes::fusion::groups(&lowered.graph).describe(&lowered.graph);
+            Ok(format!("{groups}{plan}"))
         }
         Stage::Kernels => {
             let (lowered, report) = lower_and_optimize(path, opts)?;

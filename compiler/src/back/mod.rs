@@ -101,13 +101,14 @@
 //! runtime's `epilogues_propagate_nan_and_infinity`.
 //!
 //! # Element-wise fusion
-//! `select::fuse` groups f32 element-wise nodes (unary, binary, clamp, cast, batch norm)
-//! whose intermediate results are read only inside the group into one kernel over the
-//! root's shape, evaluated at the root's position; outside operands are read at their
-//! broadcast index. Groups are fixed before lowering starts, avoid nodes a conv epilogue
-//! may absorb, recompute smaller intermediates only for cheap ops, and are dropped when
-//! the memory plan reused an operand's bytes before the root runs (details in
-//! `select::fuse`). Constant operands holding one value become literals, and `pow` with
+//! `passes::fusion` groups f32 element-wise nodes (unary, binary, clamp, cast, batch norm)
+//! whose intermediate results are read only inside the group, before memory planning:
+//! the plan gives those intermediates no slot and keeps outside operands alive to the
+//! root. `select::fuse` lowers each group as one kernel over the root's shape at the
+//! root's position, outside operands read at their broadcast index. Groups avoid nodes a
+//! conv epilogue may absorb and recompute smaller intermediates only for cheap ops; a
+//! group whose operands a foreign plan (`compile_with_plan`) does not keep alive is
+//! lowered node by node (details in `select::fuse`). Constant operands holding one value become literals, and `pow` with
 //! a literal exponent of 1, 2 or 3 becomes multiplications (`select::elementwise`).
 //!
 //! # Deconvolution

@@ -3,7 +3,10 @@
 //! A value's lifetime runs from the node that defines it to the last node that reads it
 //! (inclusive at both ends, so a node's outputs never share bytes with its inputs: kernels
 //! may read inputs after writing outputs); a conv's input lives to the end of its
-//! epilogue chain (`passes::epilogue`), which the back end computes inside the conv. Values are placed in definition order, each in
+//! epilogue chain (`passes::epilogue`), which the back end computes inside the conv. An
+//! element-wise fusion group (`passes::fusion`) is computed at its root: its members'
+//! outputs other than the root's get no slot, and what the members read from outside
+//! the group lives until the root. Values are placed in definition order, each in
 //! the smallest free gap that fits (best fit), at 64-byte aligned offsets; a second
 //! placement, largest first at the lowest free offset (greedy by size), is kept instead
 //! when its arena is smaller; graphs of at most 256 intermediates that still miss the
@@ -67,6 +70,28 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
             *l = Some(l.map_or(end, |l| l.max(end)));
         }
     }
+    // Element-wise fusion groups (`passes::fusion`): a member's output other than the
+    // root's lives in registers only, and what members read from outside the group is read
+    // when the root runs.
+    let fused = super::fusion::groups(graph);
+    let mut internal = vec![false; nvals];
+    for (ni, n) in graph.nodes.iter().enumerate() {
+        let Some(root) = fused.root_of[ni] else {
+            continue;
+        };
+        for v in &n.inputs {
+            if !fused.is_internal(graph, *v)
+                && let Some(l) = last.get_mut(v.index())
+            {
+                *l = Some(l.map_or(root, |l| l.max(root)));
+            }
+        }
+        if ni != root {
+            for o in &n.outputs {
+                internal[o.index()] = true;
+            }
+        }
+    }
     let groups = concat_groups(graph, &is_output);
     // Member value → (group output value, byte offset inside it).
     let mut member_of: Vec<Option<(usize, usize)>> = vec![None; nvals];
@@ -83,7 +108,7 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
         let ValueDef::Node(n, _) = val.def else {
             continue;
         };
-        if is_output[vi] || member_of[vi].is_some() {
+        if is_output[vi] || member_of[vi].is_some() || internal[vi] {
             continue;
         }
         let name = format!("{}", crate::ir::ValueId(vi as u32));
@@ -311,8 +336,9 @@ mod tests {
         let mut g = Graph::new("chain");
         let ty = TensorType::new(DType::F32, &[len]);
         let mut v = g.add_input("x", ty.clone());
+        // Softmax: not element-wise, so no fusion group hides the values.
         for _ in 0..n {
-            v = g.add_node(Op::Unary(UnaryOp::Relu), vec![v], vec![ty.clone()])[0];
+            v = g.add_node(Op::Softmax { axes: vec![0] }, vec![v], vec![ty.clone()])[0];
         }
         g.outputs.push(v);
         g
@@ -330,6 +356,43 @@ mod tests {
         .assert_eq(&p.to_string());
     }
 
+    /// An element-wise fusion group (`passes::fusion`): the member output that stays in
+    /// registers gets no slot, and the softmax output the first member reads lives until
+    /// the group's root runs.
+    #[test]
+    fn fused_members_take_no_slot_and_keep_operands() {
+        let mut g = Graph::new("g");
+        let ty = TensorType::new(DType::F32, &[10]);
+        let x = g.add_input("x", ty.clone());
+        let sm = |g: &mut Graph, v| {
+            g.add_node(Op::Softmax { axes: vec![0] }, vec![v], vec![ty.clone()])[0]
+        };
+        let a = sm(&mut g, x);
+        let r = g.add_node(Op::Unary(UnaryOp::Relu), vec![a], vec![ty.clone()])[0];
+        let b = sm(&mut g, x);
+        let y = g.add_node(
+            Op::Binary(crate::ir::BinaryOp::Add),
+            vec![r, b],
+            vec![ty.clone()],
+        )[0];
+        g.outputs.push(y);
+        let p = plan(&g).unwrap();
+        expect_test::expect![[r#"
+            %v1 @0 +40 live [0, 3]
+            %v3 @64 +40 live [2, 3]
+            arena 128 bytes (peak live 128)"#]]
+        .assert_eq(&p.to_string());
+        // All element-wise: one group, nothing in the arena.
+        let mut g = Graph::new("g");
+        let x = g.add_input("x", ty.clone());
+        let mut v = x;
+        for _ in 0..4 {
+            v = g.add_node(Op::Unary(UnaryOp::Relu), vec![v], vec![ty.clone()])[0];
+        }
+        g.outputs.push(v);
+        assert_eq!(plan(&g).unwrap().arena_size, 0);
+    }
+
     #[test]
     fn best_fit_picks_smallest_gap() {
         // a(big) b(small) live together; after both die, a small value goes to the small gap.
@@ -337,10 +400,10 @@ mod tests {
         let big = TensorType::new(DType::F32, &[64]);
         let small = TensorType::new(DType::F32, &[8]);
         let x = g.add_input("x", big.clone());
-        let a = g.add_node(Op::Unary(UnaryOp::Neg), vec![x], vec![big.clone()])[0];
-        let b = g.add_node(Op::Unary(UnaryOp::Neg), vec![x], vec![small.clone()])[0];
-        let c = g.add_node(Op::Unary(UnaryOp::Neg), vec![a], vec![big.clone()])[0];
-        let d = g.add_node(Op::Unary(UnaryOp::Neg), vec![b], vec![small.clone()])[0];
+        let a = g.add_node(Op::Softmax { axes: vec![0] }, vec![x], vec![big.clone()])[0];
+        let b = g.add_node(Op::Softmax { axes: vec![0] }, vec![x], vec![small.clone()])[0];
+        let c = g.add_node(Op::Softmax { axes: vec![0] }, vec![a], vec![big.clone()])[0];
+        let d = g.add_node(Op::Softmax { axes: vec![0] }, vec![b], vec![small.clone()])[0];
         g.outputs.push(c);
         g.outputs.push(d);
         let p = plan(&g).unwrap();

@@ -15,6 +15,7 @@ pub mod batch;
 pub mod const_fold;
 pub mod dce;
 pub mod epilogue;
+pub mod fusion;
 pub mod memory_plan;
 pub mod simplify;
 

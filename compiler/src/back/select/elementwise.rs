@@ -146,16 +146,3 @@ pub(super) fn body(
     };
     Ok(e)
 }
-
-/// Whether `op` is lowered by this file (and may join a fused chain, `select::fuse`).
-pub(super) fn is_elementwise(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Unary(_)
-            | Op::Binary(_)
-            | Op::Select
-            | Op::Clamp
-            | Op::Cast { .. }
-            | Op::BatchNorm { .. }
-    )
-}

@@ -1,87 +1,25 @@
-//! Element-wise fusion: chains (DAGs) of element-wise nodes become one kernel, one pass
-//! over memory, with the intermediate values living only in registers.
+//! Lowering of element-wise fusion groups (`passes::fusion` decides them): each group
+//! becomes one kernel, one pass over memory, with the intermediate values living only in
+//! registers. The kernel loops over the root's output shape and evaluates the members in
+//! node order; an operand from outside the group is read at its broadcast index into the
+//! root's shape. That is exact for any member shape: a member's shape broadcasts into the
+//! root's (it feeds it), and NNEF broadcasting composes (a non-unit extent survives
+//! unchanged to the root), so reading outside operands at the root index gives every
+//! member the value it would have seen.
 //!
-//! A *group* is a set of element-wise nodes (`elementwise::is_elementwise`) with one
-//! *root* whose output escapes; every other member's output is read only by members and
-//! is not a graph output, so it never needs memory. The kernel loops over the root's
-//! output shape and evaluates the members in node order; an operand from outside the
-//! group is read at its broadcast index into the root's shape. That is exact for any
-//! member shape: a member's shape broadcasts into the root's (it feeds it), and NNEF
-//! broadcasting composes (a non-unit extent survives unchanged to the root), so reading
-//! outside operands at the root index gives every member the value it would have seen.
-//!
-//! Invariants the planner ([`plan`]) keeps:
-//! - A member whose output is smaller than the root's is recomputed per root element, so
-//!   it joins only when it is cheap (no transcendental function, [`cheap`]).
-//! - The group runs where the root was. Outside operands of earlier members must still
-//!   hold their values then: the memory plan may have reused their bytes after their last
-//!   original reader. A group is kept only if no value written between an operand's last
-//!   original reader and the root (including the root's output) overlaps the operand's
-//!   slot ([`operands_survive`]); otherwise its members are lowered one by one.
-//! - Nodes next to a convolution stay out: `select::conv` may fold them into its GEMM
-//!   epilogue and skip them (`Lowering::skip`), which assumes they run alone.
-//! - Only f32 nodes (f32 operands and result) join: their bodies always vectorize (every
-//!   access moves by 0 or 1 along the innermost loop), so a fused loop is never a scalar
-//!   loop replacing f32x4 ones. Bool/i32 element-wise nodes are lowered alone.
-//! - Membership is final when lowering starts: members before the root are skipped at
-//!   their own position, and materializing them later would write slots the plan may have
-//!   given to other values in between.
+//! The group runs where the root was, so outside operands of earlier members must still
+//! hold their values then. `passes::memory_plan` keeps them alive to the root; a plan
+//! from elsewhere is checked ([`operands_survive`]) and a group it breaks is lowered
+//! member by member. Membership is final when lowering starts: members before the root
+//! are skipped at their own position.
 
 use super::Lowering;
-use super::elementwise::{body, is_elementwise, operand};
+use super::elementwise::{body, operand};
 use crate::back::CodegenError;
 use crate::back::kernel::{ExprId, Lit};
 use crate::ir::plan::MemoryPlan;
-use crate::ir::{BinaryOp, DType, Graph, Op, UnaryOp, ValueDef, ValueId};
-
-/// Fusion groups of a graph: for each node, the root of its group when the group has at
-/// least two members.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct Groups {
-    pub root_of: Vec<Option<usize>>,
-}
-
-impl Groups {
-    /// Members of the group rooted at `root`, in node order (the root last).
-    pub fn members(&self, root: usize) -> Vec<usize> {
-        (0..=root)
-            .filter(|&i| self.root_of.get(i).copied().flatten() == Some(root))
-            .collect()
-    }
-}
-
-/// Ops cheap enough to recompute per element of a larger output.
-fn cheap(op: &Op, g: &Graph, ins: &[ValueId]) -> bool {
-    match op {
-        Op::Unary(u) => matches!(
-            u,
-            UnaryOp::Copy
-                | UnaryOp::Neg
-                | UnaryOp::Rcp
-                | UnaryOp::Abs
-                | UnaryOp::Sign
-                | UnaryOp::Not
-                | UnaryOp::Floor
-                | UnaryOp::Ceil
-                | UnaryOp::Round
-                | UnaryOp::Sqr
-                | UnaryOp::Sqrt
-                | UnaryOp::Rsqr
-                | UnaryOp::Rsqrt
-                | UnaryOp::Relu
-        ),
-        Op::Binary(BinaryOp::Pow) => ins.get(1).and_then(|&e| g.const_of(e)).is_some_and(|t| {
-            t.as_f32()
-                .is_some_and(|d| d.iter().all(|&x| x == 1.0 || x == 2.0 || x == 3.0))
-        }),
-        Op::Binary(_) | Op::Select | Op::Clamp | Op::Cast { .. } => true,
-        _ => false,
-    }
-}
-
-fn volume(g: &Graph, v: ValueId) -> Option<usize> {
-    g.ty(v).shape().map(|s| s.iter().product())
-}
+use crate::ir::{Graph, ValueDef, ValueId};
+use crate::passes::fusion::Groups;
 
 fn producer(g: &Graph, v: ValueId) -> Option<usize> {
     match g.value(v).def {
@@ -90,90 +28,22 @@ fn producer(g: &Graph, v: ValueId) -> Option<usize> {
     }
 }
 
-/// Forms the groups (greedy, from the last node backwards).
+/// The groups of `passes::fusion` that `mem` lets run as one kernel (every member output
+/// but the root's unplaced or unused, every outside operand intact at the root).
 pub(crate) fn plan(g: &Graph, mem: &MemoryPlan) -> Groups {
-    let n = g.nodes.len();
-    let users = g.users();
-    let mut is_output = vec![false; g.values.len()];
-    for v in &g.outputs {
-        if let Some(x) = is_output.get_mut(v.index()) {
-            *x = true;
-        }
-    }
-    // Nodes `select::conv` might fold into a GEMM epilogue: readers of a conv output and
-    // their readers.
-    let mut near_conv = vec![false; n];
-    for (i, node) in g.nodes.iter().enumerate() {
-        let reads_conv = |ni: usize| {
-            g.nodes[ni]
-                .inputs
-                .iter()
-                .any(|&v| producer(g, v).is_some_and(|p| matches!(g.nodes[p].op, Op::Conv(_))))
-        };
-        if reads_conv(i)
-            || node
-                .inputs
-                .iter()
-                .any(|&v| producer(g, v).is_some_and(reads_conv))
-        {
-            near_conv[i] = true;
-        }
-    }
-    let fusible = |i: usize| {
-        let node = &g.nodes[i];
-        is_elementwise(&node.op)
-            && !near_conv[i]
-            && node.outputs.len() == 1
-            && node
-                .inputs
-                .iter()
-                .chain(&node.outputs)
-                .all(|&v| g.ty(v).dtype == DType::F32 && g.ty(v).shape().is_some())
-    };
-    let mut root_of: Vec<Option<usize>> = vec![None; n];
-    let mut taken = vec![false; n];
-    for r in (0..n).rev() {
-        if taken[r] || !fusible(r) {
-            continue;
-        }
-        let Some(rvol) = g.nodes[r].outputs.first().and_then(|&v| volume(g, v)) else {
-            continue;
-        };
-        let mut members = vec![r];
-        let mut in_group = vec![false; n];
-        in_group[r] = true;
-        // Grow to a fixpoint: a producer joins once all readers of its output are members.
-        loop {
-            let mut grew = false;
-            for m in members.clone() {
-                for &v in &g.nodes[m].inputs {
-                    let Some(p) = producer(g, v) else { continue };
-                    if in_group[p] || taken[p] || !fusible(p) || is_output[v.index()] {
-                        continue;
-                    }
-                    let all_inside = users[v.index()].iter().all(|u| in_group[u.index()]);
-                    let small = volume(g, v).is_none_or(|pv| pv < rvol);
-                    if !all_inside || (small && !cheap(&g.nodes[p].op, g, &g.nodes[p].inputs)) {
-                        continue;
-                    }
-                    in_group[p] = true;
-                    members.push(p);
-                    grew = true;
-                }
-            }
-            if !grew {
-                break;
+    let mut groups = crate::passes::fusion::groups(g);
+    let roots: Vec<usize> = (0..g.nodes.len())
+        .filter(|&i| groups.root_of[i] == Some(i))
+        .collect();
+    for r in roots {
+        let in_group: Vec<bool> = groups.root_of.iter().map(|x| *x == Some(r)).collect();
+        if !operands_survive(g, mem, &in_group, r) {
+            for x in groups.root_of.iter_mut().filter(|x| **x == Some(r)) {
+                *x = None;
             }
         }
-        if members.len() < 2 || !operands_survive(g, mem, &in_group, r) {
-            continue;
-        }
-        for &m in &members {
-            taken[m] = true;
-            root_of[m] = Some(r);
-        }
     }
-    Groups { root_of }
+    groups
 }
 
 /// Whether every outside operand of the group (members `in_group`, root `root`) still
