@@ -191,6 +191,22 @@ pub struct GemmCall {
     pub epi: GemmEpi,
 }
 
+impl GemmCall {
+    /// Every buffer the call reads or writes: A, B, C, column bias, row bias (present ones).
+    pub fn buffers(&self) -> Vec<BufId> {
+        [
+            Some(self.a.buf),
+            Some(self.b.buf),
+            Some(self.c.buf),
+            self.bias,
+            self.epi.row_bias.as_ref().map(|r| r.0),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
+
 /// The rest of the runtime's `GemmEpilogue` beyond the per-column bias of [`GemmCall`]:
 /// `C = act((accumulate ? C_old : 0) + A·B + bias)`.
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -244,6 +260,22 @@ pub struct DwCall {
     /// Output buffer and strides of sample, channel and row.
     pub y: (BufId, [i64; 3]),
     pub activation: Activation,
+}
+
+impl DwCall {
+    /// Every buffer the call reads or writes: input, filter, bias, residual, output.
+    pub fn buffers(&self) -> Vec<BufId> {
+        [
+            Some(self.x.0),
+            Some(self.filter),
+            Some(self.bias.0),
+            self.residual,
+            Some(self.y.0),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
 }
 
 /// Everything the object needs: buffers, read-only data and steps.

@@ -896,26 +896,8 @@ fn define_body(
     let mut const_gvs = Vec::new();
     for s in &program.steps {
         let bufs: Vec<BufId> = match s {
-            Step::Gemm(g) => [
-                Some(g.a.buf),
-                Some(g.b.buf),
-                Some(g.c.buf),
-                g.bias,
-                g.epi.row_bias.as_ref().map(|r| r.0),
-            ]
-            .into_iter()
-            .flatten()
-            .collect(),
-            Step::Depthwise(d) => [
-                Some(d.x.0),
-                Some(d.filter),
-                Some(d.bias.0),
-                d.residual,
-                Some(d.y.0),
-            ]
-            .into_iter()
-            .flatten()
-            .collect(),
+            Step::Gemm(g) => g.buffers(),
+            Step::Depthwise(d) => d.buffers(),
             _ => Vec::new(),
         };
         for bid in bufs {

@@ -41,17 +41,11 @@ use math::{Caps, Cx};
 /// The non-constant buffers a tiled GEMM touches, in the order of its function
 /// parameters: A, B, C, column bias, row bias (those present and not constant).
 pub(crate) fn gemm_params(program: &Program, g: &crate::back::kernel::GemmCall) -> Vec<BufId> {
-    let mut v: Vec<BufId> = [
-        Some(g.a.buf),
-        Some(g.b.buf),
-        Some(g.c.buf),
-        g.bias,
-        g.epi.row_bias.as_ref().map(|r| r.0),
-    ]
-    .into_iter()
-    .flatten()
-    .filter(|b| !matches!(program.buffer(*b).map(|x| x.kind), Some(BufKind::Const(_))))
-    .collect();
+    let mut v: Vec<BufId> = g
+        .buffers()
+        .into_iter()
+        .filter(|b| !matches!(program.buffer(*b).map(|x| x.kind), Some(BufKind::Const(_))))
+        .collect();
     v.sort();
     v.dedup();
     v
