@@ -270,16 +270,19 @@ mod avx512 {
             let a = self.a;
             let mut oy = 0;
             let banded = a.kh == 3 && a.dh == 1 && SW != 0;
-            while oy + ROWS <= a.oh {
+            // Vertical stride 2 takes 4 rows a band: 9 input rows fit the registers with
+            // the sums, where 6 rows would need 13.
+            let step = if banded && a.sh == 2 { 4 } else { ROWS };
+            while oy + step <= a.oh {
                 // SAFETY: rows of this plane.
                 unsafe {
                     match (banded, a.sh) {
                         (true, 1) => self.band::<ROWS, SW, 1>(oy),
-                        (true, 2) => self.band::<ROWS, SW, 2>(oy),
+                        (true, 2) => self.band::<4, SW, 2>(oy),
                         _ => self.rows::<ROWS, SW>(oy),
                     }
                 }
-                oy += ROWS;
+                oy += step;
             }
             while oy < a.oh {
                 // SAFETY: a row of this plane.
@@ -323,13 +326,11 @@ mod avx512 {
         #[inline]
         #[target_feature(enable = "avx512f")]
         unsafe fn band<const R: usize, const SW: usize, const SH: usize>(&self, oy: usize) {
-            const KH: usize = 3;
             let a = self.a;
-            let mut acc = [_mm512_set1_ps(self.b); R];
-            // Input rows oy·SH − pt + i, i < (R − 1)·SH + KH (at most 13 for R = 6).
+            // Input rows oy·SH − pt + i, i < (R − 1)·SH + 3 (at most 13 for R = 6).
             let mut rows = [self.x; 16];
             let mut keep = [0u16; 16];
-            let n_in = (R - 1) * SH + KH;
+            let n_in = (R - 1) * SH + 3;
             for i in 0..n_in {
                 let iy = (oy * SH + i) as isize - a.pt as isize;
                 if iy >= 0 && iy < a.h as isize {
@@ -337,6 +338,30 @@ mod avx512 {
                     keep[i] = 0xFFFF;
                 }
             }
+            // Inside the input (every band but the first and last): no row masks, so the
+            // column masks stay in mask registers.
+            // SAFETY: forwarded.
+            unsafe {
+                if keep[..n_in].iter().all(|&k| k != 0) {
+                    self.band_rows::<R, SW, SH, true>(oy, &rows, &keep)
+                } else {
+                    self.band_rows::<R, SW, SH, false>(oy, &rows, &keep)
+                }
+            }
+        }
+
+        /// [`Self::band`] over its input rows; `FULL`: every row is inside the input.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn band_rows<const R: usize, const SW: usize, const SH: usize, const FULL: bool>(
+            &self,
+            oy: usize,
+            rows: &[*const f32; 16],
+            keep: &[u16; 16],
+        ) {
+            let a = self.a;
+            let mut acc = [_mm512_set1_ps(self.b); R];
+            let n_in = (R - 1) * SH + 3;
             for (kx, col) in self.cols.iter().enumerate() {
                 if col.m == 0 {
                     continue;
@@ -350,9 +375,10 @@ mod avx512 {
                     ]
                 };
                 for i in 0..n_in {
+                    let k = if FULL { 0xFFFF } else { keep[i] };
                     // SAFETY: a row of this plane or an empty mask.
-                    let v = unsafe { self.load::<SW>(col, rows[i], keep[i]) };
-                    let m = col.m & keep[i];
+                    let v = unsafe { self.load::<SW>(col, rows[i], k) };
+                    let m = col.m & k;
                     for (ky, wk) in w.iter().enumerate() {
                         if i >= ky && (i - ky) % SH == 0 && (i - ky) / SH < R {
                             let r = (i - ky) / SH;
@@ -361,8 +387,10 @@ mod avx512 {
                     }
                 }
             }
-            // SAFETY: rows oy..oy + R of this block.
-            unsafe { self.store(acc, oy) };
+            for (r, v) in acc.into_iter().enumerate() {
+                // SAFETY: row oy + r of this block.
+                unsafe { self.store(v, oy + r) };
+            }
         }
 
         /// Output rows `oy..oy + R` of the block, each its own sum.
@@ -401,36 +429,33 @@ mod avx512 {
                 }
             }
             // SAFETY: rows oy..oy + R of this block.
-            unsafe { self.store(acc, oy) };
+            for (r, v) in acc.into_iter().enumerate() {
+                unsafe { self.store(v, oy + r) };
+            }
         }
 
-        /// Adds the residual, applies the activation and stores output rows
-        /// `oy..oy + R` of the block (its live lanes only).
+        /// Adds the residual, applies the activation and stores output row `oy` of the
+        /// block (its live lanes only). One vector per call: an array of sums passed by
+        /// value would live in memory, and every multiply-add of the caller with it.
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn store<const R: usize>(&self, acc: [__m512; R], oy: usize) {
+        unsafe fn store(&self, mut v: __m512, oy: usize) {
             let a = self.a;
-            let zero = _mm512_setzero_ps();
-            let bad_bounds = a.lo.is_nan() || a.hi.is_nan();
-            let (lo_v, hi_v) = (_mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi));
-            for (r, mut v) in acc.into_iter().enumerate() {
-                let at = (oy + r) as isize * a.y_sh + self.ox0 as isize;
-                if !self.res.is_null() {
-                    // SAFETY: the live lanes of this output row block.
-                    let rv =
-                        unsafe { _mm512_maskz_loadu_ps(self.live, self.res.wrapping_offset(at)) };
-                    v = _mm512_add_ps(v, rv);
-                }
-                v = match a.act {
-                    // max(0, v) returns v when v is NaN (the second operand).
-                    1 => _mm512_max_ps(zero, v),
-                    2 if bad_bounds => _mm512_set1_ps(f32::NAN),
-                    2 => _mm512_min_ps(hi_v, _mm512_max_ps(lo_v, v)),
-                    _ => v,
-                };
+            let at = oy as isize * a.y_sh + self.ox0 as isize;
+            if !self.res.is_null() {
                 // SAFETY: the live lanes of this output row block.
-                unsafe { _mm512_mask_storeu_ps(self.y.wrapping_offset(at), self.live, v) };
+                let rv = unsafe { _mm512_maskz_loadu_ps(self.live, self.res.wrapping_offset(at)) };
+                v = _mm512_add_ps(v, rv);
             }
+            v = match a.act {
+                // max(0, v) returns v when v is NaN (the second operand).
+                1 => _mm512_max_ps(_mm512_setzero_ps(), v),
+                2 if a.lo.is_nan() || a.hi.is_nan() => _mm512_set1_ps(f32::NAN),
+                2 => _mm512_min_ps(_mm512_set1_ps(a.hi), _mm512_max_ps(_mm512_set1_ps(a.lo), v)),
+                _ => v,
+            };
+            // SAFETY: the live lanes of this output row block.
+            unsafe { _mm512_mask_storeu_ps(self.y.wrapping_offset(at), self.live, v) };
         }
     }
 
