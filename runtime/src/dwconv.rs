@@ -115,7 +115,9 @@ pub unsafe extern "C" fn nnefc_dwconv(args: *const DwArgs, par: *const Parallel)
     if planes == 0 || a.oh == 0 || a.ow == 0 {
         return;
     }
-    let macs = planes * a.oh * a.ow * a.kh * a.kw;
+    let macs = [a.oh, a.ow, a.kh, a.kw]
+        .iter()
+        .fold(planes, |m, &e| m.saturating_mul(e));
     // SAFETY: `par` is null or valid.
     let w = unsafe { workers(par) };
     if w > 1 && macs >= PARALLEL_MIN_MACS && planes > 1 {
