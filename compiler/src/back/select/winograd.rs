@@ -46,11 +46,15 @@ const AT: [[f32; 4]; 2] = [[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, -1.0, -1.0]];
 const MIN_CIN: usize = 64;
 
 /// Fewest tiles for the Winograd path. With few tiles the 16 GEMMs have few columns
-/// and their transformed filter (16/9 the filter's size) is streamed for little work:
-/// on resnet18's 512-channel 7×7 layers (16 tiles) each took 3.1–3.5 ms against 3.0 ms
-/// for the direct im2col GEMM, and the whole model ran 3 % faster direct
-/// (`nnefc bench`, median of 40, both ways twice); at 14×14 (49 tiles) Winograd wins.
-const MIN_TILES: usize = 32;
+/// and their transformed filter (16/9 the filter's size) is streamed for little work, so
+/// the answer for resnet18's 512-channel 7×7 layers (16 tiles) depends on the machine:
+/// on an Intel Xeon (2 AVX-512 FMA ports) each took 3.1–3.5 ms against 3.0 ms for the
+/// direct im2col GEMM, whose 49 columns fill only three quarters of the 64-wide tile; on
+/// the AMD Zen 4 development machine each takes 2.25 ms against 2.9 (the 16-column
+/// products run at 104 GFLOP/s there) and the whole model 30.6–31.6 ms against 33.2–34.2
+/// (`nnefc bench --profile`, twice each way). Fewer than 16 tiles (outputs of 6×6 and
+/// below) stay direct.
+const MIN_TILES: usize = 16;
 
 /// Whether the Winograd path pays off: enough channels for the GEMMs and enough tiles.
 pub(super) fn worthwhile(cin: usize, cout: usize, tiles: usize) -> bool {
