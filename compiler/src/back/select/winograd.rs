@@ -41,9 +41,12 @@ const AT: [[f32; 4]; 2] = [[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, -1.0, -1.0]];
 
 /// Fewest input channels for the Winograd path. It saves `5·cin` multiply-adds per
 /// output but its output transform costs about as much as ~30 of them (scalar: its
-/// stores step 2 elements); measured on squeezenet1_1 (cin 16–64) the gain was within
-/// noise, on resnet18 (cin ≥ 64, 7×7 to 56×56) about 25%.
-const MIN_CIN: usize = 64;
+/// stores step 2 elements). On resnet18 (cin ≥ 64, 7×7 to 56×56) it gains about 25%.
+/// On squeezenet1_1 an Intel Xeon measured the gain within noise for cin 16–64; on the
+/// AMD Zen 4 development machine its cin-32 and cin-48 layers go from 0.58 to 0.46 ms
+/// and from 0.31 to 0.27 ms and the model from 8.25 to 7.8–8.0 ms (`nnefc bench`), while
+/// the cin-16 ones gain nothing (0.66 → 0.66–0.71 ms), hence 32.
+const MIN_CIN: usize = 32;
 
 /// Fewest tiles for the Winograd path. With few tiles the 16 GEMMs have few columns
 /// and their transformed filter (16/9 the filter's size) is streamed for little work, so
