@@ -5,7 +5,7 @@
 //! each A panel streamed through all k). Also routes degenerate shapes (`k == 0`, `m == 1`, `n == 1`, small n with packed A) to
 //! the scalar epilogue or the GEMV paths. It does not allocate or spawn threads.
 
-use super::kernels::{Gemv, Kernel, TileEpi, activate};
+use super::kernels::{Gemv, Kernel, TileEpi, TileFn, activate};
 use super::pack::{pack_a_panels, pack_b_panels};
 use super::{GemmEpilogue, KC, MC, MR, NC, NR_MAX};
 
@@ -509,7 +509,7 @@ unsafe fn row_panel(
             if blk.mr == MR && cols == nr {
                 (kern.tile)(blk.kc, blk.ap, bp, rsb, cp, p.rsc, &te);
             } else {
-                edge_tile(kern, blk.kc, blk.ap, bp, rsb, cp, p.rsc, blk.mr, cols, &te);
+                edge_columns(kern, blk.kc, blk.ap, bp, rsb, cp, p.rsc, blk.mr, cols, &te);
             }
         }
         jr += nr;
@@ -605,13 +605,17 @@ unsafe fn panel_major(
     }
 }
 
-/// A partial tile (`mr ≤ MR` rows, `cols ≤ nr` columns): run the full kernel on a stack
-/// tile with zero-padded bias, then copy the valid part to C.
+/// The last tile of a row panel (`mr ≤ MR` rows, `cols ≤ nr` columns, not both full):
+/// with all rows, the kernel's narrower tiles ([`Kernel::edges`], same arithmetic) take
+/// the columns they cover in full and what is left goes through [`edge_tile`] with the
+/// narrowest tile that covers it, when that computes fewer lanes than one full tile
+/// (41 columns: 32 + 16 instead of 64; 4: 16). Otherwise, and for partial row panels,
+/// one full tile through [`edge_tile`].
 ///
 /// # Safety
-/// As for the kernel, but C, `bias_row` and `bias_col` only need `mr` rows / `cols` columns.
+/// As for [`edge_tile`]; the packed B panel at `bp` holds `nr` columns per k.
 #[allow(clippy::too_many_arguments)]
-unsafe fn edge_tile(
+unsafe fn edge_columns(
     kern: &Kernel,
     kc: usize,
     ap: *const f32,
@@ -623,7 +627,76 @@ unsafe fn edge_tile(
     cols: usize,
     te: &TileEpi,
 ) {
-    let nr = kern.nr;
+    // Lanes the narrower tiles would compute; when they cover no fewer than one full
+    // tile (49 columns: 32 + 16 + 16), the full tile alone is faster.
+    let mut lanes = 0;
+    let mut left = cols;
+    for &(w, _) in kern.edges {
+        lanes += left / w * w;
+        left %= w;
+    }
+    if left > 0 {
+        lanes += kern.edges.last().map_or(kern.nr, |e| e.0);
+    }
+    if mr < MR || lanes >= kern.nr {
+        // SAFETY: forwarded.
+        unsafe { edge_tile(kern.tile, kern.nr, kc, ap, bp, rsb, c, rsc, mr, cols, te) };
+        return;
+    }
+    let mut c0 = 0;
+    while c0 < cols {
+        let rest = cols - c0;
+        // SAFETY: columns c0.. of the panel, of C and of the column bias.
+        let at = |te: &TileEpi| TileEpi {
+            bias_col: if te.bias_col.is_null() {
+                te.bias_col
+            } else {
+                unsafe { te.bias_col.add(c0) }
+            },
+            ..*te
+        };
+        let (bq, cq) = unsafe { (bp.add(c0), c.add(c0)) };
+        let full = kern.edges.iter().find(|(w, _)| *w <= rest);
+        if let (MR, Some(&(w, tile))) = (mr, full) {
+            // SAFETY: a whole w-column tile inside the panel and C.
+            unsafe { tile(kc, ap, bq, rsb, cq, rsc, &at(te)) };
+            c0 += w;
+        } else {
+            let (w, tile) = kern
+                .edges
+                .iter()
+                .rev()
+                .find(|(w, _)| *w >= rest)
+                .copied()
+                .unwrap_or((kern.nr, kern.tile));
+            let take = rest.min(w);
+            // SAFETY: w ≤ nr columns of the packed panel from c0 (the narrowest covering
+            // tile, or the full one from c0 = 0); `take` columns of C.
+            unsafe { edge_tile(tile, w, kc, ap, bq, rsb, cq, rsc, mr, take, &at(te)) };
+            c0 += take;
+        }
+    }
+}
+
+/// A partial tile (`mr ≤ MR` rows, `cols ≤ w` columns): run the `w`-column `tile` on a
+/// stack tile with zero-padded bias, then copy the valid part to C.
+///
+/// # Safety
+/// As for the tile, but C, `bias_row` and `bias_col` only need `mr` rows / `cols` columns.
+#[allow(clippy::too_many_arguments)]
+unsafe fn edge_tile(
+    tile: TileFn,
+    nr: usize,
+    kc: usize,
+    ap: *const f32,
+    bp: *const f32,
+    rsb: isize,
+    c: *mut f32,
+    rsc: isize,
+    mr: usize,
+    cols: usize,
+    te: &TileEpi,
+) {
     let mut tmp = [0.0f32; MR * NR_MAX];
     let mut brow = [0.0f32; MR];
     let mut bcol = [0.0f32; NR_MAX];
@@ -661,7 +734,7 @@ unsafe fn edge_tile(
             lo: te.lo,
             hi: te.hi,
         };
-        (kern.tile)(kc, ap, bp, rsb, tmp.as_mut_ptr(), nr as isize, &local);
+        tile(kc, ap, bp, rsb, tmp.as_mut_ptr(), nr as isize, &local);
         for r in 0..mr {
             for j in 0..cols {
                 *c.offset(r as isize * rsc).add(j) = tmp[r * nr + j];

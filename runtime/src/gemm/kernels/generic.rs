@@ -11,6 +11,7 @@ pub(crate) static KERNEL: Kernel = Kernel {
     id: KernelId::Generic,
     nr: NR,
     tile,
+    edges: &[],
     gemv_axpy,
     gemv_dot,
     gemv_panel,

@@ -70,6 +70,11 @@ pub(crate) struct Kernel {
     pub nr: usize,
     /// The micro-kernel.
     pub tile: TileFn,
+    /// Narrower tiles with the same arithmetic per element (so which one computes an
+    /// element never changes its bits), widest first: the columns of a panel past its
+    /// last full tile go through them, so an edge of 4 columns costs a 16-wide tile, not
+    /// a full one.
+    pub edges: &'static [(usize, TileFn)],
     /// GEMV with `stride_out == 1`: streams rows of M, vectorised along the output.
     pub gemv_axpy: GemvFn,
     /// GEMV with `stride_k == 1` and `incx == 1`: one dot product per output.
@@ -160,15 +165,14 @@ pub(crate) fn selected() -> &'static Kernel {
 /// The kernel to use for a product with `n` columns: a narrow product wastes most of a
 /// wide tile, so the 64-column AVX-512 tile hands `n ≤ 32` to the 32-column one, which
 /// hands `n ≤ 16` to AVX2 (16 columns). (From 33 columns the wide tile, all edge, still
-/// beat one 32-column tile plus an edge: 512×49×4608 at 116 against 111 GFLOP/s.) The
-/// 32-column tile also takes widths it pads at least 1/8 less than the wide one: 196
-/// columns (14×14 layers) pad to 224 instead of 256, and 256×196×2304 went from 120 to
-/// 134 GFLOP/s, 576×196×96 from 126 to 136 (`gemm_shapes_throughput`).
+/// beat one 32-column tile plus an edge: 512×49×4608 at 116 against 111 GFLOP/s.) Wider
+/// products keep the wide tile: their last columns go through its narrower tiles
+/// (`Kernel::edges`), so 196 columns (14×14 layers) cost 208 lanes, not 256 (or 224 with
+/// the 32-column tile, which this function picked for them before): on the AMD Zen 4
+/// machine 256×196×2304 went from 91 to 97–101 GFLOP/s, 1000×169×512 from 98 to 106–108,
+/// 192×784×32 from 94 to 104 (a scratch benchmark of `nnefc_sgemm_packed_a`).
 pub(crate) fn for_width(kern: &'static Kernel, n: usize) -> &'static Kernel {
-    // The narrow tile also wins when it pads the columns at least 1/8 less (196 columns:
-    // 224 instead of 256).
-    let narrow_pads_less = n.div_ceil(32) * 32 * 8 <= n.div_ceil(64) * 64 * 7;
-    let kern = if kern.id == KernelId::Avx512Wide && (n <= 32 || narrow_pads_less) {
+    let kern = if kern.id == KernelId::Avx512Wide && n <= 32 {
         kernel(KernelId::Avx512).unwrap_or(kern)
     } else {
         kern

@@ -17,6 +17,7 @@ pub(crate) static KERNEL: Kernel = Kernel {
     id: KernelId::Neon,
     nr: 16,
     tile,
+    edges: &[],
     gemv_axpy,
     gemv_dot,
     gemv_panel,

@@ -44,6 +44,7 @@ pub(crate) static AVX2: Kernel = Kernel {
     id: KernelId::Avx2,
     nr: 16,
     tile: tile_avx2,
+    edges: &[],
     gemv_axpy: axpy_avx2,
     gemv_dot: dot_avx2,
     gemv_panel: panel_avx2,
@@ -53,6 +54,7 @@ pub(crate) static AVX512W: Kernel = Kernel {
     id: KernelId::Avx512Wide,
     nr: 64,
     tile: tile_avx512w,
+    edges: &[(32, tile_avx512), (16, tile_avx512_16)],
     gemv_axpy: axpy_avx2,
     gemv_dot: dot_avx2,
     gemv_panel: panel_avx2,
@@ -62,6 +64,7 @@ pub(crate) static AVX512: Kernel = Kernel {
     id: KernelId::Avx512,
     nr: 32,
     tile: tile_avx512,
+    edges: &[(16, tile_avx512_16)],
     // GEMV is bound by memory bandwidth; the 256-bit routines are as fast and AVX-512
     // CPUs all have AVX2 + FMA (checked in `has_avx512f`).
     gemv_axpy: axpy_avx2,
@@ -156,6 +159,24 @@ unsafe fn tile_avx512(
 ) {
     // SAFETY: forwarded contract (32 columns: two vectors per row).
     unsafe { tile_avx512_body::<2, true>(kc, a, b, rsb, c, rsc, epi) }
+}
+
+/// 6×16 AVX-512 tile, for the last columns of a panel (the arithmetic of the wider
+/// AVX-512 tiles, element for element).
+///
+/// # Safety
+/// As for [`tile_avx512`], with 16 columns.
+unsafe fn tile_avx512_16(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    rsb: isize,
+    c: *mut f32,
+    rsc: isize,
+    epi: &TileEpi,
+) {
+    // SAFETY: forwarded contract (16 columns: one vector per row).
+    unsafe { tile_avx512_body::<1, true>(kc, a, b, rsb, c, rsc, epi) }
 }
 
 /// 6×64 AVX-512 tile: 24 accumulators, so each k step issues 24 FMAs for 4 loads of B
