@@ -1,8 +1,9 @@
 //! Depthwise 2-D convolution (one input and one output channel per group), the layer
 //! MobileNet-style networks spend their memory bandwidth in: compiled models call
-//! [`nnefc_dwconv`] instead of emitting a loop nest, so that the inner loops get the
-//! widest vectors of the CPU that runs them (AVX-512, AVX2 or the portable build), which
-//! Cranelift's 128-bit code cannot.
+//! [`nnefc_dwconv`] instead of emitting a loop nest, so that the inner loops get AVX-512's
+//! 16-lane masked vectors, which Cranelift's 128-bit code cannot use. Other CPUs (and
+//! filters wider than 16 columns) take a portable row loop that the compiler vectorizes
+//! for the baseline target; the compiler only emits the call for AVX-512 targets.
 //!
 //! # Semantics
 //! For every plane (sample `n`, channel `c`) and output `(oy, ox)`:
@@ -19,8 +20,8 @@
 //! does not depend on the number of threads.
 //!
 //! Not here: grouped convolutions with several channels per group (those are GEMMs), a
-//! channel multiplier, borders other than zero padding (the compiler pads first), and
-//! non-unit strides between the elements of an input row.
+//! channel multiplier, borders other than zero padding (the compiler keeps its loop nests
+//! for those), and non-unit strides between the elements of an input row.
 
 use crate::parallel::{Parallel, workers};
 use core::ffi::c_void;
