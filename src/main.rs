@@ -677,7 +677,10 @@ fn print_profile(
     for (info, ms) in steps {
         let key = (info.node.clone(), info.op.clone());
         match rows.last_mut() {
-            Some(r) if last.as_ref() == Some(&key) && !a.per_step => r.1 += ms,
+            Some(r) if last.as_ref() == Some(&key) && !a.per_step => {
+                r.1 += ms;
+                r.0.flops += info.flops;
+            }
             _ => rows.push((info, ms)),
         }
         last = Some(key);

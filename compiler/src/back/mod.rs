@@ -431,9 +431,19 @@ pub fn compile_with_plan(
         }
     }
     iface.weights = file.as_ref().map(|f| f.1);
-    let table = opts
-        .profile
-        .then(|| profile::table(graph, &program.step_nodes));
+    let table = opts.profile.then(|| {
+        let contraction: Vec<bool> = program
+            .steps
+            .iter()
+            .map(|s| {
+                matches!(
+                    s,
+                    kernel::Step::Gemm(_) | kernel::Step::Tiled { .. } | kernel::Step::Depthwise(_)
+                )
+            })
+            .collect();
+        profile::table(graph, &program.step_nodes, &contraction)
+    });
     let object = object::build(&program, &iface, opts, table.as_deref())?;
     Ok(Artifacts {
         object,

@@ -4,11 +4,13 @@
 //!
 //! The table is exported as `PREFIX_profile_table`, a NUL-terminated text with one line
 //! per step, in step order, tab-separated: `step node op shape flops` (`flops` is the
-//! number of floating-point operations of the whole node, 2 per multiply-add, or 0 where
-//! the rate is not meaningful, e.g. copies and element-wise ops). A hook
+//! number of floating-point operations the step does, 2 per multiply-add, or 0 where the
+//! rate is not meaningful, e.g. copies, im2col and element-wise ops). A hook
 //! `void hook(void *ctx, size_t step)` passed to `PREFIX_run_profiled` is called after
 //! each step finishes. Several steps may belong to one node (im2col then GEMM; the
-//! regions of a depthwise conv): sum their times per node.
+//! regions of a depthwise conv): sum their times and flops per node. A node's arithmetic
+//! goes to its contraction steps (GEMM and depthwise calls), shared evenly, or, when it
+//! has none (a conv lowered as loop nests), evenly to all its steps.
 //!
 //! Not here: timing (the caller's hook), the report (`nnefc bench --profile`).
 
@@ -76,10 +78,29 @@ fn flops(g: &Graph, i: usize) -> f64 {
     }
 }
 
-/// The table text for `graph` with steps attributed by `step_nodes`.
-pub fn table(graph: &Graph, step_nodes: &[usize]) -> String {
+/// The table text for `graph` with steps attributed by `step_nodes`; `contraction[s]`
+/// says whether step `s` is a GEMM or depthwise call (where a node's arithmetic goes).
+pub fn table(graph: &Graph, step_nodes: &[usize], contraction: &[bool]) -> String {
     let mut o = String::new();
+    let is_contraction = |s: usize| contraction.get(s).copied().unwrap_or(false);
+    // Per node: how many steps share its flops, and whether they are its contractions.
+    let mut share: std::collections::BTreeMap<usize, (usize, bool)> = Default::default();
     for (s, &i) in step_nodes.iter().enumerate() {
+        let e = share.entry(i).or_insert((0, false));
+        if is_contraction(s) && !e.1 {
+            *e = (0, true);
+        }
+        if is_contraction(s) == e.1 {
+            e.0 += 1;
+        }
+    }
+    for (s, &i) in step_nodes.iter().enumerate() {
+        let (count, by_contraction) = share.get(&i).copied().unwrap_or((1, false));
+        let step_flops = if by_contraction != is_contraction(s) {
+            0.0
+        } else {
+            flops(graph, i) / count.max(1) as f64
+        };
         let (node, op, shape) = match graph.nodes.get(i) {
             Some(n) => {
                 let out = n.outputs.first().and_then(|v| graph.values.get(v.index()));
@@ -107,7 +128,7 @@ pub fn table(graph: &Graph, step_nodes: &[usize]) -> String {
             clean(&node),
             clean(&op),
             shape,
-            flops(graph, i)
+            step_flops
         );
     }
     o
@@ -130,4 +151,39 @@ pub fn parse(text: &str) -> Vec<StepInfo> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{ConvAttrs, DType, TensorType};
+
+    /// A conv of 2·(1·4·8·8)·(3·3·3) = 13824 flops: its arithmetic goes to its GEMM
+    /// step (not to the im2col before it), or, lowered as two loop nests, half to each;
+    /// the output copy at the end gets none.
+    #[test]
+    fn flops_go_to_the_contraction_steps() {
+        let mut g = Graph::new("g");
+        let x = g.add_input("x", TensorType::new(DType::F32, &[1, 3, 8, 8]));
+        let w = g.add_input("w", TensorType::new(DType::F32, &[4, 3, 3, 3]));
+        let b = g.add_input("b", TensorType::new(DType::F32, &[1, 4]));
+        let y = g.add_node(
+            Op::Conv(ConvAttrs {
+                border: crate::ir::Border::Constant,
+                padding: vec![(1, 1), (1, 1)],
+                stride: vec![],
+                dilation: vec![],
+                groups: 1,
+                output_shape: vec![],
+            }),
+            vec![x, w, b],
+            vec![TensorType::new(DType::F32, &[1, 4, 8, 8])],
+        )[0];
+        g.outputs.push(y);
+        let flops_of = |t: &str| -> Vec<f64> { parse(t).iter().map(|s| s.flops).collect() };
+        let gemm = table(&g, &[0, 0, 1], &[false, true, false]);
+        assert_eq!(flops_of(&gemm), vec![0.0, 13824.0, 0.0]);
+        let loops = table(&g, &[0, 0, 1], &[false, false, false]);
+        assert_eq!(flops_of(&loops), vec![6912.0, 6912.0, 0.0]);
+    }
 }
