@@ -23,7 +23,7 @@
 //! channel multiplier, borders other than zero padding (the compiler keeps its loop nests
 //! for those), and non-unit strides between the elements of an input row.
 
-use crate::parallel::{Parallel, workers};
+use crate::parallel::{self, Parallel, workers};
 use core::ffi::c_void;
 
 /// `nnefc_dwconv_args`: one depthwise convolution. Every field is pointer-sized except
@@ -120,26 +120,19 @@ pub unsafe extern "C" fn nnefc_dwconv(args: *const DwArgs, par: *const Parallel)
         .iter()
         .fold(planes, |m, &e| m.saturating_mul(e));
     // SAFETY: `par` is null or valid.
-    let w = unsafe { workers(par) };
-    if w > 1 && macs >= PARALLEL_MIN_MACS && planes > 1 {
-        // SAFETY: workers > 1 implies non-null with a callback.
-        let p = unsafe { &*par };
-        if let Some(pf) = p.parallel_for {
-            let tasks = planes.min(w * TASKS_PER_WORKER);
-            let mut ctx = Split {
-                args: a,
-                planes,
-                tasks,
-            };
-            // SAFETY: `task` reads `ctx` for the duration of the call only.
-            unsafe {
-                pf(p.pool, task, (&raw mut ctx).cast::<c_void>(), tasks);
-            }
-            return;
-        }
-    }
-    // SAFETY: the caller's contract.
-    unsafe { run_planes(a, 0, planes) }
+    let tasks = if macs >= PARALLEL_MIN_MACS {
+        planes.min(unsafe { workers(par) } * TASKS_PER_WORKER)
+    } else {
+        1
+    };
+    let mut ctx = Split {
+        args: a,
+        planes,
+        tasks,
+    };
+    // SAFETY: `task` reads `ctx` for the duration of the call only; tasks write disjoint
+    // planes.
+    unsafe { parallel::run(par, task, (&raw mut ctx).cast::<c_void>(), tasks) }
 }
 
 struct Split<'a> {

@@ -242,6 +242,17 @@ pub enum Step {
     Depthwise(DwCall),
 }
 
+impl Step {
+    /// Whether the step does a node's arithmetic (a GEMM or a depthwise call), as opposed
+    /// to the data movement around it (im2col, padding, transforms).
+    pub fn is_contraction(&self) -> bool {
+        matches!(
+            self,
+            Step::Gemm(_) | Step::Tiled { .. } | Step::Depthwise(_)
+        )
+    }
+}
+
 /// One call of the runtime's depthwise convolution (`nnefc_runtime::DwArgs`): NCHW
 /// tensors, one filter per channel, zero padding, bias, optional residual and activation.
 /// Offsets and strides are in elements; rows have unit stride.

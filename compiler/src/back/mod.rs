@@ -108,8 +108,9 @@
 //! root's position, outside operands read at their broadcast index. Groups avoid nodes a
 //! conv epilogue may absorb and recompute smaller intermediates only for cheap ops; a
 //! group whose operands a foreign plan (`compile_with_plan`) does not keep alive is
-//! lowered node by node (details in `select::fuse`). Constant operands holding one value become literals, and `pow` with
-//! a literal exponent of 1, 2 or 3 becomes multiplications (`select::elementwise`).
+//! lowered node by node (details in `select::fuse`). Constant operands holding one value
+//! become literals, and `pow` with a literal exponent of 1, 2 or 3 becomes
+//! multiplications (`select::elementwise`).
 //!
 //! # Deconvolution
 //! `select::deconv` lowers a deconv with a constant filter in sub-pixel form: one im2col of
@@ -435,12 +436,7 @@ pub fn compile_with_plan(
         let contraction: Vec<bool> = program
             .steps
             .iter()
-            .map(|s| {
-                matches!(
-                    s,
-                    kernel::Step::Gemm(_) | kernel::Step::Tiled { .. } | kernel::Step::Depthwise(_)
-                )
-            })
+            .map(kernel::Step::is_contraction)
             .collect();
         profile::table(graph, &program.step_nodes, &contraction)
     });

@@ -83,23 +83,19 @@ fn flops(g: &Graph, i: usize) -> f64 {
 pub fn table(graph: &Graph, step_nodes: &[usize], contraction: &[bool]) -> String {
     let mut o = String::new();
     let is_contraction = |s: usize| contraction.get(s).copied().unwrap_or(false);
-    // Per node: how many steps share its flops, and whether they are its contractions.
-    let mut share: std::collections::BTreeMap<usize, (usize, bool)> = Default::default();
+    // Per node: its steps and its contraction steps.
+    let mut counts: std::collections::BTreeMap<usize, (usize, usize)> = Default::default();
     for (s, &i) in step_nodes.iter().enumerate() {
-        let e = share.entry(i).or_insert((0, false));
-        if is_contraction(s) && !e.1 {
-            *e = (0, true);
-        }
-        if is_contraction(s) == e.1 {
-            e.0 += 1;
-        }
+        let e = counts.entry(i).or_default();
+        e.0 += 1;
+        e.1 += usize::from(is_contraction(s));
     }
     for (s, &i) in step_nodes.iter().enumerate() {
-        let (count, by_contraction) = share.get(&i).copied().unwrap_or((1, false));
-        let step_flops = if by_contraction != is_contraction(s) {
-            0.0
-        } else {
-            flops(graph, i) / count.max(1) as f64
+        let (steps, contractions) = counts.get(&i).copied().unwrap_or((1, 0));
+        let step_flops = match (contractions, is_contraction(s)) {
+            (0, _) => flops(graph, i) / steps as f64,
+            (k, true) => flops(graph, i) / k as f64,
+            (_, false) => 0.0,
         };
         let (node, op, shape) = match graph.nodes.get(i) {
             Some(n) => {

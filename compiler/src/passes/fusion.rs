@@ -78,15 +78,13 @@ impl Groups {
     /// Whether `v`'s value lives only inside a fused kernel: the output of a member that
     /// is not its group's root.
     pub fn is_internal(&self, g: &Graph, v: ValueId) -> bool {
-        match g.values.get(v.index()).map(|x| x.def) {
-            Some(ValueDef::Node(n, _)) => self
-                .root_of
-                .get(n.index())
+        producer(g, v).is_some_and(|n| {
+            self.root_of
+                .get(n)
                 .copied()
                 .flatten()
-                .is_some_and(|r| r != n.index()),
-            _ => false,
-        }
+                .is_some_and(|r| r != n)
+        })
     }
 }
 
@@ -123,7 +121,8 @@ fn volume(g: &Graph, v: ValueId) -> Option<usize> {
     g.ty(v).shape().map(|s| s.iter().product())
 }
 
-fn producer(g: &Graph, v: ValueId) -> Option<usize> {
+/// The index of the node that computes `v` (`None` for inputs and constants).
+pub(crate) fn producer(g: &Graph, v: ValueId) -> Option<usize> {
     match g.value(v).def {
         ValueDef::Node(n, _) => Some(n.index()),
         _ => None,

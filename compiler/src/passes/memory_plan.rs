@@ -74,7 +74,6 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
     // root's lives in registers only, and what members read from outside the group is read
     // when the root runs.
     let fused = super::fusion::groups(graph);
-    let mut internal = vec![false; nvals];
     for (ni, n) in graph.nodes.iter().enumerate() {
         let Some(root) = fused.root_of[ni] else {
             continue;
@@ -84,11 +83,6 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
                 && let Some(l) = last.get_mut(v.index())
             {
                 *l = Some(l.map_or(root, |l| l.max(root)));
-            }
-        }
-        if ni != root {
-            for o in &n.outputs {
-                internal[o.index()] = true;
             }
         }
     }
@@ -108,7 +102,10 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
         let ValueDef::Node(n, _) = val.def else {
             continue;
         };
-        if is_output[vi] || member_of[vi].is_some() || internal[vi] {
+        if is_output[vi]
+            || member_of[vi].is_some()
+            || fused.is_internal(graph, crate::ir::ValueId(vi as u32))
+        {
             continue;
         }
         let name = format!("{}", crate::ir::ValueId(vi as u32));

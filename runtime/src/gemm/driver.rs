@@ -643,38 +643,58 @@ unsafe fn edge_columns(
         unsafe { edge_tile(kern.tile, kern.nr, kc, ap, bp, rsb, c, rsc, mr, cols, te) };
         return;
     }
+    // The same walk as the count above: whole narrower tiles, then the narrowest one for
+    // the rest.
     let mut c0 = 0;
-    while c0 < cols {
-        let rest = cols - c0;
-        // SAFETY: columns c0.. of the panel, of C and of the column bias.
-        let at = |te: &TileEpi| TileEpi {
-            bias_col: if te.bias_col.is_null() {
-                te.bias_col
-            } else {
-                unsafe { te.bias_col.add(c0) }
-            },
-            ..*te
-        };
-        let (bq, cq) = unsafe { (bp.add(c0), c.add(c0)) };
-        let full = kern.edges.iter().find(|(w, _)| *w <= rest);
-        if let (MR, Some(&(w, tile))) = (mr, full) {
-            // SAFETY: a whole w-column tile inside the panel and C.
-            unsafe { tile(kc, ap, bq, rsb, cq, rsc, &at(te)) };
+    for &(w, tile) in kern.edges {
+        while cols - c0 >= w {
+            // SAFETY: a whole w-column tile inside the packed panel, C and the bias.
+            unsafe {
+                tile(
+                    kc,
+                    ap,
+                    bp.add(c0),
+                    rsb,
+                    c.add(c0),
+                    rsc,
+                    &from_column(te, c0),
+                )
+            };
             c0 += w;
-        } else {
-            let (w, tile) = kern
-                .edges
-                .iter()
-                .rev()
-                .find(|(w, _)| *w >= rest)
-                .copied()
-                .unwrap_or((kern.nr, kern.tile));
-            let take = rest.min(w);
-            // SAFETY: w ≤ nr columns of the packed panel from c0 (the narrowest covering
-            // tile, or the full one from c0 = 0); `take` columns of C.
-            unsafe { edge_tile(tile, w, kc, ap, bq, rsb, cq, rsc, mr, take, &at(te)) };
-            c0 += take;
         }
+    }
+    if c0 < cols
+        && let Some(&(w, tile)) = kern.edges.last()
+    {
+        // SAFETY: w ≤ nr columns of the packed panel from c0 (c0 + w ≤ nr, since fewer
+        // than w columns are left); `cols − c0` columns of C.
+        unsafe {
+            edge_tile(
+                tile,
+                w,
+                kc,
+                ap,
+                bp.add(c0),
+                rsb,
+                c.add(c0),
+                rsc,
+                mr,
+                cols - c0,
+                &from_column(te, c0),
+            )
+        };
+    }
+}
+
+/// `te` for the tile starting at column `c0` (its column bias, if any, moved along).
+fn from_column(te: &TileEpi, c0: usize) -> TileEpi {
+    TileEpi {
+        bias_col: if te.bias_col.is_null() {
+            te.bias_col
+        } else {
+            te.bias_col.wrapping_add(c0)
+        },
+        ..*te
     }
 }
 

@@ -18,15 +18,8 @@ use super::elementwise::{body, operand};
 use crate::back::CodegenError;
 use crate::back::kernel::{ExprId, Lit};
 use crate::ir::plan::MemoryPlan;
-use crate::ir::{Graph, ValueDef, ValueId};
-use crate::passes::fusion::Groups;
-
-fn producer(g: &Graph, v: ValueId) -> Option<usize> {
-    match g.value(v).def {
-        ValueDef::Node(n, _) => Some(n.index()),
-        _ => None,
-    }
-}
+use crate::ir::{Graph, ValueId};
+use crate::passes::fusion::{Groups, producer};
 
 /// The groups of `passes::fusion` that `mem` lets run as one kernel (every member output
 /// but the root's unplaced or unused, every outside operand intact at the root).
