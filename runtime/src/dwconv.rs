@@ -9,9 +9,10 @@
 //! For every plane (sample `n`, channel `c`) and output `(oy, ox)`:
 //! `y = act(bias[c] + Σ_{ky,kx} w[c,ky,kx] · x[n,c, oy·sh + ky·dh − pt, ox·sw + kx·dw − pl]
 //! (+ res[n,c,oy,ox]))`, taps outside the input contributing nothing (zero padding), summed
-//! in `(ky, kx)` order after the bias. The AVX-512 path fuses each multiply-add (one
-//! rounding), the portable path rounds twice: results may differ in the last bits between
-//! CPUs, never between runs or thread counts on one CPU. Activation 1 is ReLU, 2 clamps
+//! after the bias in an order fixed by the shape (`(ky, kx)` on the portable path and the
+//! AVX-512 3×3 bands). The AVX-512 path fuses each multiply-add (one rounding), the
+//! portable path rounds twice: results may differ in the last bits between CPUs, never
+//! between runs or thread counts on one CPU. Activation 1 is ReLU, 2 clamps
 //! to `[lo, hi]`; both propagate NaN.
 //!
 //! # Threads
@@ -169,10 +170,14 @@ unsafe fn run_planes(a: &DwArgs, lo: usize, hi: usize) {
     unsafe { planes_body(a, lo, hi) }
 }
 
-/// Plane `p`'s input, output and residual pointers, filter taps and bias.
+/// The input, output and residual pointers, filter taps and bias of sample `n`'s channel
+/// `c`.
 #[inline(always)]
-unsafe fn plane_ptrs(a: &DwArgs, p: usize) -> (*const f32, *mut f32, *const f32, *const f32, f32) {
-    let (n, c) = (p / a.c, p % a.c);
+unsafe fn plane_ptrs(
+    a: &DwArgs,
+    n: usize,
+    c: usize,
+) -> (*const f32, *mut f32, *const f32, *const f32, f32) {
     let (xo, yo) = (
         n as isize * a.x_sn + c as isize * a.x_sc,
         n as isize * a.y_sn + c as isize * a.y_sc,
@@ -200,6 +205,15 @@ unsafe fn plane_ptrs(a: &DwArgs, p: usize) -> (*const f32, *mut f32, *const f32,
 /// AVX-512: 16 output columns per vector register, every tap a masked load (lanes whose
 /// input column is outside the row are neither read nor added) and a masked add, so edge
 /// columns and short rows need no scalar code.
+/// `unroll!(i in [0, 1, …] { body })`: the body once per listed value, `i` a constant in
+/// each copy.
+#[cfg(target_arch = "x86_64")]
+macro_rules! unroll {
+    ($i:ident in [$($n:literal),*] $body:block) => {
+        $( { let $i: usize = $n; $body } )*
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{DwArgs, plane_ptrs};
@@ -226,6 +240,12 @@ mod avx512 {
     /// Widest filter row the AVX-512 path takes (its per-column masks live on the stack).
     pub(super) const MAX_KW: usize = 16;
 
+    /// Column blocks whose tap columns are worked out once per call instead of once per
+    /// plane: planes up to 256 columns wide, which covers every depthwise layer of common
+    /// networks. On small planes (7×7, 14×14) the per-plane setup, with its divisions,
+    /// cost as much as the arithmetic.
+    const MAX_BLOCKS: usize = 16;
+
     /// What tap column `kx` reads for one block of 16 output columns: the first input
     /// column, the lanes that read inside the row, and for stride 2 the element masks of
     /// the two 16-wide loads.
@@ -235,6 +255,81 @@ mod avx512 {
         m: u16,
         lo16: u16,
         hi16: u16,
+    }
+
+    /// One block of 16 output columns: its first column, live lanes, what each tap column
+    /// reads, and whether the sums need masks at all.
+    #[derive(Clone, Copy)]
+    struct Cols {
+        ox0: usize,
+        live: u16,
+        /// No live lane of any tap column reads outside the row: every multiply-add can be
+        /// unmasked (the lanes past `live` compute values that are never stored).
+        plain: bool,
+        /// For [`Block::band3`] with stride 2: the masks of the loads of elements 0..16,
+        /// 16..32 and 32 from tap 0's first column (of the 2·count + 1 the three taps
+        /// read, those inside the row).
+        s2: [u16; 3],
+        col: [Col; MAX_KW],
+    }
+
+    impl Cols {
+        const EMPTY: Cols = Cols {
+            ox0: 0,
+            live: 0,
+            plain: false,
+            s2: [0; 3],
+            col: [Col {
+                ix0: 0,
+                m: 0,
+                lo16: 0,
+                hi16: 0,
+            }; MAX_KW],
+        };
+
+        /// The block of output columns `ox0..ox0 + 16` (clipped to the row).
+        fn new(a: &DwArgs, ox0: usize) -> Cols {
+            let (w, sw) = (a.w as isize, a.sw as isize);
+            let cnt = (a.ow - ox0).min(16) as isize;
+            let live = lanes(0, cnt);
+            let mut out = Cols {
+                ox0,
+                live,
+                plain: true,
+                ..Cols::EMPTY
+            };
+            // Lane l reads column ix0 + l·sw: in the row iff −ix0 ≤ l·sw ≤ w − 1 − ix0.
+            for (kx, col) in out.col.iter_mut().enumerate().take(a.kw) {
+                let ix0 = (ox0 * a.sw + kx * a.dw) as isize - a.pl as isize;
+                let last = w - 1 - ix0;
+                let m = if last < 0 {
+                    0
+                } else {
+                    let first = if ix0 >= 0 { 0 } else { (-ix0 + sw - 1) / sw };
+                    live & lanes(first, last / sw + 1)
+                };
+                // Stride 2: elements e = 2l of the 32 from ix0; a pair's odd partner may be
+                // outside the row, so these masks are per element.
+                let e_first = (-ix0).max(0);
+                let e_end = (w - ix0).min(2 * cnt - 1);
+                *col = Col {
+                    ix0,
+                    m,
+                    lo16: lanes(e_first, e_end),
+                    hi16: lanes(e_first - 16, e_end - 16),
+                };
+                out.plain &= m == live;
+            }
+            // Elements e < 2·count + 1 from tap 0's first column that are in the row.
+            let ix0 = (ox0 * a.sw) as isize - a.pl as isize;
+            let (lo, hi) = ((-ix0).max(0), (w - ix0).min(2 * cnt + 1));
+            out.s2 = [
+                lanes(lo, hi),
+                lanes(lo - 16, hi - 16),
+                lanes(lo - 32, hi - 32),
+            ];
+            out
+        }
     }
 
     /// Output rows computed together.
@@ -248,18 +343,16 @@ mod avx512 {
         res: *const f32,
         f: *const f32,
         b: f32,
-        ox0: usize,
-        live: u16,
-        cols: &'a [Col],
+        c: &'a Cols,
         even: __m512i,
+        odd: __m512i,
         steps: __m512i,
     }
 
     impl Block<'_> {
-        /// Every output row of the block, [`ROWS`] at a time: independent sums hide the
-        /// latency of the adds. `SW` is the horizontal stride when 1 or 2, else 0. 3-row
-        /// filters without vertical dilation (almost all depthwise layers) take
-        /// [`Self::band`], which loads each input row once for all the outputs it feeds.
+        /// Every output row of the block: 3-row filters in [`Self::band`]s, others
+        /// [`ROWS`] rows at a time. `SW` is the horizontal stride when 1 or 2, else 0.
+        /// (3×3 filters with equal strides of 1 or 2 take [`Self::band3_rows`] instead.)
         #[inline]
         #[target_feature(enable = "avx512f")]
         unsafe fn all_rows<const SW: usize>(&self) {
@@ -314,6 +407,153 @@ mod avx512 {
             }
         }
 
+        /// [`Self::band3_rows`] for the `r ≤ 8` output rows from `oy`.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn band3_any<const S: usize>(&self, oy: usize, r: usize) {
+            // SAFETY: rows of this plane.
+            unsafe {
+                match r {
+                    1 => self.band3_rows::<1, S>(oy),
+                    2 => self.band3_rows::<2, S>(oy),
+                    3 => self.band3_rows::<3, S>(oy),
+                    4 => self.band3_rows::<4, S>(oy),
+                    5 => self.band3_rows::<5, S>(oy),
+                    6 => self.band3_rows::<6, S>(oy),
+                    7 => self.band3_rows::<7, S>(oy),
+                    _ => self.band3_rows::<8, S>(oy),
+                }
+            }
+        }
+
+        /// Input rows `oy·S − pt + i` (`i < (R − 1)·S + 3`) of a band of `R` output rows
+        /// for [`Self::band3`] and [`Self::band`]: their pointers, which are inside the
+        /// input (`keep` all ones, else empty), and whether all are.
+        #[inline(always)]
+        fn band_inputs<const R: usize, const S: usize>(
+            &self,
+            oy: usize,
+        ) -> ([*const f32; 24], [u16; 24], bool) {
+            let a = self.a;
+            let mut rows = [self.x; 24];
+            let mut keep = [0u16; 24];
+            let n_in = (R - 1) * S + 3;
+            let mut full = true;
+            for i in 0..n_in {
+                let iy = (oy * S + i) as isize - a.pt as isize;
+                if iy >= 0 && iy < a.h as isize {
+                    rows[i] = self.x.wrapping_offset(iy * a.x_sh);
+                    keep[i] = 0xFFFF;
+                } else {
+                    full = false;
+                }
+            }
+            (rows, keep, full)
+        }
+
+        /// [`Self::band3`] for output rows `oy..oy + R`, picking the variant without row
+        /// masks (every band but the first and last) and without column masks (every
+        /// block but the edge ones) where it can.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn band3_rows<const R: usize, const S: usize>(&self, oy: usize) {
+            let (rows, keep, full) = self.band_inputs::<R, S>(oy);
+            // SAFETY: forwarded.
+            unsafe {
+                match (full, self.c.plain) {
+                    (true, true) => self.band3::<R, S, true, true>(oy, &rows, &keep),
+                    (true, false) => self.band3::<R, S, true, false>(oy, &rows, &keep),
+                    (false, true) => self.band3::<R, S, false, true>(oy, &rows, &keep),
+                    (false, false) => self.band3::<R, S, false, false>(oy, &rows, &keep),
+                }
+            }
+        }
+
+        /// Output rows `oy..oy + R` of a 3×3 filter with stride `S` in both directions:
+        /// input row `i` of the band is loaded once (for stride 2: two loads and three
+        /// permutes give all three tap columns) and feeds output `r` through filter row
+        /// `i − r·S`. Each sum thus takes its taps in `(ky, kx)` order. `FULL`: every row
+        /// is inside the input; `PLAIN`: no live lane reads outside the row, so the
+        /// multiply-adds need no masks.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn band3<const R: usize, const S: usize, const FULL: bool, const PLAIN: bool>(
+            &self,
+            oy: usize,
+            rows: &[*const f32; 24],
+            keep: &[u16; 24],
+        ) {
+            let n_in = (R - 1) * S + 3;
+            // SAFETY: the nine taps of this channel's filter.
+            let w: [__m512; 9] =
+                core::array::from_fn(|t| _mm512_set1_ps(unsafe { *self.f.add(t) }));
+            let mut acc = [_mm512_set1_ps(self.b); R];
+            // Unrolled by hand: LLVM leaves a loop this long rolled, and the sums, indexed
+            // by the row, then live in memory.
+            unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] {
+                if i < n_in && (FULL || keep[i] != 0) {
+                    // SAFETY: a row of this plane.
+                    let t = unsafe { self.taps3::<S, PLAIN>(rows[i]) };
+                    for ky in 0..3 {
+                        if i >= ky && (i - ky) % S == 0 && (i - ky) / S < R {
+                            let r = (i - ky) / S;
+                            for kx in 0..3 {
+                                let wv = w[3 * ky + kx];
+                                acc[r] = if PLAIN {
+                                    _mm512_fmadd_ps(wv, t[kx], acc[r])
+                                } else {
+                                    _mm512_mask3_fmadd_ps(wv, t[kx], acc[r], self.c.col[kx].m)
+                                };
+                            }
+                        }
+                    }
+                }
+            });
+            for (r, v) in acc.into_iter().enumerate() {
+                // SAFETY: row oy + r of this block.
+                unsafe { self.store(v, oy + r) };
+            }
+        }
+
+        /// The values the three tap columns of a 3-wide filter read from input row `row`
+        /// (lanes that would read outside the row zero and not read).
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn taps3<const S: usize, const PLAIN: bool>(&self, row: *const f32) -> [__m512; 3] {
+            let c = &self.c.col;
+            if S == 2 {
+                // Elements e = 0..=2·count of tap 0's columns: tap 0 reads the even ones,
+                // tap 1 the odd ones, tap 2 the even ones from e = 2. Elements outside the
+                // row are zero (and lanes reading them are masked out of the sums unless
+                // the block is plain).
+                let src = row.wrapping_offset(c[0].ix0);
+                let m = self.c.s2;
+                // SAFETY: masked-off lanes are not read; the others are in the row.
+                let (v0, v1, v2) = unsafe {
+                    (
+                        _mm512_maskz_loadu_ps(m[0], src),
+                        _mm512_maskz_loadu_ps(m[1], src.wrapping_add(16)),
+                        _mm512_maskz_loadu_ps(m[2], src.wrapping_add(32)),
+                    )
+                };
+                let e = _mm512_permutex2var_ps(v0, self.even, v1);
+                let o = _mm512_permutex2var_ps(v0, self.odd, v1);
+                let e2 = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
+                    _mm512_castps_si512(v2),
+                    _mm512_castps_si512(e),
+                ));
+                return [e, o, e2];
+            }
+            // SAFETY: forwarded.
+            unsafe {
+                [
+                    self.load::<S>(&c[0], row, 0xFFFF),
+                    self.load::<S>(&c[1], row, 0xFFFF),
+                    self.load::<S>(&c[2], row, 0xFFFF),
+                ]
+            }
+        }
+
         /// Output rows `oy..oy + R` of a 3-row filter with vertical stride `SH`: input row
         /// `i` of the band feeds output `r` through filter row `i − r·SH`, so each input
         /// row is loaded once per tap column and used by every output that needs it. All
@@ -322,23 +562,12 @@ mod avx512 {
         #[inline]
         #[target_feature(enable = "avx512f")]
         unsafe fn band<const R: usize, const SW: usize, const SH: usize>(&self, oy: usize) {
-            let a = self.a;
-            // Input rows oy·SH − pt + i, i < (R − 1)·SH + 3 (at most 13 for R = 6).
-            let mut rows = [self.x; 16];
-            let mut keep = [0u16; 16];
-            let n_in = (R - 1) * SH + 3;
-            for i in 0..n_in {
-                let iy = (oy * SH + i) as isize - a.pt as isize;
-                if iy >= 0 && iy < a.h as isize {
-                    rows[i] = self.x.wrapping_offset(iy * a.x_sh);
-                    keep[i] = 0xFFFF;
-                }
-            }
+            let (rows, keep, full) = self.band_inputs::<R, SH>(oy);
             // Inside the input (every band but the first and last): no row masks, so the
             // column masks stay in mask registers.
             // SAFETY: forwarded.
             unsafe {
-                if keep[..n_in].iter().all(|&k| k != 0) {
+                if full {
                     self.band_rows::<R, SW, SH, true>(oy, &rows, &keep)
                 } else {
                     self.band_rows::<R, SW, SH, false>(oy, &rows, &keep)
@@ -352,13 +581,13 @@ mod avx512 {
         unsafe fn band_rows<const R: usize, const SW: usize, const SH: usize, const FULL: bool>(
             &self,
             oy: usize,
-            rows: &[*const f32; 16],
-            keep: &[u16; 16],
+            rows: &[*const f32; 24],
+            keep: &[u16; 24],
         ) {
             let a = self.a;
             let mut acc = [_mm512_set1_ps(self.b); R];
             let n_in = (R - 1) * SH + 3;
-            for (kx, col) in self.cols.iter().enumerate() {
+            for (kx, col) in self.c.col[..a.kw].iter().enumerate() {
                 if col.m == 0 {
                     continue;
                 }
@@ -411,7 +640,7 @@ mod avx512 {
                 if keep.iter().all(|&k| k == 0) {
                     continue;
                 }
-                for (kx, col) in self.cols.iter().enumerate() {
+                for (kx, col) in self.c.col[..a.kw].iter().enumerate() {
                     if col.m == 0 {
                         continue;
                     }
@@ -437,10 +666,11 @@ mod avx512 {
         #[target_feature(enable = "avx512f")]
         unsafe fn store(&self, mut v: __m512, oy: usize) {
             let a = self.a;
-            let at = oy as isize * a.y_sh + self.ox0 as isize;
+            let live = self.c.live;
+            let at = oy as isize * a.y_sh + self.c.ox0 as isize;
             if !self.res.is_null() {
                 // SAFETY: the live lanes of this output row block.
-                let rv = unsafe { _mm512_maskz_loadu_ps(self.live, self.res.wrapping_offset(at)) };
+                let rv = unsafe { _mm512_maskz_loadu_ps(live, self.res.wrapping_offset(at)) };
                 v = _mm512_add_ps(v, rv);
             }
             v = match a.act {
@@ -451,50 +681,89 @@ mod avx512 {
                 _ => v,
             };
             // SAFETY: the live lanes of this output row block.
-            unsafe { _mm512_mask_storeu_ps(self.y.wrapping_offset(at), self.live, v) };
+            unsafe { _mm512_mask_storeu_ps(self.y.wrapping_offset(at), live, v) };
         }
     }
 
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
-        let (w, sw) = (a.w as isize, a.sw as isize);
         let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
         let steps = _mm512_mullo_epi32(
             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
             _mm512_set1_epi32(a.sw as i32),
         );
-        let mut cols = [Col::default(); MAX_KW];
-        for p in lo..hi {
-            // SAFETY: plane `p` of the caller's buffers.
-            let (x, y, res, f, b) = unsafe { plane_ptrs(a, p) };
-            let mut ox0 = 0usize;
-            while ox0 < a.ow {
-                let cnt = (a.ow - ox0).min(16) as isize;
-                let live = lanes(0, cnt);
-                // The columns each tap reads do not depend on the row: worked out once per
-                // block. Lane l reads column ix0 + l·sw: in the row iff
-                // −ix0 ≤ l·sw ≤ w − 1 − ix0.
-                for (kx, col) in cols.iter_mut().enumerate().take(a.kw) {
-                    let ix0 = (ox0 * a.sw + kx * a.dw) as isize - a.pl as isize;
-                    let last = w - 1 - ix0;
-                    let m = if last < 0 {
-                        0
-                    } else {
-                        let first = if ix0 >= 0 { 0 } else { (-ix0 + sw - 1) / sw };
-                        live & lanes(first, last / sw + 1)
-                    };
-                    // Stride 2: elements e = 2l of the 32 from ix0; a pair's odd partner
-                    // may be outside the row, so these masks are per element.
-                    let e_first = (-ix0).max(0);
-                    let e_end = (w - ix0).min(2 * cnt - 1);
-                    *col = Col {
-                        ix0,
-                        m,
-                        lo16: lanes(e_first, e_end),
-                        hi16: lanes(e_first - 16, e_end - 16),
-                    };
+        let blocks = a.ow.div_ceil(16);
+        // The columns each tap reads do not depend on the plane or the row.
+        let mut pre = [Cols::EMPTY; MAX_BLOCKS];
+        let hoisted = blocks <= MAX_BLOCKS;
+        if hoisted {
+            for (i, c) in pre.iter_mut().enumerate().take(blocks) {
+                *c = Cols::new(a, 16 * i);
+            }
+        }
+        // 3×3 filters with equal strides of 1 or 2 and no dilation: almost every
+        // depthwise layer.
+        let fast3 = hoisted
+            && a.kh == 3
+            && a.kw == 3
+            && a.dh == 1
+            && a.dw == 1
+            && a.sh == a.sw
+            && (a.sw == 1 || a.sw == 2);
+        let (mut n, mut c) = (lo / a.c, lo % a.c);
+        let advance = |n: &mut usize, c: &mut usize| {
+            *c += 1;
+            if *c == a.c {
+                *c = 0;
+                *n += 1;
+            }
+        };
+        for _ in lo..hi {
+            // SAFETY: plane (n, c) of the caller's buffers.
+            let (x, y, res, f, b) = unsafe { plane_ptrs(a, n, c) };
+            if fast3 {
+                // A band of rows across every column block, then the next: the band's
+                // input rows are read from memory once and then come from L1.
+                let step = if a.oh <= 8 { a.oh } else { ROWS };
+                let mut oy = 0;
+                while oy < a.oh {
+                    let r = step.min(a.oh - oy);
+                    for c in &pre[..blocks] {
+                        let k = Block {
+                            a,
+                            x,
+                            y,
+                            res,
+                            f,
+                            b,
+                            c,
+                            even,
+                            odd,
+                            steps,
+                        };
+                        // SAFETY: rows oy..oy + r of this block of this plane.
+                        unsafe {
+                            if a.sw == 1 {
+                                k.band3_any::<1>(oy, r)
+                            } else {
+                                k.band3_any::<2>(oy, r)
+                            }
+                        }
+                    }
+                    oy += r;
                 }
-                let cols = &cols[..a.kw];
+                advance(&mut n, &mut c);
+                continue;
+            }
+            for i in 0..blocks {
+                let built;
+                let cols = if hoisted {
+                    &pre[i]
+                } else {
+                    built = Cols::new(a, 16 * i);
+                    &built
+                };
                 let k = Block {
                     a,
                     x,
@@ -502,10 +771,9 @@ mod avx512 {
                     res,
                     f,
                     b,
-                    ox0,
-                    live,
-                    cols,
+                    c: cols,
                     even,
+                    odd,
                     steps,
                 };
                 // SAFETY: this block's rows of this plane.
@@ -516,8 +784,8 @@ mod avx512 {
                         _ => k.all_rows::<0>(),
                     }
                 }
-                ox0 += 16;
             }
+            advance(&mut n, &mut c);
         }
     }
 }
@@ -530,7 +798,7 @@ unsafe fn planes_body(a: &DwArgs, lo: usize, hi: usize) {
     let mut acc = [0.0f32; CHUNK];
     for p in lo..hi {
         // SAFETY (all pointer arithmetic below): within the extents the caller describes.
-        let (x, y, res, f, b) = unsafe { plane_ptrs(a, p) };
+        let (x, y, res, f, b) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
         let res = (!res.is_null()).then_some(res);
         let f = unsafe { core::slice::from_raw_parts(f, kvol) };
         for oy in 0..a.oh {
@@ -681,6 +949,93 @@ mod tests {
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+    }
+
+    /// 3×3 filters with equal strides of 1 or 2 (the banded path): random plane sizes
+    /// (short, narrow, wider than the hoisted column blocks), paddings 0..=2 on each side,
+    /// residuals and activations, against the definition, serial and pooled bit for bit.
+    #[test]
+    fn dwconv_3x3_bands_match_the_definition() {
+        let mut r = Lcg(11);
+        let mut u = |m: usize| ((r.next() + 1.0) * 0.5 * m as f32) as usize % m;
+        let pool = crate::ThreadPool::new(2).expect("pool");
+        for case in 0..400 {
+            let s = 1 + u(2);
+            let h = 1 + u(if case % 7 == 0 { 40 } else { 16 });
+            let w = 1 + u(if case % 5 == 0 { 300 } else { 70 });
+            let (pt, pl, pb, pr) = (u(3), u(3), u(3), u(3));
+            let eh = (h + pt + pb) as isize - 3;
+            let ew = (w + pl + pr) as isize - 3;
+            if eh < 0 || ew < 0 {
+                continue;
+            }
+            let (oh, ow) = (eh as usize / s + 1, ew as usize / s + 1);
+            let c = 1 + u(5);
+            let mut g = Lcg(case as u64 + 7000);
+            let x: Vec<f32> = (0..c * h * w).map(|_| g.next()).collect();
+            let f: Vec<f32> = (0..c * 9).map(|_| g.next()).collect();
+            let bias: Vec<f32> = (0..c).map(|_| g.next()).collect();
+            let res: Vec<f32> = (0..c * oh * ow).map(|_| g.next()).collect();
+            let with_res = case % 3 == 0;
+            let a = DwArgs {
+                n: 1,
+                c,
+                h,
+                w,
+                oh,
+                ow,
+                kh: 3,
+                kw: 3,
+                sh: s,
+                sw: s,
+                dh: 1,
+                dw: 1,
+                pt,
+                pl,
+                x: x.as_ptr(),
+                x_sn: (c * h * w) as isize,
+                x_sc: (h * w) as isize,
+                x_sh: w as isize,
+                filter: f.as_ptr(),
+                bias: bias.as_ptr(),
+                bias_sc: 1,
+                res: if with_res {
+                    res.as_ptr()
+                } else {
+                    core::ptr::null()
+                },
+                y: core::ptr::null_mut(),
+                y_sn: (c * oh * ow) as isize,
+                y_sc: (oh * ow) as isize,
+                y_sh: ow as isize,
+                act: case % 3,
+                lo: -0.5,
+                hi: 0.75,
+            };
+            let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
+            let mut runs = Vec::new();
+            for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
+                let mut y = vec![f32::NAN; want.len()];
+                let args = DwArgs {
+                    y: y.as_mut_ptr(),
+                    ..a
+                };
+                unsafe { nnefc_dwconv(&args, par) };
+                let bad = y
+                    .iter()
+                    .zip(&want)
+                    .position(|(p, q)| (p - q).abs() > 1e-5 * q.abs().max(1.0));
+                if let Some(i) = bad {
+                    panic!("case {case}: {a:?}: element {i}: {} vs {}", y[i], want[i]);
+                }
+                runs.push(y);
+            }
+            let same = runs[0]
+                .iter()
+                .zip(&runs[1])
+                .all(|(p, q)| p.to_bits() == q.to_bits());
+            assert!(same, "case {case}: serial and pooled runs differ");
         }
     }
 
