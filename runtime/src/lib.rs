@@ -35,7 +35,7 @@ mod status;
 mod tensor;
 pub mod weights;
 
-pub use dwconv::{DwArgs, nnefc_dwconv};
+pub use dwconv::{DwArgs, nnefc_dwconv, nnefc_maxpool};
 pub use gemm::{
     GemmArgs, GemmEpilogue, nnefc_sgemm, nnefc_sgemm_batch_parallel, nnefc_sgemm_packed_a,
     nnefc_sgemm_parallel, packed_a_len, sgemm_scratch_bytes,

@@ -262,10 +262,7 @@ pub struct DwCall {
     pub dims: [usize; 14],
     /// Input buffer, element offset, strides of sample, channel and row.
     pub x: (BufId, i64, [i64; 3]),
-    /// Filter `[c, 1, kh, kw]`, dense.
-    pub filter: BufId,
-    /// Bias and its stride between channels (0: one value).
-    pub bias: (BufId, i64),
+    pub op: DwOp,
     /// Added before the activation, laid out like the output.
     pub residual: Option<BufId>,
     /// Output buffer and strides of sample, channel and row.
@@ -273,19 +270,28 @@ pub struct DwCall {
     pub activation: Activation,
 }
 
+/// What a [`DwCall`] computes over each window.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DwOp {
+    /// Depthwise convolution (`nnefc_dwconv`): the filter `[c, 1, kh, kw]` (dense), the
+    /// bias and its stride between channels (0: one value).
+    Conv { filter: BufId, bias: (BufId, i64) },
+    /// `max_pool` with the `ignore` border (`nnefc_maxpool`): taps outside the input are
+    /// skipped.
+    Max,
+}
+
 impl DwCall {
     /// Every buffer the call reads or writes: input, filter, bias, residual, output.
     pub fn buffers(&self) -> Vec<BufId> {
-        [
-            Some(self.x.0),
-            Some(self.filter),
-            Some(self.bias.0),
-            self.residual,
-            Some(self.y.0),
-        ]
-        .into_iter()
-        .flatten()
-        .collect()
+        let (filter, bias) = match self.op {
+            DwOp::Conv { filter, bias } => (Some(filter), Some(bias.0)),
+            DwOp::Max => (None, None),
+        };
+        [Some(self.x.0), filter, bias, self.residual, Some(self.y.0)]
+            .into_iter()
+            .flatten()
+            .collect()
     }
 }
 
@@ -493,16 +499,21 @@ impl fmt::Display for Program {
                 Step::Kernel(k) => write!(f, "{k}")?,
                 Step::Depthwise(d) => {
                     let [n, c, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl] = d.dims;
+                    let (name, op) = match d.op {
+                        DwOp::Conv { filter, bias } => (
+                            "dwconv",
+                            format!(" * b{}[{kh},{kw}]", filter.0)
+                                + &format!(" bias=b{}/{}", bias.0.0, bias.1),
+                        ),
+                        DwOp::Max => ("maxpool", format!(" window=[{kh},{kw}]")),
+                    };
                     writeln!(
                         f,
-                        "dwconv b{}[{n},{c},{oh},{ow}] = b{}@{}[{n},{c},{h},{w}] * b{}[{kh},{kw}] \
-                         stride=({sh},{sw}) dilation=({dh},{dw}) pad=({pt},{pl}) bias=b{}/{}{} {:?} parallel",
+                        "{name} b{}[{n},{c},{oh},{ow}] = b{}@{}[{n},{c},{h},{w}]{op} \
+                         stride=({sh},{sw}) dilation=({dh},{dw}) pad=({pt},{pl}){} {:?} parallel",
                         d.y.0.0,
                         d.x.0.0,
                         d.x.1,
-                        d.filter.0,
-                        d.bias.0.0,
-                        d.bias.1,
                         d.residual
                             .map(|r| format!(" residual=b{}", r.0))
                             .unwrap_or_default(),

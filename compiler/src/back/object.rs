@@ -21,7 +21,7 @@ use super::emit::math::Caps;
 use super::emit::{KernelEmitter, gemm_params, kernel_params};
 use super::kernel::{BufKind, Kernel, Program, Step};
 use super::{BackendOptions, CodegenError, ModelInterface, OptLevel};
-use crate::back::kernel::{Activation, BufId};
+use crate::back::kernel::{Activation, BufId, DwOp};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I32;
 use cranelift_codegen::ir::{
@@ -888,8 +888,22 @@ fn define_body(
     } else {
         None
     };
-    let dw_ref = if has_dw {
+    let has_max = program
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Depthwise(d) if d.op == DwOp::Max));
+    let dw_ref = if has_dw
+        && program
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::Depthwise(d) if d.op != DwOp::Max))
+    {
         Some(import("nnefc_dwconv", 2)?)
+    } else {
+        None
+    };
+    let max_ref = if has_max {
+        Some(import("nnefc_maxpool", 2)?)
     } else {
         None
     };
@@ -1270,15 +1284,25 @@ fn define_body(
                     }
                 }
                 (Step::Depthwise(d), _) => {
-                    let f_dw = dw_ref
-                        .ok_or_else(|| CodegenError::Internal("dwconv not declared".into()))?;
+                    let f_dw = match d.op {
+                        DwOp::Conv { .. } => dw_ref,
+                        DwOp::Max => max_ref,
+                    }
+                    .ok_or_else(|| CodegenError::Internal("dwconv not declared".into()))?;
                     let slot =
                         dw_args.ok_or_else(|| CodegenError::Internal("dwconv args".into()))?;
                     let args = b.ins().stack_addr(ptr, slot, 0);
                     let x = buf_ptr(&mut b, d.x.0)?;
                     let x = b.ins().iadd_imm_s(x, d.x.1 * 4);
-                    let filter = buf_ptr(&mut b, d.filter)?;
-                    let bias = buf_ptr(&mut b, d.bias.0)?;
+                    let (filter, bias, bias_sc) = match d.op {
+                        DwOp::Conv { filter, bias } => {
+                            (buf_ptr(&mut b, filter)?, buf_ptr(&mut b, bias.0)?, bias.1)
+                        }
+                        DwOp::Max => {
+                            let null = b.ins().iconst(ptr, 0);
+                            (null, null, 0)
+                        }
+                    };
                     let res = match d.residual {
                         Some(r) => buf_ptr(&mut b, r)?,
                         None => b.ins().iconst(ptr, 0),
@@ -1300,7 +1324,7 @@ fn define_body(
                     fields.extend(d.x.2.iter().map(|&st| b.ins().iconst(ptr, st)));
                     fields.push(filter);
                     fields.push(bias);
-                    fields.push(b.ins().iconst(ptr, d.bias.1));
+                    fields.push(b.ins().iconst(ptr, bias_sc));
                     fields.push(res);
                     fields.push(y);
                     fields.extend(d.y.1.iter().map(|&st| b.ins().iconst(ptr, st)));

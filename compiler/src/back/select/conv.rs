@@ -20,8 +20,8 @@ use super::window::{Geometry, View, f32_table, padded, value_view};
 use super::{Lowering, strides};
 use crate::back::CodegenError;
 use crate::back::kernel::{
-    Activation, BufId, BufKind, DwCall, Expr, ExprNode, GemmCall, GemmEpi, Lit, Matrix, ReduceKind,
-    Reduction, Step,
+    Activation, BufId, BufKind, DwCall, DwOp, Expr, ExprNode, GemmCall, GemmEpi, Lit, Matrix,
+    ReduceKind, Reduction, Step,
 };
 use crate::ir::infer::{
     deconv_groups, resolved_conv_padding, resolved_deconv_padding,
@@ -638,8 +638,10 @@ fn depthwise_call(
             src.offset,
             [src.strides[0], src.strides[1], src.strides[2]],
         ),
-        filter,
-        bias: (bias, bias_sc),
+        op: DwOp::Conv {
+            filter,
+            bias: (bias, bias_sc),
+        },
         residual,
         y: (y, [ost[0], ost[1], ost[2]]),
         activation,

@@ -76,9 +76,10 @@ pub(crate) struct Lowering<'g> {
     pub direct_only: bool,
     /// No runtime calls: GEMMs become Cranelift loop nests (see `back` module docs).
     pub self_contained: bool,
-    /// Depthwise 2-D convolutions call the runtime's vector kernel (`nnefc_dwconv`)
-    /// instead of becoming f32x4 loop nests: set when the target has AVX-512, whose
-    /// 16-lane masked code the runtime has and Cranelift cannot emit.
+    /// Depthwise 2-D convolutions and 3×3 max pools call the runtime's vector kernels
+    /// (`nnefc_dwconv`, `nnefc_maxpool`) instead of becoming f32x4 loop nests: set when
+    /// the target has AVX-512, whose 16-lane masked code the runtime has and Cranelift
+    /// cannot emit.
     pub runtime_depthwise: bool,
     /// Nodes already computed by an earlier node (epilogue fusion in `conv`); `run` skips them.
     pub skip: Vec<bool>,

@@ -1144,3 +1144,53 @@ fn depthwise_both_paths_random() {
     assert!(!crate::back::object::target_has_avx512(&loops).unwrap());
     build().check_with(&loops);
 }
+
+/// 2-D `max_pool` with the `ignore` border through both of its code paths, each against
+/// the interpreter: the runtime's vector kernel (`maxpool` in the kernel dump, chosen for
+/// 3×3 windows with strides 1 or 2 when the target has AVX-512) and the loop nests (a
+/// target without it). Odd channel counts, rows that do not fill a 16-lane block,
+/// asymmetric padding.
+#[test]
+fn max_pool_both_paths_random() {
+    let build = || {
+        let mut r = Rng::new(41);
+        let mut b = Batch::new();
+        while b.len() < 24 {
+            let s = 1 + r.below(2);
+            let pad = |r: &mut Rng| (r.below(3), r.below(3));
+            let w = WindowAttrs {
+                size: vec![1, 1, 3, 3],
+                border: Border::Ignore,
+                padding: vec![(0, 0), (0, 0), pad(&mut r), pad(&mut r)],
+                stride: vec![1, 1, s, s],
+                dilation: Vec::new(),
+                output_shape: Vec::new(),
+            };
+            let xs = vec![
+                1 + r.below(2),
+                1 + r.below(7),
+                1 + r.below(20),
+                16 * s + r.below(60),
+            ];
+            let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
+            b.add(
+                format!("max_pool x{xs:?} {w:?}"),
+                Op::MaxPool(w),
+                vec![Arg::In(x)],
+            );
+        }
+        b
+    };
+    let native = opts("mpn");
+    let uses_runtime = crate::back::object::target_has_avx512(&native).unwrap();
+    let g = build().g;
+    let plan = crate::passes::memory_plan::plan(&g).unwrap();
+    let dump = crate::back::kernels(&g, &plan, &native)
+        .unwrap()
+        .to_string();
+    assert_eq!(dump.contains("\nmaxpool "), uses_runtime, "{dump}");
+    build().check_with(&native);
+    let mut loops = opts("mpl");
+    loops.target = Some(target_lexicon::Triple::host().to_string());
+    build().check_with(&loops);
+}
