@@ -577,23 +577,37 @@ mod avx512 {
         #[inline]
         #[target_feature(enable = "avx512f")]
         unsafe fn band3_rows<const R: usize, const S: usize, const MAX: bool>(&self, oy: usize) {
-            let (rows, keep, full) = self.band_inputs::<R, S>(oy);
+            // Input rows iy0 + i (i < n_in), row i at base + i·x_sh; `keep` has bit i set
+            // for the rows inside the input. No arrays: building them cost as much as the
+            // arithmetic of a short band.
+            let a = self.a;
+            let n_in = (R - 1) * S + 3;
+            let iy0 = (oy * S) as isize - a.pt as isize;
+            let base = self.x.wrapping_offset(iy0 * a.x_sh);
+            let first = (-iy0).max(0) as usize;
+            let end = (a.h as isize - iy0).clamp(0, n_in as isize) as usize;
+            let keep = if first >= end {
+                0
+            } else {
+                ((1u32 << end) - 1) & !((1u32 << first) - 1)
+            };
+            let full = first == 0 && end == n_in;
             // SAFETY: forwarded.
             unsafe {
                 if MAX {
                     // Outside lanes read −∞ and outside rows are skipped: no masks needed.
                     if full {
-                        self.band3_max::<R, S, true>(oy, &rows, &keep)
+                        self.band3_max::<R, S, true>(oy, base, keep)
                     } else {
-                        self.band3_max::<R, S, false>(oy, &rows, &keep)
+                        self.band3_max::<R, S, false>(oy, base, keep)
                     }
                     return;
                 }
                 match (full, self.c.plain) {
-                    (true, true) => self.band3::<R, S, true, true>(oy, &rows, &keep),
-                    (true, false) => self.band3::<R, S, true, false>(oy, &rows, &keep),
-                    (false, true) => self.band3::<R, S, false, true>(oy, &rows, &keep),
-                    (false, false) => self.band3::<R, S, false, false>(oy, &rows, &keep),
+                    (true, true) => self.band3::<R, S, true, true>(oy, base, keep),
+                    (true, false) => self.band3::<R, S, true, false>(oy, base, keep),
+                    (false, true) => self.band3::<R, S, false, true>(oy, base, keep),
+                    (false, false) => self.band3::<R, S, false, false>(oy, base, keep),
                 }
             }
         }
@@ -607,16 +621,17 @@ mod avx512 {
         unsafe fn band3_max<const R: usize, const S: usize, const FULL: bool>(
             &self,
             oy: usize,
-            rows: &[*const f32; 24],
-            keep: &[u16; 24],
+            base: *const f32,
+            keep: u32,
         ) {
             let n_in = (R - 1) * S + 3;
             let mut acc = [_mm512_set1_ps(f32::NEG_INFINITY); R];
             let mut nan = [0u16; R];
             unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] {
-                if i < n_in && (FULL || keep[i] != 0) {
+                if i < n_in && (FULL || keep & (1 << i) != 0) {
+                    let row = base.wrapping_offset(i as isize * self.a.x_sh);
                     // SAFETY: a row of this plane.
-                    let t = unsafe { self.taps3::<S, false>(rows[i]) };
+                    let t = unsafe { self.taps3::<S, false>(row) };
                     // Range select 01: the maximum, sign from the comparison (+0 > −0).
                     let m = _mm512_range_ps::<0b0101>(_mm512_range_ps::<0b0101>(t[0], t[1]), t[2]);
                     let n = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t[0], t[1])
@@ -648,8 +663,8 @@ mod avx512 {
         unsafe fn band3<const R: usize, const S: usize, const FULL: bool, const PLAIN: bool>(
             &self,
             oy: usize,
-            rows: &[*const f32; 24],
-            keep: &[u16; 24],
+            base: *const f32,
+            keep: u32,
         ) {
             let n_in = (R - 1) * S + 3;
             // SAFETY: the nine taps of this channel's filter.
@@ -659,9 +674,10 @@ mod avx512 {
             // Unrolled by hand: LLVM leaves a loop this long rolled, and the sums, indexed
             // by the row, then live in memory.
             unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] {
-                if i < n_in && (FULL || keep[i] != 0) {
+                if i < n_in && (FULL || keep & (1 << i) != 0) {
+                    let row = base.wrapping_offset(i as isize * self.a.x_sh);
                     // SAFETY: a row of this plane.
-                    let t = unsafe { self.taps3::<S, PLAIN>(rows[i]) };
+                    let t = unsafe { self.taps3::<S, PLAIN>(row) };
                     for ky in 0..3 {
                         if i >= ky && (i - ky) % S == 0 && (i - ky) / S < R {
                             let r = (i - ky) / S;
