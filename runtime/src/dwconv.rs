@@ -636,13 +636,13 @@ mod avx512 {
                     let m = _mm512_range_ps::<0b0101>(_mm512_range_ps::<0b0101>(t[0], t[1]), t[2]);
                     let n = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t[0], t[1])
                         | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t[2], t[2]);
-                    for ky in 0..3 {
+                    unroll!(ky in [0, 1, 2] {
                         if i >= ky && (i - ky) % S == 0 && (i - ky) / S < R {
                             let r = (i - ky) / S;
                             acc[r] = _mm512_range_ps::<0b0101>(acc[r], m);
                             nan[r] |= n;
                         }
-                    }
+                    });
                 }
             });
             for (r, v) in acc.into_iter().enumerate() {
@@ -678,19 +678,19 @@ mod avx512 {
                     let row = base.wrapping_offset(i as isize * self.a.x_sh);
                     // SAFETY: a row of this plane.
                     let t = unsafe { self.taps3::<S, PLAIN>(row) };
-                    for ky in 0..3 {
+                    unroll!(ky in [0, 1, 2] {
                         if i >= ky && (i - ky) % S == 0 && (i - ky) / S < R {
                             let r = (i - ky) / S;
-                            for kx in 0..3 {
+                            unroll!(kx in [0, 1, 2] {
                                 let wv = w[3 * ky + kx];
                                 acc[r] = if PLAIN {
                                     _mm512_fmadd_ps(wv, t[kx], acc[r])
                                 } else {
                                     _mm512_mask3_fmadd_ps(wv, t[kx], acc[r], self.c.col[kx].m)
                                 };
-                            }
+                            });
                         }
-                    }
+                    });
                 }
             });
             for (r, v) in acc.into_iter().enumerate() {

@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod conv;
 mod dwconv;
 pub mod gemm;
 mod model;
@@ -35,6 +36,9 @@ mod status;
 mod tensor;
 pub mod weights;
 
+#[cfg(feature = "std")]
+pub use conv::pack_conv_filter;
+pub use conv::{CONV_CO_TILE, ConvArgs, conv_filter_len, conv_supported, nnefc_conv};
 pub use dwconv::{DwArgs, nnefc_dwconv, nnefc_maxpool};
 pub use gemm::{
     GemmArgs, GemmEpilogue, nnefc_sgemm, nnefc_sgemm_batch_parallel, nnefc_sgemm_packed_a,

@@ -1,0 +1,674 @@
+//! Direct 2-D convolution for layers with few input channels: a network's first layer
+//! (an RGB image into 32–64 filters of 3×3 or 7×7, stride 2). im2col + GEMM serves these
+//! badly: the column matrix is as large as the image times the filter area (7.4 MB for
+//! resnet18's first layer), is written once and packed again, and its short reduction
+//! (27 or 147) leaves the GEMM tiles little work per load and store of C. Here the image
+//! is read in place: 16 output columns per vector register (stride 2 deinterleaved with a
+//! permute), each input row loaded once per tap column for the rows of a band it feeds,
+//! and every tap vector multiplied into the sums of 8 output channels at once with
+//! weights broadcast from a filter packed at compile time ([`pack_conv_filter`]).
+//!
+//! # Semantics
+//! For every sample `n`, output channel `o` and output `(oy, ox)`:
+//! `y = act(Σ_{c,ky,kx} w[o,c,ky,kx] · x[n,c, oy·sh + ky − pt, ox·sw + kx − pl] + bias[o]
+//! (+ res[n,o,oy,ox]))`, taps outside the input reading 0 (zero padding), the sum taken in
+//! `(c, ky, kx)` order from 0 with fused multiply-adds on AVX-512 (the order and rounding
+//! of the GEMM path, whose reduction index is `(c·kh + ky)·kw + kx`), bias then residual
+//! then activation. Other CPUs take a portable loop (two roundings per term): results may
+//! differ in the last bits between CPUs, never between runs or thread counts on one CPU.
+//!
+//! # Threads
+//! Tasks are (sample, tile of 8 output channels, band of output rows): disjoint outputs,
+//! each computed exactly as in the serial run.
+//!
+//! Not here: dilation, unequal strides, strides above 2, filters other than 3×3, 5×5 and
+//! 7×7 (the compiler keeps im2col + GEMM for those), groups.
+
+use crate::DwArgs;
+use crate::parallel::{self, Parallel, workers};
+use core::ffi::c_void;
+
+/// Output channels per tile of the packed filter (and per register block of sums).
+pub const CONV_CO_TILE: usize = 8;
+
+/// `nnefc_conv_args`: one direct convolution. `geo` describes it as for a depthwise
+/// convolution, with `geo.c` the number of *output* channels, `geo.x_sc` the input's
+/// stride between its `cin` channels, `geo.filter` the packed filter
+/// ([`pack_conv_filter`]) and `geo.bias` one value per output channel (stride
+/// `geo.bias_sc`); `geo.dh`/`geo.dw` must be 1 and `geo.sh == geo.sw`. 232 bytes on 64-bit
+/// targets.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ConvArgs {
+    /// Geometry, pointers and epilogue.
+    pub geo: DwArgs,
+    /// Input channels.
+    pub cin: usize,
+}
+
+/// Floats of [`pack_conv_filter`]'s output: `ceil(cout / 8) · cin · kh · kw · 8`.
+pub fn conv_filter_len(cout: usize, cin: usize, kh: usize, kw: usize) -> usize {
+    cout.div_ceil(CONV_CO_TILE) * cin * kh * kw * CONV_CO_TILE
+}
+
+/// Packs a dense `[cout, cin, kh, kw]` filter for [`nnefc_conv`]: `ceil(cout / 8)` tiles,
+/// tile `t` holding for every `(c, ky, kx)` in that order the 8 values of output channels
+/// `8t..8t + 8` (0 past `cout`). Element `(o, c, ky, kx)` is at
+/// `(o / 8)·cin·kh·kw·8 + ((c·kh + ky)·kw + kx)·8 + o % 8`. Part of the ABI: compiled
+/// objects hold filters in this format, whatever CPU runs them.
+///
+/// Returns [`Status::ShapeMismatch`](crate::Status::ShapeMismatch) if `f` is not
+/// `cout·cin·kh·kw` floats long.
+#[cfg(feature = "std")]
+pub fn pack_conv_filter(
+    cout: usize,
+    cin: usize,
+    kh: usize,
+    kw: usize,
+    f: &[f32],
+) -> Result<std::vec::Vec<f32>, crate::Error> {
+    let taps = cin * kh * kw;
+    if cout.checked_mul(taps) != Some(f.len()) {
+        return Err(crate::Error::Status(crate::Status::ShapeMismatch));
+    }
+    let mut out = std::vec![0.0f32; conv_filter_len(cout, cin, kh, kw)];
+    for o in 0..cout {
+        let tile = (o / CONV_CO_TILE) * taps * CONV_CO_TILE;
+        for t in 0..taps {
+            out[tile + t * CONV_CO_TILE + o % CONV_CO_TILE] = f[o * taps + t];
+        }
+    }
+    Ok(out)
+}
+
+/// Multiply-adds below which a call runs on the calling thread.
+const PARALLEL_MIN_MACS: usize = 1 << 16;
+/// Tasks per worker when splitting.
+const TASKS_PER_WORKER: usize = 4;
+/// Output rows per band (per task unit and per register block of sums).
+const BAND: usize = 3;
+
+/// Whether [`nnefc_conv`] takes a convolution of this shape: square filters of 3, 5 or 7,
+/// equal strides of 1 or 2, no dilation.
+pub fn conv_supported(kh: usize, kw: usize, sh: usize, sw: usize, dh: usize, dw: usize) -> bool {
+    kh == kw && matches!(kh, 3 | 5 | 7) && sh == sw && matches!(sh, 1 | 2) && dh == 1 && dw == 1
+}
+
+/// Runs the direct convolution `args` describes, in parallel over (sample, channel tile,
+/// row band) when `par` offers several workers. Shapes [`conv_supported`] rejects do
+/// nothing.
+///
+/// # Safety
+/// `args` points to a valid [`ConvArgs`] whose pointers and strides address buffers of the
+/// described extents, `geo.filter` holding [`conv_filter_len`] packed floats; `y` does not
+/// overlap `x`, the filter or the bias (`res` may equal `y`); `par` is null or a valid
+/// [`Parallel`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nnefc_conv(args: *const ConvArgs, par: *const Parallel) {
+    // SAFETY: valid by the caller's contract.
+    let a = unsafe { &*args };
+    let g = &a.geo;
+    if !conv_supported(g.kh, g.kw, g.sh, g.sw, g.dh, g.dw)
+        || g.n == 0
+        || g.c == 0
+        || g.oh == 0
+        || g.ow == 0
+    {
+        return;
+    }
+    let tiles = g.c.div_ceil(CONV_CO_TILE);
+    let bands = g.oh.div_ceil(BAND);
+    let units = g.n * tiles * bands;
+    let macs = [g.c, g.oh, g.ow, g.kh, g.kw, a.cin]
+        .iter()
+        .fold(g.n, |m, &e| m.saturating_mul(e));
+    // SAFETY: `par` is null or valid.
+    let tasks = if macs >= PARALLEL_MIN_MACS {
+        units.min(unsafe { workers(par) } * TASKS_PER_WORKER)
+    } else {
+        1
+    };
+    let mut ctx = Split {
+        args: a,
+        units,
+        tasks,
+    };
+    // SAFETY: `task` reads `ctx` for the duration of the call only; tasks write disjoint
+    // outputs.
+    unsafe { parallel::run(par, task, (&raw mut ctx).cast::<c_void>(), tasks) }
+}
+
+struct Split<'a> {
+    args: &'a ConvArgs,
+    units: usize,
+    tasks: usize,
+}
+
+unsafe extern "C" fn task(ctx: *mut c_void, i: usize, _worker: usize) {
+    // SAFETY: `ctx` is the `Split` of the enclosing call.
+    let s = unsafe { &*ctx.cast::<Split<'_>>() };
+    let lo = i * s.units / s.tasks;
+    let hi = (i + 1) * s.units / s.tasks;
+    // SAFETY: disjoint units of the caller's buffers.
+    unsafe { run_units(s.args, lo, hi) }
+}
+
+/// One unit of work: sample, tile of output channels, first output row and row count.
+#[derive(Clone, Copy)]
+struct Unit {
+    n: usize,
+    tile: usize,
+    oy: usize,
+    rows: usize,
+}
+
+/// Units `[lo, hi)` in (sample, tile, band) order, with the widest code the CPU has.
+unsafe fn run_units(a: &ConvArgs, lo: usize, hi: usize) {
+    let g = &a.geo;
+    let bands = g.oh.div_ceil(BAND);
+    let tiles = g.c.div_ceil(CONV_CO_TILE);
+    for u in lo..hi {
+        let (n, rest) = (u / (tiles * bands), u % (tiles * bands));
+        let oy = (rest % bands) * BAND;
+        let unit = Unit {
+            n,
+            tile: rest / bands,
+            oy,
+            rows: BAND.min(g.oh - oy),
+        };
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::gemm::KernelId;
+            if matches!(
+                crate::gemm::selected_kernel(),
+                KernelId::Avx512 | KernelId::Avx512Wide
+            ) {
+                // SAFETY: the CPU has AVX-512F (that is what selected the kernel).
+                unsafe { avx512::unit(a, unit) };
+                continue;
+            }
+        }
+        // SAFETY: the caller's contract.
+        unsafe { unit_body(a, unit) };
+    }
+}
+
+/// Adds the bias and residual to `v`, the sum of output `(n, o, oy, ox)`, applies the
+/// activation and stores it (the portable path).
+#[inline(always)]
+unsafe fn finish(a: &ConvArgs, n: usize, o: usize, oy: usize, ox: usize, v: f32) {
+    let g = &a.geo;
+    let mut v = v;
+    if !g.bias.is_null() {
+        // SAFETY: channel `o` of the described bias.
+        v += unsafe { *g.bias.offset(o as isize * g.bias_sc) };
+    }
+    let at = n as isize * g.y_sn + o as isize * g.y_sc + oy as isize * g.y_sh + ox as isize;
+    if !g.res.is_null() {
+        // SAFETY: an element of the described residual.
+        v += unsafe { *g.res.offset(at) };
+    }
+    let v = match g.act {
+        1 => {
+            if v < 0.0 {
+                0.0
+            } else {
+                v
+            }
+        }
+        2 => {
+            if v.is_nan() || g.lo.is_nan() || g.hi.is_nan() {
+                f32::NAN
+            } else {
+                v.max(g.lo).min(g.hi)
+            }
+        }
+        _ => v,
+    };
+    // SAFETY: an element of the described output.
+    unsafe { *g.y.offset(at) = v };
+}
+
+/// The portable path: every output its own sum in `(c, ky, kx)` order.
+unsafe fn unit_body(a: &ConvArgs, u: Unit) {
+    let g = &a.geo;
+    let (kh, kw) = (g.kh, g.kw);
+    let taps = a.cin * kh * kw;
+    for o in u.tile * CONV_CO_TILE..g.c.min((u.tile + 1) * CONV_CO_TILE) {
+        let wt = g
+            .filter
+            .wrapping_add(u.tile * taps * CONV_CO_TILE + o % CONV_CO_TILE);
+        for oy in u.oy..u.oy + u.rows {
+            for ox in 0..g.ow {
+                let mut s = 0.0f32;
+                for c in 0..a.cin {
+                    for ky in 0..kh {
+                        let iy = (oy * g.sh + ky) as isize - g.pt as isize;
+                        for kx in 0..kw {
+                            let ix = (ox * g.sw + kx) as isize - g.pl as isize;
+                            if iy < 0 || ix < 0 || iy >= g.h as isize || ix >= g.w as isize {
+                                continue;
+                            }
+                            // SAFETY: in-bounds input element and packed filter tap.
+                            let (xv, wv) = unsafe {
+                                (
+                                    *g.x.offset(
+                                        u.n as isize * g.x_sn
+                                            + c as isize * g.x_sc
+                                            + iy * g.x_sh
+                                            + ix,
+                                    ),
+                                    *wt.add(((c * kh + ky) * kw + kx) * CONV_CO_TILE),
+                                )
+                            };
+                            s += wv * xv;
+                        }
+                    }
+                }
+                // SAFETY: the caller's contract.
+                unsafe { finish(a, u.n, o, oy, ox, s) };
+            }
+        }
+    }
+}
+
+/// `unroll!(i in [0, 1, …] { body })`: the body once per listed value, `i` a constant in
+/// each copy.
+#[cfg(target_arch = "x86_64")]
+macro_rules! unroll {
+    ($i:ident in [$($n:literal),*] $body:block) => {
+        $( { let $i: usize = $n; $body } )*
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{CONV_CO_TILE, ConvArgs, Unit};
+    use core::arch::x86_64::*;
+
+    /// Lanes `l` in `[lo, hi)` (clamped to 0..16) as a mask.
+    #[inline(always)]
+    fn lanes(lo: isize, hi: isize) -> u16 {
+        let lo = lo.clamp(0, 16) as u32;
+        let hi = hi.clamp(0, 16) as u32;
+        if hi <= lo {
+            return 0;
+        }
+        let upto = |n: u32| {
+            if n >= 16 {
+                0xFFFFu16
+            } else {
+                ((1u32 << n) - 1) as u16
+            }
+        };
+        upto(hi) & !upto(lo)
+    }
+
+    /// What tap column `kx` reads for a block of 16 output columns: the first input column
+    /// and the masks of the one (stride 1) or two (stride 2) loads.
+    #[derive(Clone, Copy, Default)]
+    struct Col {
+        ix0: isize,
+        lo: u16,
+        hi: u16,
+    }
+
+    /// One unit ([`Unit`]) of the convolution.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn unit(a: &ConvArgs, u: Unit) {
+        let g = &a.geo;
+        // SAFETY: forwarded; `conv_supported` holds.
+        unsafe {
+            match (g.kh, g.sh, u.rows) {
+                (3, 1, 3) => blocks::<3, 1, 3>(a, u),
+                (3, 1, 2) => blocks::<3, 1, 2>(a, u),
+                (3, 1, _) => blocks::<3, 1, 1>(a, u),
+                (3, _, 3) => blocks::<3, 2, 3>(a, u),
+                (3, _, 2) => blocks::<3, 2, 2>(a, u),
+                (3, _, _) => blocks::<3, 2, 1>(a, u),
+                (5, 1, 3) => blocks::<5, 1, 3>(a, u),
+                (5, 1, 2) => blocks::<5, 1, 2>(a, u),
+                (5, 1, _) => blocks::<5, 1, 1>(a, u),
+                (5, _, 3) => blocks::<5, 2, 3>(a, u),
+                (5, _, 2) => blocks::<5, 2, 2>(a, u),
+                (5, _, _) => blocks::<5, 2, 1>(a, u),
+                (_, 1, 3) => blocks::<7, 1, 3>(a, u),
+                (_, 1, 2) => blocks::<7, 1, 2>(a, u),
+                (_, 1, _) => blocks::<7, 1, 1>(a, u),
+                (_, _, 3) => blocks::<7, 2, 3>(a, u),
+                (_, _, 2) => blocks::<7, 2, 2>(a, u),
+                (_, _, _) => blocks::<7, 2, 1>(a, u),
+            }
+        }
+    }
+
+    /// Every 16-column block of the unit's rows: `K`×`K` filter, stride `S`, `R` rows.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn blocks<const K: usize, const S: usize, const R: usize>(a: &ConvArgs, u: Unit) {
+        let g = &a.geo;
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let (w, sw) = (g.w as isize, S as isize);
+        let mut cols = [Col::default(); 7];
+        let mut ox0 = 0;
+        while ox0 < g.ow {
+            let cnt = (g.ow - ox0).min(16) as isize;
+            for (kx, col) in cols.iter_mut().enumerate().take(K) {
+                let ix0 = (ox0 * S + kx) as isize - g.pl as isize;
+                *col = if S == 1 {
+                    Col {
+                        ix0,
+                        lo: lanes(-ix0, (w - ix0).min(cnt)),
+                        hi: 0,
+                    }
+                } else {
+                    // Elements e < 2·count − 1 from ix0 inside the row; the taps are the
+                    // even ones.
+                    let (lo, hi) = ((-ix0).max(0), (w - ix0).min(sw * cnt - 1));
+                    Col {
+                        ix0,
+                        lo: lanes(lo, hi),
+                        hi: lanes(lo - 16, hi - 16),
+                    }
+                };
+            }
+            // SAFETY: this block of the unit.
+            unsafe { block::<K, S, R>(a, u, ox0, lanes(0, cnt), &cols, even) };
+            ox0 += 16;
+        }
+    }
+
+    /// Output rows `u.oy..u.oy + R`, columns `ox0..ox0 + 16` (`live` lanes), of the unit's
+    /// 8 output channels: input row `i` of the band (all `cin` channels in turn), loaded
+    /// once per tap column, feeds output row `r` through filter row `i − r·S`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn block<const K: usize, const S: usize, const R: usize>(
+        a: &ConvArgs,
+        u: Unit,
+        ox0: usize,
+        live: u16,
+        cols: &[Col; 7],
+        even: __m512i,
+    ) {
+        let g = &a.geo;
+        let n_in = (R - 1) * S + K;
+        let taps = a.cin * K * K;
+        let wt = g.filter.wrapping_add(u.tile * taps * CONV_CO_TILE);
+        let iy0 = (u.oy * S) as isize - g.pt as isize;
+        let mut acc = [[_mm512_setzero_ps(); R]; CONV_CO_TILE];
+        for c in 0..a.cin {
+            let xc =
+                g.x.wrapping_offset(u.n as isize * g.x_sn + c as isize * g.x_sc);
+            let wc = wt.wrapping_add(c * K * K * CONV_CO_TILE);
+            // Unrolled by hand so that the sums, indexed by the row, stay in registers.
+            unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10] {
+                let iy = iy0 + i as isize;
+                if i < n_in && iy >= 0 && iy < g.h as isize {
+                    let row = xc.wrapping_offset(iy * g.x_sh);
+                    for (kx, col) in cols.iter().enumerate().take(K) {
+                        let src = row.wrapping_offset(col.ix0);
+                        // SAFETY (loads): masked-off lanes are not read; the others are
+                        // in the row.
+                        let t = unsafe {
+                            if S == 1 {
+                                _mm512_maskz_loadu_ps(col.lo, src)
+                            } else {
+                                let v0 = _mm512_maskz_loadu_ps(col.lo, src);
+                                let v1 = _mm512_maskz_loadu_ps(col.hi, src.wrapping_add(16));
+                                _mm512_permutex2var_ps(v0, even, v1)
+                            }
+                        };
+                        unroll!(r in [0, 1, 2] {
+                            if r < R && i >= r * S && i - r * S < K {
+                                let ky = i - r * S;
+                                let wp = wc.wrapping_add((ky * K + kx) * CONV_CO_TILE);
+                                unroll!(o in [0, 1, 2, 3, 4, 5, 6, 7] {
+                                    // SAFETY: a tap of the packed filter.
+                                    let wv = _mm512_set1_ps(unsafe { *wp.add(o) });
+                                    acc[o][r] = _mm512_fmadd_ps(wv, t, acc[o][r]);
+                                });
+                            }
+                        });
+                    }
+                }
+            });
+        }
+        // Unrolled by hand (as are the multiply-adds): a sum indexed by a loop variable
+        // when SROA runs stays in memory, stored after every multiply-add.
+        let o0 = u.tile * CONV_CO_TILE;
+        unroll!(o in [0, 1, 2, 3, 4, 5, 6, 7] {
+            if o0 + o < g.c {
+                unroll!(r in [0, 1, 2] {
+                    if r < R {
+                        // SAFETY: this block's live outputs.
+                        unsafe { store(a, u.n, o0 + o, u.oy + r, ox0, live, acc[o][r]) };
+                    }
+                });
+            }
+        });
+    }
+
+    /// Adds the bias and residual, applies the activation and stores the `live` lanes of
+    /// output channel `o`, row `oy`, from column `ox0`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn store(a: &ConvArgs, n: usize, o: usize, oy: usize, ox0: usize, live: u16, v: __m512) {
+        let g = &a.geo;
+        let mut v = v;
+        if !g.bias.is_null() {
+            // SAFETY: channel `o` of the described bias.
+            v = _mm512_add_ps(
+                v,
+                _mm512_set1_ps(unsafe { *g.bias.offset(o as isize * g.bias_sc) }),
+            );
+        }
+        let at = n as isize * g.y_sn + o as isize * g.y_sc + oy as isize * g.y_sh + ox0 as isize;
+        if !g.res.is_null() {
+            // SAFETY: the live lanes of this output row block.
+            v = _mm512_add_ps(v, unsafe {
+                _mm512_maskz_loadu_ps(live, g.res.wrapping_offset(at))
+            });
+        }
+        v = match g.act {
+            // max(0, v) returns v when v is NaN (the second operand).
+            1 => _mm512_max_ps(_mm512_setzero_ps(), v),
+            2 if g.lo.is_nan() || g.hi.is_nan() => _mm512_set1_ps(f32::NAN),
+            2 => _mm512_min_ps(_mm512_set1_ps(g.hi), _mm512_max_ps(_mm512_set1_ps(g.lo), v)),
+            _ => v,
+        };
+        // SAFETY: the live lanes of this output row block.
+        unsafe { _mm512_mask_storeu_ps(g.y.wrapping_offset(at), live, v) };
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> f32 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+        fn below(&mut self, m: usize) -> usize {
+            ((self.next() + 1.0) * 0.5 * m as f32) as usize % m
+        }
+    }
+
+    /// The definition over the dense filter, summed in f64.
+    #[allow(clippy::too_many_arguments)]
+    fn naive(a: &ConvArgs, x: &[f32], f: &[f32], bias: &[f32], res: Option<&[f32]>) -> Vec<f32> {
+        let g = &a.geo;
+        let mut y = vec![0.0; g.n * g.c * g.oh * g.ow];
+        for n in 0..g.n {
+            for o in 0..g.c {
+                for oy in 0..g.oh {
+                    for ox in 0..g.ow {
+                        let mut s = 0.0f64;
+                        for c in 0..a.cin {
+                            for ky in 0..g.kh {
+                                for kx in 0..g.kw {
+                                    let iy = (oy * g.sh + ky) as isize - g.pt as isize;
+                                    let ix = (ox * g.sw + kx) as isize - g.pl as isize;
+                                    if iy < 0 || ix < 0 || iy >= g.h as isize || ix >= g.w as isize
+                                    {
+                                        continue;
+                                    }
+                                    let xv = x
+                                        [((n * a.cin + c) * g.h + iy as usize) * g.w + ix as usize];
+                                    let wv = f[((o * a.cin + c) * g.kh + ky) * g.kw + kx];
+                                    s += f64::from(xv) * f64::from(wv);
+                                }
+                            }
+                        }
+                        let at = ((n * g.c + o) * g.oh + oy) * g.ow + ox;
+                        let mut v = s as f32 + bias[o];
+                        if let Some(r) = res {
+                            v += r[at];
+                        }
+                        y[at] = match g.act {
+                            1 => v.max(0.0),
+                            2 => v.max(g.lo).min(g.hi),
+                            _ => v,
+                        };
+                    }
+                }
+            }
+        }
+        y
+    }
+
+    /// Random shapes (3×3, 5×5, 7×7; strides 1 and 2; paddings; channel counts that do not
+    /// fill a tile; rows that do not fill a block), epilogues: the vector path (where the
+    /// CPU has it), a pool of workers and the portable path match the definition, and the
+    /// pooled run equals the serial one bit for bit.
+    #[test]
+    fn conv_matches_the_definition() {
+        let mut r = Lcg(17);
+        let pool = crate::ThreadPool::new(3).expect("pool");
+        let mut done = 0;
+        for case in 0..200 {
+            let k = [3, 5, 7][r.below(3)];
+            let s = 1 + r.below(2);
+            let (h, w) = (
+                1 + r.below(24),
+                1 + r.below(if case % 4 == 0 { 90 } else { 40 }),
+            );
+            let (pt, pl, pb, pr) = (r.below(k), r.below(k), r.below(k), r.below(k));
+            let eh = (h + pt + pb) as isize - k as isize;
+            let ew = (w + pl + pr) as isize - k as isize;
+            if eh < 0 || ew < 0 {
+                continue;
+            }
+            done += 1;
+            let (oh, ow) = (eh as usize / s + 1, ew as usize / s + 1);
+            let (n, cin, cout) = (1 + r.below(2), 1 + r.below(4), 1 + r.below(20));
+            let x: Vec<f32> = (0..n * cin * h * w).map(|_| r.next()).collect();
+            let f: Vec<f32> = (0..cout * cin * k * k).map(|_| r.next()).collect();
+            let bias: Vec<f32> = (0..cout).map(|_| r.next()).collect();
+            let res: Vec<f32> = (0..n * cout * oh * ow).map(|_| r.next()).collect();
+            let packed = pack_conv_filter(cout, cin, k, k, &f).expect("pack");
+            let with_res = case % 3 == 0;
+            let a = ConvArgs {
+                geo: DwArgs {
+                    n,
+                    c: cout,
+                    h,
+                    w,
+                    oh,
+                    ow,
+                    kh: k,
+                    kw: k,
+                    sh: s,
+                    sw: s,
+                    dh: 1,
+                    dw: 1,
+                    pt,
+                    pl,
+                    x: x.as_ptr(),
+                    x_sn: (cin * h * w) as isize,
+                    x_sc: (h * w) as isize,
+                    x_sh: w as isize,
+                    filter: packed.as_ptr(),
+                    bias: bias.as_ptr(),
+                    bias_sc: 1,
+                    res: if with_res {
+                        res.as_ptr()
+                    } else {
+                        core::ptr::null()
+                    },
+                    y: core::ptr::null_mut(),
+                    y_sn: (cout * oh * ow) as isize,
+                    y_sc: (oh * ow) as isize,
+                    y_sh: ow as isize,
+                    act: case % 3,
+                    lo: -0.5,
+                    hi: 0.75,
+                },
+                cin,
+            };
+            let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
+            let tol = 1e-5 * (cin * k * k) as f32;
+            let check = |y: &[f32], what: &str| {
+                let bad = y
+                    .iter()
+                    .zip(&want)
+                    .position(|(p, q)| (p - q).abs() > tol * q.abs().max(1.0));
+                if let Some(i) = bad {
+                    panic!(
+                        "case {case} {what}: {a:?}: element {i}: {} vs {}",
+                        y[i], want[i]
+                    );
+                }
+            };
+            let mut runs = Vec::new();
+            for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
+                let mut y = vec![f32::NAN; want.len()];
+                let mut args = a;
+                args.geo.y = y.as_mut_ptr();
+                unsafe { nnefc_conv(&args, par) };
+                check(&y, "vector");
+                runs.push(y);
+            }
+            assert!(
+                runs[0]
+                    .iter()
+                    .zip(&runs[1])
+                    .all(|(p, q)| p.to_bits() == q.to_bits()),
+                "case {case}: serial and pooled runs differ"
+            );
+            let mut y = vec![f32::NAN; want.len()];
+            let mut args = a;
+            args.geo.y = y.as_mut_ptr();
+            let units = n * cout.div_ceil(CONV_CO_TILE) * oh.div_ceil(BAND);
+            for u in 0..units {
+                let (nn, rest) = (u / (units / n), u % (units / n));
+                let bands = oh.div_ceil(BAND);
+                let oy = (rest % bands) * BAND;
+                let unit = Unit {
+                    n: nn,
+                    tile: rest / bands,
+                    oy,
+                    rows: BAND.min(oh - oy),
+                };
+                unsafe { unit_body(&args, unit) };
+            }
+            check(&y, "portable");
+        }
+        assert!(done > 100, "only {done} cases");
+    }
+
+    #[test]
+    fn packing_rejects_a_short_filter() {
+        assert!(pack_conv_filter(2, 3, 3, 3, &[0.0; 53]).is_err());
+        assert_eq!(
+            pack_conv_filter(2, 1, 1, 1, &[1.0, 2.0]).unwrap(),
+            vec![1.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        );
+    }
+}
