@@ -158,6 +158,7 @@ fn keep_runtime_linked() {
     std::hint::black_box(nnefc_runtime::nnefc_sgemm_batch_parallel as *const ());
     std::hint::black_box(nnefc_runtime::nnefc_dwconv as *const ());
     std::hint::black_box(nnefc_runtime::nnefc_maxpool as *const ());
+    std::hint::black_box(nnefc_runtime::nnefc_conv as *const ());
 }
 
 impl LoadedModel {

@@ -276,6 +276,14 @@ pub enum DwOp {
     /// Depthwise convolution (`nnefc_dwconv`): the filter `[c, 1, kh, kw]` (dense), the
     /// bias and its stride between channels (0: one value).
     Conv { filter: BufId, bias: (BufId, i64) },
+    /// Dense convolution of `cin` input channels into the call's channels
+    /// (`nnefc_conv`): the filter packed by `nnefc_runtime::pack_conv_filter`, the bias
+    /// and its stride between output channels.
+    Dense {
+        filter: BufId,
+        bias: (BufId, i64),
+        cin: usize,
+    },
     /// `max_pool` with the `ignore` border (`nnefc_maxpool`): taps outside the input are
     /// skipped.
     Max,
@@ -285,7 +293,9 @@ impl DwCall {
     /// Every buffer the call reads or writes: input, filter, bias, residual, output.
     pub fn buffers(&self) -> Vec<BufId> {
         let (filter, bias) = match self.op {
-            DwOp::Conv { filter, bias } => (Some(filter), Some(bias.0)),
+            DwOp::Conv { filter, bias } | DwOp::Dense { filter, bias, .. } => {
+                (Some(filter), Some(bias.0))
+            }
             DwOp::Max => (None, None),
         };
         [Some(self.x.0), filter, bias, self.residual, Some(self.y.0)]
@@ -499,17 +509,26 @@ impl fmt::Display for Program {
                 Step::Kernel(k) => write!(f, "{k}")?,
                 Step::Depthwise(d) => {
                     let [n, c, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl] = d.dims;
+                    let cx = match d.op {
+                        DwOp::Dense { cin, .. } => cin,
+                        _ => c,
+                    };
                     let (name, op) = match d.op {
                         DwOp::Conv { filter, bias } => (
                             "dwconv",
                             format!(" * b{}[{kh},{kw}]", filter.0)
                                 + &format!(" bias=b{}/{}", bias.0.0, bias.1),
                         ),
+                        DwOp::Dense { filter, bias, cin } => (
+                            "conv",
+                            format!(" from {cin} channels * b{}[{kh},{kw}]", filter.0)
+                                + &format!(" bias=b{}/{}", bias.0.0, bias.1),
+                        ),
                         DwOp::Max => ("maxpool", format!(" window=[{kh},{kw}]")),
                     };
                     writeln!(
                         f,
-                        "{name} b{}[{n},{c},{oh},{ow}] = b{}@{}[{n},{c},{h},{w}]{op} \
+                        "{name} b{}[{n},{c},{oh},{ow}] = b{}@{}[{n},{cx},{h},{w}]{op} \
                          stride=({sh},{sw}) dilation=({dh},{dw}) pad=({pt},{pl}){} {:?} parallel",
                         d.y.0.0,
                         d.x.0.0,

@@ -569,6 +569,8 @@ const GEMM_ARGS_SIZE: u32 = 13 * 8;
 const EPILOGUE_SIZE: u32 = 32;
 /// Bytes of the runtime's `DwArgs` on a 64-bit target: 27 words and two f32.
 const DW_ARGS_SIZE: u32 = 27 * 8 + 8;
+/// `nnefc_runtime::ConvArgs`: the depthwise record, then the input channel count.
+const CONV_ARGS_SIZE: u32 = DW_ARGS_SIZE + 8;
 /// Most products one `nnefc_sgemm_batch_parallel` call takes (bounds the entry point's
 /// stack: 64 · 136 bytes).
 const BATCH_CHUNK: usize = 64;
@@ -888,21 +890,23 @@ fn define_body(
     } else {
         None
     };
-    let has_max = program
-        .steps
-        .iter()
-        .any(|s| matches!(s, Step::Depthwise(d) if d.op == DwOp::Max));
-    let dw_ref = if has_dw
-        && program
+    let uses = |f: fn(&DwOp) -> bool| {
+        program
             .steps
             .iter()
-            .any(|s| matches!(s, Step::Depthwise(d) if d.op != DwOp::Max))
-    {
+            .any(|s| matches!(s, Step::Depthwise(d) if f(&d.op)))
+    };
+    let dw_ref = if uses(|op| matches!(op, DwOp::Conv { .. })) {
         Some(import("nnefc_dwconv", 2)?)
     } else {
         None
     };
-    let max_ref = if has_max {
+    let conv_ref = if uses(|op| matches!(op, DwOp::Dense { .. })) {
+        Some(import("nnefc_conv", 2)?)
+    } else {
+        None
+    };
+    let max_ref = if uses(|op| matches!(op, DwOp::Max)) {
         Some(import("nnefc_maxpool", 2)?)
     } else {
         None
@@ -1075,7 +1079,7 @@ fn define_body(
         let dw_args = has_dw.then(|| {
             b.create_sized_stack_slot(StackSlotData::new(
                 StackSlotKind::ExplicitSlot,
-                DW_ARGS_SIZE,
+                CONV_ARGS_SIZE,
                 3,
             ))
         });
@@ -1286,6 +1290,7 @@ fn define_body(
                 (Step::Depthwise(d), _) => {
                     let f_dw = match d.op {
                         DwOp::Conv { .. } => dw_ref,
+                        DwOp::Dense { .. } => conv_ref,
                         DwOp::Max => max_ref,
                     }
                     .ok_or_else(|| CodegenError::Internal("dwconv not declared".into()))?;
@@ -1295,7 +1300,7 @@ fn define_body(
                     let x = buf_ptr(&mut b, d.x.0)?;
                     let x = b.ins().iadd_imm_s(x, d.x.1 * 4);
                     let (filter, bias, bias_sc) = match d.op {
-                        DwOp::Conv { filter, bias } => {
+                        DwOp::Conv { filter, bias } | DwOp::Dense { filter, bias, .. } => {
                             (buf_ptr(&mut b, filter)?, buf_ptr(&mut b, bias.0)?, bias.1)
                         }
                         DwOp::Max => {
@@ -1337,6 +1342,10 @@ fn define_body(
                     let hi = b.ins().f32const(hi);
                     b.ins().store(store, lo, args, at);
                     b.ins().store(store, hi, args, at + 4);
+                    if let DwOp::Dense { cin, .. } = d.op {
+                        let cin = b.ins().iconst(ptr, cin as i64);
+                        b.ins().store(store, cin, args, at + 8);
+                    }
                     b.ins().call(f_dw, &[args, par]);
                 }
                 _ => return Err(CodegenError::Internal("kernel without a function".into())),

@@ -261,6 +261,25 @@ pub(super) fn conv(
     if let Some(fw) = &filter_const
         && sp == 2
         && groups == 1
+        && lw.runtime_depthwise
+        && !lw.direct_only
+        && few_channels(c, &stride)
+        && nnefc_runtime::conv_supported(
+            io.fs[2],
+            io.fs[3],
+            stride[0],
+            stride[1],
+            dilation[0],
+            dilation[1],
+        )
+        && matches!(a.border, Border::Constant | Border::Ignore)
+        && src.strides[3] == 1
+    {
+        return direct_call(lw, &src, &geo, &io, &stride, fw);
+    }
+    if let Some(fw) = &filter_const
+        && sp == 2
+        && groups == 1
         && !lw.direct_only
         && !lw.self_contained
         && io.fs[2..] == [3, 3]
@@ -641,6 +660,87 @@ fn depthwise_call(
         op: DwOp::Conv {
             filter,
             bias: (bias, bias_sc),
+        },
+        residual,
+        y: (y, [ost[0], ost[1], ost[2]]),
+        activation,
+    }));
+    Ok(())
+}
+
+/// Whether a convolution of `cin` input channels goes to the runtime's direct kernel
+/// ([`direct_call`]) rather than im2col + GEMM. Measured on this project's Zen 4 machine,
+/// one thread (scratch benchmark of `nnefc_conv`, against `nnefc bench --profile
+/// --per-step` for the im2col + GEMM steps):
+///
+/// | layer | direct | im2col + GEMM |
+/// |---|---|---|
+/// | 3→64, 7×7 s2, 224² (resnet18) | 2.67 ms | 3.57 ms |
+/// | 3→32, 3×3 s2, 224² (mobilenet_v2) | 0.26 ms | 0.49 ms |
+/// | 3→64, 3×3 s2, 224² (squeezenet1_1) | 0.52 ms | 0.58 ms |
+/// | 16→64, 3×3 s1, 55² (squeezenet1_1 fire) | 0.57 ms | 0.63 ms |
+///
+/// Stride 1 keeps the kernel at 95–100 GFLOP/s up to 16 input channels (a load per tap
+/// column); stride 2 costs a permute per tap and is only taken for image inputs. Beyond,
+/// the GEMM (and from 32 channels Winograd) wins on reduction length.
+fn few_channels(cin: usize, stride: &[usize]) -> bool {
+    cin <= 4 || (cin <= 16 && stride.iter().all(|&s| s == 1))
+}
+
+/// Dense 2-D conv of few input channels as one call of the runtime's direct kernel
+/// ([`Step::Depthwise`] with [`DwOp::Dense`], `nnefc_conv`): the input read in place (zero
+/// padding is the kernel's), the filter packed at compile time
+/// (`nnefc_runtime::pack_conv_filter`), bias, fused residual and activation in its
+/// epilogue.
+fn direct_call(
+    lw: &mut Lowering<'_>,
+    src: &View,
+    geo: &Geometry,
+    io: &ConvIo,
+    stride: &[usize],
+    filter: &[f32],
+) -> Result<(), CodegenError> {
+    let (cin, cout) = (io.xs[1], io.ys[1]);
+    let packed = nnefc_runtime::pack_conv_filter(cout, cin, io.fs[2], io.fs[3], filter)
+        .map_err(|e| CodegenError::Internal(format!("packing the filter: {e:?}")))?;
+    let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let filter = lw.const_buf(bytes, DType::F32, packed.len());
+    let fusion = fusion(lw, io)?;
+    let (out, activation, residual) = match &fusion {
+        Some(f) => (f.out, f.activation, f.residual),
+        None => (io.y, Activation::None, None),
+    };
+    let (bias_sc, _) = bias_strides(lw, io.b, cout)?;
+    let bias = lw.buf(io.b)?;
+    let y = lw.buf(out)?;
+    let residual = residual.map(|r| lw.buf(r)).transpose()?;
+    let ost = strides(&io.ys);
+    lw.prog.steps.push(Step::Depthwise(DwCall {
+        dims: [
+            io.xs[0],
+            cout,
+            io.xs[2],
+            io.xs[3],
+            io.ys[2],
+            io.ys[3],
+            io.fs[2],
+            io.fs[3],
+            stride[0],
+            stride[1],
+            1,
+            1,
+            geo.front[2],
+            geo.front[3],
+        ],
+        x: (
+            src.buf,
+            src.offset,
+            [src.strides[0], src.strides[1], src.strides[2]],
+        ),
+        op: DwOp::Dense {
+            filter,
+            bias: (bias, bias_sc),
+            cin,
         },
         residual,
         y: (y, [ost[0], ost[1], ost[2]]),

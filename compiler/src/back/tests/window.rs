@@ -1198,3 +1198,53 @@ fn max_pool_both_paths_random() {
     loops.target = Some(target_lexicon::Triple::host().to_string());
     build().check_with(&loops);
 }
+
+/// Dense 2-D convs of few input channels through both of their code paths, each against
+/// the interpreter: the runtime's direct kernel (`conv … from C channels` in the kernel
+/// dump, chosen for 3×3/5×5/7×7 filters with equal strides when the target has AVX-512)
+/// and im2col + GEMM (a target without it). 1–4 channels with stride 2 and up to 16 with
+/// stride 1, output channel counts that do not fill a tile of 8, rows that do not fill a
+/// 16-lane block, asymmetric and automatic padding (epilogues: the runtime test).
+#[test]
+fn direct_conv_both_paths_random() {
+    let build = || {
+        let mut r = Rng::new(53);
+        let mut b = Batch::new();
+        while b.len() < 30 {
+            let mut a = conv_attrs(&mut r, 2, false);
+            let k = [3, 5, 7][r.below(3)];
+            let s = 1 + r.below(2);
+            a.stride = vec![s, s];
+            a.dilation = Vec::new();
+            let cin = if s == 1 {
+                1 + r.below(16)
+            } else {
+                1 + r.below(4)
+            };
+            let (n, cout) = (1 + r.below(2), 1 + r.below(20));
+            let xs = vec![n, cin, k + r.below(20), k + r.below(40)];
+            let fs = vec![cout, cin, k, k];
+            let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
+            let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
+            let bias = r.tensor(DType::F32, &[1, cout], -1.0, 1.0);
+            b.add(
+                format!("conv x{xs:?} f{fs:?} {a:?}"),
+                Op::Conv(a),
+                vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)],
+            );
+        }
+        b
+    };
+    let native = opts("dcn");
+    let uses_runtime = crate::back::object::target_has_avx512(&native).unwrap();
+    let g = build().g;
+    let plan = crate::passes::memory_plan::plan(&g).unwrap();
+    let dump = crate::back::kernels(&g, &plan, &native)
+        .unwrap()
+        .to_string();
+    assert_eq!(dump.contains(" channels * b"), uses_runtime, "{dump}");
+    build().check_with(&native);
+    let mut loops = opts("dcl");
+    loops.target = Some(target_lexicon::Triple::host().to_string());
+    build().check_with(&loops);
+}
