@@ -305,12 +305,11 @@ mod avx512 {
     }
 
     /// What tap column `kx` reads for a block of 16 output columns: the first input column
-    /// and the masks of the one (stride 1) or two (stride 2) loads.
+    /// and (stride 1) the lanes inside the row.
     #[derive(Clone, Copy, Default)]
     struct Col {
         ix0: isize,
         lo: u16,
-        hi: u16,
     }
 
     /// One unit ([`Unit`]) of the convolution.
@@ -348,32 +347,29 @@ mod avx512 {
     unsafe fn blocks<const K: usize, const S: usize, const R: usize>(a: &ConvArgs, u: Unit) {
         let g = &a.geo;
         let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        let (w, sw) = (g.w as isize, S as isize);
+        let w = g.w as isize;
         let mut cols = [Col::default(); 7];
         let mut ox0 = 0;
         while ox0 < g.ow {
             let cnt = (g.ow - ox0).min(16) as isize;
             for (kx, col) in cols.iter_mut().enumerate().take(K) {
                 let ix0 = (ox0 * S + kx) as isize - g.pl as isize;
-                *col = if S == 1 {
-                    Col {
-                        ix0,
-                        lo: lanes(-ix0, (w - ix0).min(cnt)),
-                        hi: 0,
-                    }
-                } else {
-                    // Elements e < 2·count − 1 from ix0 inside the row; the taps are the
-                    // even ones.
-                    let (lo, hi) = ((-ix0).max(0), (w - ix0).min(sw * cnt - 1));
-                    Col {
-                        ix0,
-                        lo: lanes(lo, hi),
-                        hi: lanes(lo - 16, hi - 16),
-                    }
+                *col = Col {
+                    ix0,
+                    lo: lanes(-ix0, (w - ix0).min(cnt)),
                 };
             }
+            // Stride 2: elements e < 2·count + K − 2 from tap 0's first column that are in
+            // the row, in three loads of 16 (see `block`).
+            let ix0 = (ox0 * S) as isize - g.pl as isize;
+            let (lo, hi) = ((-ix0).max(0), (w - ix0).min(2 * cnt + K as isize - 2));
+            let s2 = [
+                lanes(lo, hi),
+                lanes(lo - 16, hi - 16),
+                lanes(lo - 32, hi - 32),
+            ];
             // SAFETY: this block of the unit.
-            unsafe { block::<K, S, R>(a, u, ox0, lanes(0, cnt), &cols, even) };
+            unsafe { block::<K, S, R>(a, u, ox0, lanes(0, cnt), &cols, s2, even) };
             ox0 += 16;
         }
     }
@@ -389,8 +385,10 @@ mod avx512 {
         ox0: usize,
         live: u16,
         cols: &[Col; 7],
+        s2: [u16; 3],
         even: __m512i,
     ) {
+        let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
         let g = &a.geo;
         let n_in = (R - 1) * S + K;
         let taps = a.cin * K * K;
@@ -406,18 +404,46 @@ mod avx512 {
                 let iy = iy0 + i as isize;
                 if i < n_in && iy >= 0 && iy < g.h as isize {
                     let row = xc.wrapping_offset(iy * g.x_sh);
-                    for (kx, col) in cols.iter().enumerate().take(K) {
-                        let src = row.wrapping_offset(col.ix0);
-                        // SAFETY (loads): masked-off lanes are not read; the others are
-                        // in the row.
-                        let t = unsafe {
-                            if S == 1 {
-                                _mm512_maskz_loadu_ps(col.lo, src)
-                            } else {
-                                let v0 = _mm512_maskz_loadu_ps(col.lo, src);
-                                let v1 = _mm512_maskz_loadu_ps(col.hi, src.wrapping_add(16));
-                                _mm512_permutex2var_ps(v0, even, v1)
-                            }
+                    // Stride 2: the row's elements e (from tap 0's first column) in three
+                    // loads, deinterleaved once; tap kx = 2m reads evens m.., kx = 2m + 1
+                    // odds m.. (a lane shift of the first 16 with the next few).
+                    let (e0, o0, eh, oh) = if S == 2 {
+                        let src = row.wrapping_offset(cols[0].ix0);
+                        // SAFETY: masked-off lanes are not read; the others are in the row.
+                        let (v0, v1, v2) = unsafe {
+                            (
+                                _mm512_maskz_loadu_ps(s2[0], src),
+                                _mm512_maskz_loadu_ps(s2[1], src.wrapping_add(16)),
+                                _mm512_maskz_loadu_ps(s2[2], src.wrapping_add(32)),
+                            )
+                        };
+                        (
+                            _mm512_castps_si512(_mm512_permutex2var_ps(v0, even, v1)),
+                            _mm512_castps_si512(_mm512_permutex2var_ps(v0, odd, v1)),
+                            _mm512_castps_si512(_mm512_permutexvar_ps(even, v2)),
+                            _mm512_castps_si512(_mm512_permutexvar_ps(odd, v2)),
+                        )
+                    } else {
+                        let z = _mm512_setzero_si512();
+                        (z, z, z, z)
+                    };
+                    unroll!(kx in [0, 1, 2, 3, 4, 5, 6] {
+                      if kx < K {
+                        let col = &cols[kx];
+                        let t = if S == 1 {
+                            // SAFETY: masked-off lanes are not read; the others are in
+                            // the row.
+                            unsafe { _mm512_maskz_loadu_ps(col.lo, row.wrapping_offset(col.ix0)) }
+                        } else {
+                            _mm512_castsi512_ps(match kx {
+                                0 => e0,
+                                1 => o0,
+                                2 => _mm512_alignr_epi32::<1>(eh, e0),
+                                3 => _mm512_alignr_epi32::<1>(oh, o0),
+                                4 => _mm512_alignr_epi32::<2>(eh, e0),
+                                5 => _mm512_alignr_epi32::<2>(oh, o0),
+                                _ => _mm512_alignr_epi32::<3>(eh, e0),
+                            })
                         };
                         unroll!(r in [0, 1, 2] {
                             if r < R && i >= r * S && i - r * S < K {
@@ -430,7 +456,8 @@ mod avx512 {
                                 });
                             }
                         });
-                    }
+                      }
+                    });
                 }
             });
         }
