@@ -368,6 +368,22 @@ mod avx512 {
                 lanes(lo - 16, hi - 16),
                 lanes(lo - 32, hi - 32),
             ];
+            // The next block's output lines, for writing: a model's outputs are usually out
+            // of cache (the arena is larger than L3), and a store that misses waits for
+            // the line to be read (resnet18's first layer: 2.2 ms warm, 2.6 ms cold).
+            if ox0 + 16 < g.ow {
+                let at = u.n as isize * g.y_sn + (ox0 + 16) as isize;
+                for o in u.tile * CONV_CO_TILE..g.c.min((u.tile + 1) * CONV_CO_TILE) {
+                    for r in 0..R {
+                        let p = g.y.wrapping_offset(
+                            at + o as isize * g.y_sc + (u.oy + r) as isize * g.y_sh,
+                        );
+                        // A hint: never faults. 16 floats span two lines unless aligned.
+                        _mm_prefetch::<_MM_HINT_ET0>(p.cast());
+                        _mm_prefetch::<_MM_HINT_ET0>(p.wrapping_add(15).cast());
+                    }
+                }
+            }
             // SAFETY: this block of the unit.
             unsafe { block::<K, S, R>(a, u, ox0, lanes(0, cnt), &cols, s2, even) };
             ox0 += 16;
