@@ -38,10 +38,10 @@ pub mod weights;
 pub use dwconv::{DwArgs, nnefc_dwconv};
 pub use gemm::{
     GemmArgs, GemmEpilogue, nnefc_sgemm, nnefc_sgemm_batch_parallel, nnefc_sgemm_packed_a,
-    nnefc_sgemm_parallel, packed_a_len, sgemm_scratch_bytes,
+    nnefc_sgemm_parallel, packed_a_lanes_len, packed_a_len, sgemm_scratch_bytes,
 };
 #[cfg(feature = "std")]
-pub use gemm::{pack_a, try_pack_a};
+pub use gemm::{pack_a, pack_a_lanes, try_pack_a, try_pack_a_lanes};
 pub use model::{DType, ModelInfo, TensorInfo};
 pub use parallel::{Parallel, ParallelForFn, TaskFn};
 #[cfg(feature = "std")]
