@@ -24,13 +24,21 @@
 //! thread split changes which operations produce an element.
 //!
 //! # Tiles
-//! The AVX-512 tile holds [`PANELS`] panels (32 rows) × up to [`COLS`] columns of C in
-//! 28 accumulators: per `kk`, two panel loads, 14 broadcasts of `B[kk][j]` read straight
+//! The AVX-512 tile holds one panel (16 rows) × up to [`COLS`] = 28 columns of C in 28
+//! accumulators: per `kk`, one panel load, 28 broadcasts of `B[kk][j]` read straight
 //! from B (no packing of B, so no scratch) and 28 fused multiply-adds. The columns of C
-//! are cut into `ceil(n/COLS)` tiles of near-equal width (49 = 13 + 12 + 12 + 12), each
-//! width a monomorphized copy. Block sums, the old C and the epilogue go through a
-//! stack tile in lane order, which is then copied into C row by row (masked for the rows
-//! of the last panel past `m`).
+//! are cut into `ceil(n/COLS)` tiles of near-equal width (49 = 25 + 24), each width a
+//! monomorphized copy. Block sums, the old C and the epilogue go through a stack tile in
+//! lane order (column `j` of the tile is one vector); 16×16 register transposes turn it
+//! into rows of C, stored with the mask of the valid columns, for the valid rows only.
+//!
+//! Shape measured on the AMD Zen 4 machine (one core, scratch benchmark of
+//! `nnefc_sgemm_parallel` against `nnefc_sgemm_packed_a`, GFLOP/s for 1280×49×320,
+//! 960×49×160, 576×196×96, 16×12544×32): 2 panels × 14 columns 107.8, 100.6, 93.0, 61.0;
+//! 3 × 9: 107.2, 99.7, 92.2, 58.0; 4 × 6: 104.2, 94.2, 83.6, 47.0; 1 × 16: 105.0, 95.5,
+//! 88.5, 58.5; 1 × 24: 106.0, 97.0, 93.4, 65.9; 1 × 28: 108.7, 102.4, 96.1, 69.7 (before
+//! the register transposes, with a scalar copy into C). One panel wins although it loads
+//! more per multiply-add: the A panel of a tile stays in L1 across its column tiles.
 //!
 //! Not here: choosing this format (the compiler does, per shape), threads (`split`).
 
@@ -41,11 +49,11 @@ use super::kernels::activate;
 
 /// Rows per lane panel: one AVX-512 vector of f32. Part of the format.
 pub const LANES: usize = 16;
-/// Panels per tile (the last odd panel of a product goes alone).
-const PANELS: usize = 2;
-/// Widest column tile: `PANELS · COLS` accumulators plus the panel loads and a broadcast
-/// fit the 32 vector registers.
-const COLS: usize = 14;
+/// Widest column tile: `COLS` accumulators plus the panel load and a broadcast fit the
+/// 32 vector registers.
+const COLS: usize = 28;
+/// Columns of the stack tile: `COLS` rounded up to whole 16×16 transposes.
+const BUF_COLS: usize = COLS.div_ceil(LANES) * LANES;
 
 /// Which tile code runs (decided once per product from the CPU's 6-row kernel, so every
 /// part of a split product uses the same one).
@@ -108,16 +116,14 @@ pub(crate) unsafe fn pack(
     }
 }
 
-/// The stack tile: column `j`'s `16·P` rows at `j·16·P` (`P ≤ PANELS`), 64-byte aligned.
+/// The stack tile: column `j` of a tile (its 16 rows) at `j·16`, 64-byte aligned.
 #[repr(C, align(64))]
-struct TileBuf([f32; LANES * PANELS * COLS]);
+struct TileBuf([f32; LANES * BUF_COLS]);
 
 /// One tile: where it is and what its epilogue needs.
 struct Tile {
-    /// Panel 0 of the tile at `kk = 0`.
+    /// The tile's panel at `kk = 0`.
     a: *const f32,
-    /// Floats between consecutive panels (`16·k`).
-    pstride: usize,
     /// `B[0][j0]`.
     b: *const f32,
     rsb: isize,
@@ -125,7 +131,7 @@ struct Tile {
     /// `C[row0][j0]`.
     c: *mut f32,
     rsc: isize,
-    /// Valid rows (≤ 16·P) and columns (≤ COLS).
+    /// Valid rows (≤ 16) and columns (≤ COLS).
     rows: usize,
     cols: usize,
     /// Row bias at `row0` and column bias at `j0` (null: none).
@@ -141,9 +147,7 @@ struct Tile {
 /// problem (the `nnefc_sgemm` contract); `imp` is supported by the CPU.
 pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilogue) {
     let (m, n, k) = (p.m, p.n, p.k);
-    let panels = m.div_ceil(LANES);
     let tiles = n.div_ceil(COLS);
-    let pstride = LANES * k;
     let bias_row = if epi.bias_kind == 1 {
         epi.bias
     } else {
@@ -154,24 +158,24 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
     } else {
         core::ptr::null()
     };
-    let mut p0 = 0;
-    while p0 < panels {
-        let pp = PANELS.min(panels - p0);
-        let row0 = p0 * LANES;
+    // Zeroed once: a tile reads columns past its width only into lanes it never stores.
+    let mut buf = TileBuf([0.0; LANES * BUF_COLS]);
+    // Panel-major: a panel (16·k floats) stays in L1 while it meets every column tile.
+    for panel in 0..m.div_ceil(LANES) {
+        let row0 = panel * LANES;
         for t in 0..tiles {
             let (j0, j1) = (t * n / tiles, (t + 1) * n / tiles);
-            // SAFETY: panel p0 of A, column j0 of B, element (row0, j0) of C and the bias
-            // entries row0 / j0 exist; the tile covers rows < m and columns < n only.
+            // SAFETY: panel `panel` of A, column j0 of B, element (row0, j0) of C and the
+            // bias entries row0 / j0 exist; the tile covers rows < m and columns < n only.
             unsafe {
                 let tile = Tile {
-                    a: ap.add(p0 * pstride),
-                    pstride,
+                    a: ap.add(panel * LANES * k),
                     b: p.b.offset(j0 as isize * p.csb),
                     rsb: p.rsb,
                     csb: p.csb,
                     c: p.c.offset(row0 as isize * p.rsc).add(j0),
                     rsc: p.rsc,
-                    rows: (pp * LANES).min(m - row0),
+                    rows: LANES.min(m - row0),
                     cols: j1 - j0,
                     bias_row: if bias_row.is_null() {
                         bias_row
@@ -184,59 +188,64 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
                         bias_col.add(j0)
                     },
                 };
-                run_tile(imp, pp, &tile, k, epi);
+                run_tile(imp, &mut buf, &tile, k, epi);
             }
         }
-        p0 += pp;
     }
 }
 
-/// Calls `$f::<P, W>($args)` for the run-time `pp ∈ 1..=PANELS` and `w ∈ 1..=COLS`.
-macro_rules! dispatch {
-    ($pp:expr, $w:expr, $f:ident($($arg:expr),*)) => {
-        match $pp {
-            1 => dispatch!(@w 1, $w, $f($($arg),*)),
-            _ => dispatch!(@w 2, $w, $f($($arg),*)),
-        }
-    };
-    (@w $p:literal, $w:expr, $f:ident($($arg:expr),*)) => {
+/// Calls `$f::<W>($args)` for the run-time width `w ∈ 1..=COLS`.
+macro_rules! by_width {
+    ($w:expr, $f:ident($($arg:expr),*)) => {
         match $w {
-            1 => $f::<$p, 1>($($arg),*),
-            2 => $f::<$p, 2>($($arg),*),
-            3 => $f::<$p, 3>($($arg),*),
-            4 => $f::<$p, 4>($($arg),*),
-            5 => $f::<$p, 5>($($arg),*),
-            6 => $f::<$p, 6>($($arg),*),
-            7 => $f::<$p, 7>($($arg),*),
-            8 => $f::<$p, 8>($($arg),*),
-            9 => $f::<$p, 9>($($arg),*),
-            10 => $f::<$p, 10>($($arg),*),
-            11 => $f::<$p, 11>($($arg),*),
-            12 => $f::<$p, 12>($($arg),*),
-            13 => $f::<$p, 13>($($arg),*),
-            _ => $f::<$p, 14>($($arg),*),
+            1 => $f::<1>($($arg),*),
+            2 => $f::<2>($($arg),*),
+            3 => $f::<3>($($arg),*),
+            4 => $f::<4>($($arg),*),
+            5 => $f::<5>($($arg),*),
+            6 => $f::<6>($($arg),*),
+            7 => $f::<7>($($arg),*),
+            8 => $f::<8>($($arg),*),
+            9 => $f::<9>($($arg),*),
+            10 => $f::<10>($($arg),*),
+            11 => $f::<11>($($arg),*),
+            12 => $f::<12>($($arg),*),
+            13 => $f::<13>($($arg),*),
+            14 => $f::<14>($($arg),*),
+            15 => $f::<15>($($arg),*),
+            16 => $f::<16>($($arg),*),
+            17 => $f::<17>($($arg),*),
+            18 => $f::<18>($($arg),*),
+            19 => $f::<19>($($arg),*),
+            20 => $f::<20>($($arg),*),
+            21 => $f::<21>($($arg),*),
+            22 => $f::<22>($($arg),*),
+            23 => $f::<23>($($arg),*),
+            24 => $f::<24>($($arg),*),
+            25 => $f::<25>($($arg),*),
+            26 => $f::<26>($($arg),*),
+            27 => $f::<27>($($arg),*),
+            _ => $f::<28>($($arg),*),
         }
     };
 }
 
 /// One tile: the old C (with `accumulate`) into the stack tile, then each k block added
-/// to it, then the epilogue, then the copy into C.
+/// to it, then the epilogue and the store into C.
 ///
 /// # Safety
-/// As for [`run`]; `t` describes a tile inside the problem, `pp ≤ PANELS`, `t.cols ≤ COLS`.
-unsafe fn run_tile(imp: Impl, pp: usize, t: &Tile, k: usize, epi: &GemmEpilogue) {
-    const _: () = assert!(PANELS == 2 && COLS == 14, "dispatch! covers these shapes");
-    let mut buf = TileBuf([0.0; LANES * PANELS * COLS]);
-    let h = pp * LANES;
+/// As for [`run`]; `t` describes a tile inside the problem, `t.cols ≤ COLS`.
+unsafe fn run_tile(imp: Impl, buf: &mut TileBuf, t: &Tile, k: usize, epi: &GemmEpilogue) {
+    const _: () = assert!(COLS == 28, "by_width! covers widths 1..=28");
     let accumulate = epi.accumulate != 0;
-    // SAFETY (whole body): the tile's rows × cols of C exist; buf holds h·cols floats.
+    // SAFETY (whole body): the tile's rows × cols of C exist; its panel holds 16·k floats
+    // from t.a; B rows < k exist for its columns.
     unsafe {
         if accumulate {
-            for r in 0..t.rows {
-                let row = t.c.offset(r as isize * t.rsc);
-                for j in 0..t.cols {
-                    buf.0[j * h + r] = *row.add(j);
-                }
+            match imp {
+                #[cfg(target_arch = "x86_64")]
+                Impl::Avx512 => avx512::load_c(buf, t),
+                Impl::Portable => load_c_portable(buf, t),
             }
         }
         // The 6-row kernels' k blocks (`driver::blocked`): equal blocks of at most KC.
@@ -250,113 +259,107 @@ unsafe fn run_tile(imp: Impl, pp: usize, t: &Tile, k: usize, epi: &GemmEpilogue)
             let out = buf.0.as_mut_ptr();
             match imp {
                 #[cfg(target_arch = "x86_64")]
-                Impl::Avx512 => {
-                    dispatch!(
-                        pp,
-                        t.cols,
-                        block_avx512(kc, a, t.pstride, b, t.rsb, t.csb, out, add)
-                    )
-                }
+                Impl::Avx512 => by_width!(t.cols, block_avx512(kc, a, b, t.rsb, t.csb, out, add)),
                 Impl::Portable => {
-                    dispatch!(
-                        pp,
-                        t.cols,
-                        block_portable(kc, a, t.pstride, b, t.rsb, t.csb, out, add)
-                    )
+                    by_width!(t.cols, block_portable(kc, a, b, t.rsb, t.csb, out, add))
                 }
             }
             pc += kc;
         }
         match imp {
             #[cfg(target_arch = "x86_64")]
-            Impl::Avx512 => finish_avx512(&mut buf, pp, t, epi),
-            Impl::Portable => finish_portable(&mut buf, pp, t, epi),
-        }
-        for r in 0..t.rows {
-            let row = t.c.offset(r as isize * t.rsc);
-            for j in 0..t.cols {
-                *row.add(j) = buf.0[j * h + r];
-            }
+            Impl::Avx512 => avx512::finish(buf, t, epi),
+            Impl::Portable => finish_portable(buf, t, epi),
         }
     }
 }
 
-/// `buf[j·16P + r] (+)= Σ_{kk < kc} A[r][kk]·B[kk][j]` for one k block, portable: each
+/// The old C of the tile into the stack tile (lane order), portable.
+///
+/// # Safety
+/// The tile's rows × cols of C exist.
+unsafe fn load_c_portable(buf: &mut TileBuf, t: &Tile) {
+    for r in 0..t.rows {
+        // SAFETY: row r < rows of the tile.
+        let row = unsafe { t.c.offset(r as isize * t.rsc) };
+        for j in 0..t.cols {
+            // SAFETY: column j < cols of the tile.
+            buf.0[j * LANES + r] = unsafe { *row.add(j) };
+        }
+    }
+}
+
+/// `buf[j·16 + r] (+)= Σ_{kk < kc} A[r][kk]·B[kk][j]` for one k block, portable: each
 /// product rounded, then added (the portable 6-row kernel's arithmetic).
 ///
 /// # Safety
-/// `a` is panel 0 of the tile at the block's first `kk` (panels `pstride` apart, `P` of
-/// them, each with `kc·16` floats from there); `B[kk][j]` at `b + kk·rsb + j·csb` exists
-/// for `kk < kc`, `j < W`; `buf` holds `16·P·W` floats.
-#[allow(clippy::too_many_arguments)]
-unsafe fn block_portable<const P: usize, const W: usize>(
+/// `a` is the tile's panel at the block's first `kk` (`kc·16` floats from there);
+/// `B[kk][j]` at `b + kk·rsb + j·csb` exists for `kk < kc`, `j < W`; `buf` holds `16·W`
+/// floats.
+unsafe fn block_portable<const W: usize>(
     kc: usize,
     a: *const f32,
-    pstride: usize,
     b: *const f32,
     rsb: isize,
     csb: isize,
     buf: *mut f32,
     add: bool,
 ) {
-    let mut acc = [[[0.0f32; LANES]; P]; W];
-    // SAFETY: the reads stay inside the panels and B rows the contract describes.
+    let mut acc = [[0.0f32; LANES]; W];
+    // SAFETY: the reads stay inside the panel and B rows the contract describes.
     unsafe {
         for kk in 0..kc {
+            let av = a.add(kk * LANES).cast::<[f32; LANES]>().read_unaligned();
             let bk = b.offset(kk as isize * rsb);
             for (j, acc_j) in acc.iter_mut().enumerate() {
                 let bj = *bk.offset(j as isize * csb);
-                for (p, acc_jp) in acc_j.iter_mut().enumerate() {
-                    let av = a
-                        .add(p * pstride + kk * LANES)
-                        .cast::<[f32; LANES]>()
-                        .read_unaligned();
-                    for r in 0..LANES {
-                        acc_jp[r] += av[r] * bj;
-                    }
+                for (s, &x) in acc_j.iter_mut().zip(&av) {
+                    *s += x * bj;
                 }
             }
         }
         for (j, acc_j) in acc.iter().enumerate() {
-            for (p, acc_jp) in acc_j.iter().enumerate() {
-                let dst = buf.add((j * P + p) * LANES);
-                for (r, &s) in acc_jp.iter().enumerate() {
-                    let d = dst.add(r);
-                    *d = if add { *d + s } else { s };
-                }
+            let dst = buf.add(j * LANES);
+            for (r, &s) in acc_j.iter().enumerate() {
+                let d = dst.add(r);
+                *d = if add { *d + s } else { s };
             }
         }
     }
 }
 
-/// Bias and activation on the stack tile, portable (the order and NaN rules of the
-/// 6-row kernels' tile epilogue).
-fn finish_portable(buf: &mut TileBuf, pp: usize, t: &Tile, epi: &GemmEpilogue) {
-    let h = pp * LANES;
-    for j in 0..t.cols {
-        for r in 0..t.rows {
-            let v = &mut buf.0[j * h + r];
-            // SAFETY: rows < t.rows and columns < t.cols of the bias exist when non-null.
+/// Bias, activation (the order and NaN rules of the 6-row kernels' tile epilogue) and the
+/// store into C, portable.
+///
+/// # Safety
+/// The tile's rows × cols of C exist, and its bias entries when non-null.
+unsafe fn finish_portable(buf: &mut TileBuf, t: &Tile, epi: &GemmEpilogue) {
+    for r in 0..t.rows {
+        // SAFETY: row r < rows of the tile.
+        let row = unsafe { t.c.offset(r as isize * t.rsc) };
+        for j in 0..t.cols {
+            let mut v = buf.0[j * LANES + r];
+            // SAFETY: rows < t.rows and columns < t.cols of C and the bias exist.
             unsafe {
                 if !t.bias_row.is_null() {
-                    *v += *t.bias_row.add(r);
+                    v += *t.bias_row.add(r);
                 }
                 if !t.bias_col.is_null() {
-                    *v += *t.bias_col.add(j);
+                    v += *t.bias_col.add(j);
                 }
+                *row.add(j) = activate(v, epi.activation, epi.lo, epi.hi);
             }
-            *v = activate(*v, epi.activation, epi.lo, epi.hi);
         }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-use avx512::{block_avx512, finish_avx512};
+use avx512::block_avx512;
 
 /// The AVX-512 tile: 16 rows of C per register.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{LANES, Tile, TileBuf};
+    use super::{BUF_COLS, LANES, Tile, TileBuf};
     use crate::gemm::GemmEpilogue;
     use core::arch::x86_64::*;
 
@@ -366,96 +369,187 @@ mod avx512 {
     /// # Safety
     /// As for [`super::block_portable`]; the CPU has AVX-512F.
     #[target_feature(enable = "avx512f")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn block_avx512<const P: usize, const W: usize>(
+    pub(super) unsafe fn block_avx512<const W: usize>(
         kc: usize,
         a: *const f32,
-        pstride: usize,
         b: *const f32,
         rsb: isize,
         csb: isize,
         buf: *mut f32,
         add: bool,
     ) {
-        // SAFETY: the loads stay inside the panels and B rows of the contract.
+        // SAFETY: the loads stay inside the panel and B rows of the contract.
         unsafe {
-            let mut acc = [[_mm512_setzero_ps(); W]; P];
+            let mut acc = [_mm512_setzero_ps(); W];
             let (mut ap, mut bp) = (a, b);
             for _ in 0..kc {
-                let av: [__m512; P] =
-                    core::array::from_fn(|p| _mm512_loadu_ps(ap.add(p * pstride)));
-                for j in 0..W {
-                    let bj = _mm512_set1_ps(*bp.offset(j as isize * csb));
-                    for p in 0..P {
-                        acc[p][j] = _mm512_fmadd_ps(av[p], bj, acc[p][j]);
-                    }
+                let av = _mm512_loadu_ps(ap);
+                for (j, s) in acc.iter_mut().enumerate() {
+                    *s = _mm512_fmadd_ps(av, _mm512_set1_ps(*bp.offset(j as isize * csb)), *s);
                 }
                 ap = ap.add(LANES);
                 bp = bp.offset(rsb);
             }
-            for j in 0..W {
-                for p in 0..P {
-                    let dst = buf.add((j * P + p) * LANES);
-                    let v = if add {
-                        _mm512_add_ps(_mm512_loadu_ps(dst), acc[p][j])
-                    } else {
-                        acc[p][j]
-                    };
-                    _mm512_storeu_ps(dst, v);
-                }
+            for (j, &s) in acc.iter().enumerate() {
+                let dst = buf.add(j * LANES);
+                let v = if add {
+                    _mm512_add_ps(_mm512_load_ps(dst), s)
+                } else {
+                    s
+                };
+                _mm512_store_ps(dst, v);
             }
         }
     }
 
-    /// As [`super::finish_portable`], 16 rows at a time: the row bias is one (masked) vector
-    /// load per panel, the activation the AVX-512 6-row kernel's NaN-propagating sequence.
+    /// Mask of lanes `0..n` (`n ≤ 16`).
+    #[inline(always)]
+    fn first(n: usize) -> __mmask16 {
+        if n >= LANES { !0 } else { (1u16 << n) - 1 }
+    }
+
+    /// Transposes a 16×16 block held as 16 vectors (unpack pairs, then 2×2, 4×4 and 8×8
+    /// blocks of 128-bit lanes): `v[i][j]` becomes `v[j][i]`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn transpose(v: &mut [__m512; LANES]) {
+        let mut t = [_mm512_setzero_ps(); LANES];
+        for i in 0..8 {
+            t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+            t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+        }
+        for g in (0..LANES).step_by(4) {
+            v[g] = _mm512_shuffle_ps::<0x44>(t[g], t[g + 2]);
+            v[g + 1] = _mm512_shuffle_ps::<0xEE>(t[g], t[g + 2]);
+            v[g + 2] = _mm512_shuffle_ps::<0x44>(t[g + 1], t[g + 3]);
+            v[g + 3] = _mm512_shuffle_ps::<0xEE>(t[g + 1], t[g + 3]);
+        }
+        for h in (0..LANES).step_by(8) {
+            for i in 0..4 {
+                t[h + i] = _mm512_shuffle_f32x4::<0x88>(v[h + i], v[h + i + 4]);
+                t[h + i + 4] = _mm512_shuffle_f32x4::<0xDD>(v[h + i], v[h + i + 4]);
+            }
+        }
+        for i in 0..8 {
+            v[i] = _mm512_shuffle_f32x4::<0x88>(t[i], t[i + 8]);
+            v[i + 8] = _mm512_shuffle_f32x4::<0xDD>(t[i], t[i + 8]);
+        }
+    }
+
+    /// The old C of the tile into the stack tile: per 16 columns, the valid rows loaded
+    /// under the column mask and transposed into lane order.
     ///
     /// # Safety
-    /// The CPU has AVX-512F; the bias pointers of `t` address its rows / columns.
+    /// The CPU has AVX-512F; the tile's rows × cols of C exist.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn finish_avx512(buf: &mut TileBuf, pp: usize, t: &Tile, epi: &GemmEpilogue) {
-        let h = pp * LANES;
+    pub(super) unsafe fn load_c(buf: &mut TileBuf, t: &Tile) {
+        let mut j0 = 0;
+        while j0 < t.cols {
+            let mask = first(t.cols - j0);
+            let mut v = [_mm512_setzero_ps(); LANES];
+            for (r, vr) in v.iter_mut().enumerate().take(t.rows) {
+                // SAFETY: row r < rows; the mask covers columns j0.. < cols.
+                *vr =
+                    unsafe { _mm512_maskz_loadu_ps(mask, t.c.offset(r as isize * t.rsc).add(j0)) };
+            }
+            transpose(&mut v);
+            for (j, &vj) in v.iter().enumerate() {
+                // SAFETY: j0 + j < BUF_COLS (j0 is a multiple of 16 below COLS).
+                unsafe { _mm512_store_ps(buf.0.as_mut_ptr().add((j0 + j) * LANES), vj) };
+            }
+            j0 += LANES;
+        }
+        debug_assert!(j0 <= BUF_COLS);
+    }
+
+    /// As [`super::finish_portable`], 16 rows at a time: the row bias one masked vector
+    /// load, the activation the AVX-512 6-row kernel's NaN-propagating sequence, then per
+    /// 16 columns a transpose into rows of C, each stored under the column mask.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; the tile's rows × cols of C exist, and its bias entries when
+    /// non-null.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn finish(buf: &mut TileBuf, t: &Tile, epi: &GemmEpilogue) {
         let zero = _mm512_setzero_ps();
         let nan = _mm512_set1_ps(f32::NAN);
         let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
-        // SAFETY: buf holds h·cols floats; the row bias is read under the mask of valid
-        // rows, the column bias for columns < cols.
+        // SAFETY (whole body): the row bias is read under the mask of valid rows, the
+        // column bias for columns < cols; buf holds BUF_COLS columns; C is written for
+        // rows < rows under the mask of columns < cols.
         unsafe {
-            for p in 0..pp {
-                let valid = t.rows.saturating_sub(p * LANES).min(LANES);
-                let mask: __mmask16 = if valid == LANES {
-                    !0
-                } else {
-                    (1u16 << valid) - 1
-                };
-                let brow = if t.bias_row.is_null() {
-                    None
-                } else {
-                    Some(_mm512_maskz_loadu_ps(mask, t.bias_row.add(p * LANES)))
-                };
-                for j in 0..t.cols {
-                    let at = buf.0.as_mut_ptr().add(j * h + p * LANES);
-                    let mut v = _mm512_load_ps(at);
+            let brow = if t.bias_row.is_null() {
+                None
+            } else {
+                Some(_mm512_maskz_loadu_ps(first(t.rows), t.bias_row))
+            };
+            let mut j0 = 0;
+            while j0 < t.cols {
+                let w = (t.cols - j0).min(LANES);
+                let mut v = [zero; LANES];
+                for (j, vj) in v.iter_mut().enumerate().take(w) {
+                    let mut x = _mm512_load_ps(buf.0.as_ptr().add((j0 + j) * LANES));
                     if let Some(br) = brow {
-                        v = _mm512_add_ps(v, br);
+                        x = _mm512_add_ps(x, br);
                     }
                     if !t.bias_col.is_null() {
-                        v = _mm512_add_ps(v, _mm512_set1_ps(*t.bias_col.add(j)));
+                        x = _mm512_add_ps(x, _mm512_set1_ps(*t.bias_col.add(j0 + j)));
                     }
-                    v = match epi.activation {
+                    // The 6-row AVX-512 kernel's sequence (see `tile_avx512_body`).
+                    *vj = match epi.activation {
                         1 => _mm512_mask_mov_ps(
-                            _mm512_max_ps(v, zero),
-                            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v),
-                            v,
+                            _mm512_max_ps(x, zero),
+                            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x),
+                            x,
                         ),
                         2 => _mm512_mask_mov_ps(
-                            _mm512_max_ps(_mm512_min_ps(hi, v), lo),
-                            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, hi),
+                            _mm512_max_ps(_mm512_min_ps(hi, x), lo),
+                            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, hi),
                             nan,
                         ),
-                        _ => v,
+                        _ => x,
                     };
-                    _mm512_store_ps(at, v);
+                }
+                transpose(&mut v);
+                let mask = first(w);
+                for (r, &vr) in v.iter().enumerate().take(t.rows) {
+                    _mm512_mask_storeu_ps(t.c.offset(r as isize * t.rsc).add(j0), mask, vr);
+                }
+                j0 += LANES;
+            }
+        }
+    }
+
+    #[cfg(all(test, feature = "std"))]
+    mod tests {
+        use super::*;
+
+        /// The register transpose is one: `v[i][j]` ends at `v[j][i]`.
+        #[test]
+        fn transpose_transposes() {
+            if !crate::gemm::KernelId::Avx512.is_available() {
+                return;
+            }
+            let mut m = [[0.0f32; LANES]; LANES];
+            for (i, row) in m.iter_mut().enumerate() {
+                for (j, x) in row.iter_mut().enumerate() {
+                    *x = (i * LANES + j) as f32;
+                }
+            }
+            // SAFETY: the CPU has AVX-512F (checked above); loads and stores of 16 floats.
+            let out = unsafe {
+                let mut v: [__m512; LANES] =
+                    core::array::from_fn(|i| _mm512_loadu_ps(m[i].as_ptr()));
+                transpose(&mut v);
+                let mut out = [[0.0f32; LANES]; LANES];
+                for (i, o) in out.iter_mut().enumerate() {
+                    _mm512_storeu_ps(o.as_mut_ptr(), v[i]);
+                }
+                out
+            };
+            for i in 0..LANES {
+                for j in 0..LANES {
+                    assert_eq!(out[i][j], m[j][i], "({i}, {j})");
                 }
             }
         }
