@@ -41,6 +41,8 @@ mod driver;
 mod gemv;
 mod kernels;
 mod lanes;
+#[cfg(all(test, feature = "std"))]
+mod lanes_tests;
 mod pack;
 mod split;
 #[cfg(all(test, feature = "std"))]
