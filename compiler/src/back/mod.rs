@@ -369,13 +369,18 @@ fn program_and_weights(
     opts: &BackendOptions,
 ) -> Result<(kernel::Program, Option<(Vec<u8>, weights::WeightsInfo)>), CodegenError> {
     check_prefix(&opts.prefix)?;
+    let self_contained = opts.is_self_contained();
+    // AVX-512 is what makes the runtime's depthwise kernel and lane-panel GEMM worth a
+    // call; self-contained objects call neither (and may be for any target).
+    let avx512 = !self_contained && object::target_has_avx512(opts)?;
     let mut program = select::select_with(
         graph,
         plan,
         &opts.prefix,
         opts.vectorize,
-        opts.is_self_contained(),
-        opts.vectorize && object::target_has_avx512(opts)?,
+        self_contained,
+        opts.vectorize && avx512,
+        avx512,
     )?;
     let file = opts
         .external_weights
