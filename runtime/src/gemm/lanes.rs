@@ -52,6 +52,9 @@ pub const LANES: usize = 16;
 /// Widest column tile: `COLS` accumulators plus the panel load and a broadcast fit the
 /// 32 vector registers.
 const COLS: usize = 28;
+/// Bytes an operand may take to be streamed from the L2 cache (half of a 1 MiB L2,
+/// leaving room for the other operand and C).
+const L2_BYTES: usize = 1 << 19;
 /// Columns of the stack tile: `COLS` rounded up to whole 16×16 transposes.
 const BUF_COLS: usize = COLS.div_ceil(LANES) * LANES;
 
@@ -160,35 +163,53 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
     };
     // Zeroed once: a tile reads columns past its width only into lanes it never stores.
     let mut buf = TileBuf([0.0; LANES * BUF_COLS]);
-    // Panel-major: a panel (16·k floats) stays in L1 while it meets every column tile.
-    for panel in 0..m.div_ceil(LANES) {
+    let panels = m.div_ceil(LANES);
+    let mut tile_at = |panel: usize, t: usize| {
         let row0 = panel * LANES;
+        let (j0, j1) = (t * n / tiles, (t + 1) * n / tiles);
+        // SAFETY: panel `panel` of A, column j0 of B, element (row0, j0) of C and the bias
+        // entries row0 / j0 exist; the tile covers rows < m and columns < n only.
+        unsafe {
+            let tile = Tile {
+                a: ap.add(panel * LANES * k),
+                b: p.b.offset(j0 as isize * p.csb),
+                rsb: p.rsb,
+                csb: p.csb,
+                c: p.c.offset(row0 as isize * p.rsc).add(j0),
+                rsc: p.rsc,
+                rows: LANES.min(m - row0),
+                cols: j1 - j0,
+                bias_row: if bias_row.is_null() {
+                    bias_row
+                } else {
+                    bias_row.add(row0)
+                },
+                bias_col: if bias_col.is_null() {
+                    bias_col
+                } else {
+                    bias_col.add(j0)
+                },
+            };
+            run_tile(imp, &mut buf, &tile, k, epi);
+        }
+    };
+    // Each order streams one operand once per tile of the other: panel-major reads all of
+    // B per panel (a panel, 16·k floats, stays in L1 across its column tiles), column-
+    // major all of A per column tile (a stripe of B stays in L1 across the panels). B read
+    // per panel must come from L2 to keep up; when it does not fit there but A does, the
+    // column-major order streams B once (and only the order changes: every element is
+    // computed alike).
+    let fits_l2 = |floats: usize| floats.saturating_mul(4) <= L2_BYTES;
+    if panels > 1 && !fits_l2(k.saturating_mul(n)) && fits_l2(m.saturating_mul(k)) {
         for t in 0..tiles {
-            let (j0, j1) = (t * n / tiles, (t + 1) * n / tiles);
-            // SAFETY: panel `panel` of A, column j0 of B, element (row0, j0) of C and the
-            // bias entries row0 / j0 exist; the tile covers rows < m and columns < n only.
-            unsafe {
-                let tile = Tile {
-                    a: ap.add(panel * LANES * k),
-                    b: p.b.offset(j0 as isize * p.csb),
-                    rsb: p.rsb,
-                    csb: p.csb,
-                    c: p.c.offset(row0 as isize * p.rsc).add(j0),
-                    rsc: p.rsc,
-                    rows: LANES.min(m - row0),
-                    cols: j1 - j0,
-                    bias_row: if bias_row.is_null() {
-                        bias_row
-                    } else {
-                        bias_row.add(row0)
-                    },
-                    bias_col: if bias_col.is_null() {
-                        bias_col
-                    } else {
-                        bias_col.add(j0)
-                    },
-                };
-                run_tile(imp, &mut buf, &tile, k, epi);
+            for panel in 0..panels {
+                tile_at(panel, t);
+            }
+        }
+    } else {
+        for panel in 0..panels {
+            for t in 0..tiles {
+                tile_at(panel, t);
             }
         }
     }

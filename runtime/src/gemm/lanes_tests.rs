@@ -271,7 +271,8 @@ fn lanes_match_naive() {
 /// kernels: the portable lane tile equals the portable 6-row kernel, and the AVX-512 lane
 /// tile equals every fused-multiply-add 6-row kernel (AVX-512 6×64, 6×32 and AVX2 6×16,
 /// which the AVX-512 ones hand narrow products to), bit for bit, over several k blocks
-/// and every epilogue, wherever the 6-row path runs its blocked loops (m ≥ 2, n ≥ 5).
+/// and every epilogue, wherever the 6-row path runs its blocked loops (m ≥ 2, n ≥ 5), in
+/// either tile order.
 #[test]
 fn lanes_are_bit_identical_to_six_row_kernels() {
     let mut rng = Lcg(5);
@@ -284,6 +285,8 @@ fn lanes_are_bit_identical_to_six_row_kernels() {
         (50, 70, 600),
         (7, 100, 1000),
         (64, 30, 256),
+        // B of 768 KB and A of 10 KB: the column-major tile order.
+        (40, 3000, 64),
     ];
     let pairs: Vec<(KernelId, KernelId)> = available_kernels()
         .filter(|&id| id != KernelId::Neon)
