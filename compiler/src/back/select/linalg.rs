@@ -68,18 +68,34 @@ fn f32_only(lw: &Lowering<'_>, vs: &[ValueId], what: &str) -> R {
 /// So: lane panels for few columns (7×7 maps) and for deep products whose width the
 /// 64-column tiles pad; 6-row panels for shallow products (k ≲ 100) on wide maps and
 /// for m far from a multiple of 16.
+///
+/// In the networks (`nnefc bench --profile`, best of three runs with lane panels and
+/// three without, ms per layer): mobilenet_v2 conv52 (1280×49×320) 0.51 → 0.41, conv51
+/// 0.38 → 0.30, conv43/46/49 (960×49×160) 0.19 → 0.16, conv45/48 0.19 → 0.15, conv42
+/// 0.12 → 0.09, the 14×14 and 28×28 projections 10–25 % faster; resnet18 conv16
+/// (512×49×2304) 1.50 → 1.18, conv11 (256×196×1152) 1.20 → 1.08, conv6 (128×784×576)
+/// 1.22 → 1.16, conv1 (64×12544×147) even (3.47 / 3.43, after the lane route learnt to
+/// stream a B larger than L2 once); squeezenet1_1 conv5 (16×3025×128) 0.18 → 0.13,
+/// conv11 (32×729×256) 0.15 → 0.11, conv7 (64×3025×144) 0.62 → 0.59. No layer that
+/// switched got slower beyond the noise (±2 %).
 pub(super) fn a_packing(lw: &Lowering<'_>, m: usize, n: usize, k: usize) -> APacking {
-    if !lw.lane_gemm || m == 0 || n == 0 || k == 0 {
-        return APacking::Rows6;
-    }
-    let (nf, kf) = (n as f64, k as f64);
-    let rows6 = (m.div_ceil(6) * 6) as f64 * six_row_lanes(n) as f64 * kf + 6.0 * kf * nf;
-    let lanes = (m.div_ceil(16) * 16) as f64 * nf * (kf + 10.5);
-    if rows6 >= 1.05 * lanes {
+    if lw.lane_gemm && lanes_pay(m, n, k) {
         APacking::Lanes16
     } else {
         APacking::Rows6
     }
+}
+
+/// The cost model of [`a_packing`]: whether lane panels are expected to be at least 5 %
+/// faster than 6-row panels for `C[m×n] = A[m×k]·B[k×n]` on an AVX-512 CPU.
+pub(crate) fn lanes_pay(m: usize, n: usize, k: usize) -> bool {
+    if m == 0 || n == 0 || k == 0 {
+        return false;
+    }
+    let (nf, kf) = (n as f64, k as f64);
+    let rows6 = (m.div_ceil(6) * 6) as f64 * six_row_lanes(n) as f64 * kf + 6.0 * kf * nf;
+    let lanes = (m.div_ceil(16) * 16) as f64 * nf * (kf + 10.5);
+    rows6 >= 1.05 * lanes
 }
 
 /// Columns of C the runtime's AVX-512 6-row tiles compute for a product `n` wide: 16 up
@@ -323,4 +339,72 @@ pub(super) fn linear(lw: &mut Lowering<'_>, ins: &[ValueId], outs: &[ValueId]) -
         epi: Default::default(),
     }));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{lanes_pay, six_row_lanes};
+
+    /// The rule on the measured shapes: lane panels where they measured ≥ 5 % faster,
+    /// 6-row panels where they measured slower.
+    #[test]
+    fn lane_rule_follows_the_measurements() {
+        for (m, n, k) in [
+            (1280, 49, 320),
+            (320, 49, 960),
+            (960, 49, 160),
+            (160, 49, 960),
+            (96, 196, 576),
+            (64, 196, 384),
+            (16, 12544, 32),
+            (1000, 1, 1280),
+            (512, 49, 256),
+            (512, 49, 2304),
+            (32, 784, 192),
+            (16, 3025, 64),
+        ] {
+            assert!(
+                lanes_pay(m, n, k),
+                "{m}×{n}×{k}: lane panels measured faster"
+            );
+        }
+        for (m, n, k) in [
+            (576, 196, 96),
+            (24, 3136, 144),
+            (96, 12544, 16),
+            (144, 3136, 24),
+            (192, 784, 32),
+            (32, 12544, 27),
+            (128, 784, 64),
+            (384, 196, 64),
+            (1, 1000, 1280),
+            (0, 49, 320),
+            (16, 49, 0),
+        ] {
+            assert!(
+                !lanes_pay(m, n, k),
+                "{m}×{n}×{k}: 6-row panels measured faster"
+            );
+        }
+    }
+
+    #[test]
+    fn six_row_lanes_counts_the_runtime_tiles() {
+        let cases = [
+            (1, 16),
+            (16, 16),
+            (17, 32),
+            (32, 32),
+            (33, 64),
+            (49, 64),
+            (64, 64),
+        ];
+        for (n, lanes) in cases {
+            assert_eq!(six_row_lanes(n), lanes, "n = {n}");
+        }
+        // 33 = 32 + 1 (16); 196 = 3·64 + 4 (16); 169 = 2·64 + 41 (32 + 16); 3136 = 49·64.
+        assert_eq!(six_row_lanes(196), 208);
+        assert_eq!(six_row_lanes(169), 176);
+        assert_eq!(six_row_lanes(3136), 3136);
+    }
 }
