@@ -20,8 +20,9 @@
 //! when created), start threads of its own accord or hold global mutable state other than
 //! the cached kernel choice. It builds for `no_std` (disable the default `std` feature); CPU
 //! detection then falls back to the features enabled at compile time (`-C target-feature`),
-//! and [`pack_a`] / [`Tensor`] (which allocate) are left out. A `no_std` user links the rlib
-//! (the staticlib needs the panic handler that only a final binary provides):
+//! and [`pack_a`] / [`pack_a_lanes`] / [`Tensor`] (which allocate) are left out. A `no_std`
+//! user links the rlib (the staticlib needs the panic handler that only a final binary
+//! provides):
 //! `cargo rustc -p nnefc-runtime --no-default-features --lib --crate-type rlib`.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]

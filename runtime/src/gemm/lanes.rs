@@ -92,6 +92,7 @@ pub(crate) fn len(m: usize, k: usize) -> Option<usize> {
 /// # Safety
 /// `a` addresses every element of A; `dst` has room for [`len`]`(m, k)` floats and does
 /// not overlap `a`.
+#[cfg(feature = "std")]
 pub(crate) unsafe fn pack(
     m: usize,
     k: usize,

@@ -257,7 +257,8 @@ pub struct GemmArgs {
 ///   contract;
 /// - `scratch` is 64-byte aligned and holds `stride · workers` writable bytes, where
 ///   `stride ≥ sgemm_scratch_bytes(m, n, k)` is a multiple of 64 (`workers` being 1 for a
-///   serial `par`).
+///   serial `par`); with lane panels (`a_packed` = 2) no scratch is used, so `stride`
+///   may be 0 and `scratch` dangling.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nnefc_sgemm_parallel(
     args: *const GemmArgs,
