@@ -20,7 +20,9 @@
 //! 6-row kernels do), so on an AVX-512 CPU its C is bit-identical to
 //! `nnefc_sgemm_packed_a`'s wherever that runs its blocked loops (`m ≥ 2`, `n ≥ 5`; its GEMV
 //! forms sum differently). The portable tile multiplies then adds (two roundings, as the
-//! portable 6-row kernel does), so it equals that kernel's C instead. No tile shape or
+//! portable 6-row kernel does), so it equals that kernel's C instead; it runs on CPUs
+//! without AVX-512 (for which the compiler does not choose lane panels), whose AVX2 6-row
+//! kernel fuses and so may differ from it in the last bit. No tile shape, tile order or
 //! thread split changes which operations produce an element.
 //!
 //! # Tiles
@@ -31,6 +33,8 @@
 //! monomorphized copy. Block sums, the old C and the epilogue go through a stack tile in
 //! lane order (column `j` of the tile is one vector); 16×16 register transposes turn it
 //! into rows of C, stored with the mask of the valid columns, for the valid rows only.
+//! Tiles run panel-major (a panel stays in L1 while B streams from L2 per panel), or
+//! column-tile-major when B does not fit in L2 but A does (B then streams once).
 //!
 //! Shape measured on the AMD Zen 4 machine (one core, scratch benchmark of
 //! `nnefc_sgemm_parallel` against `nnefc_sgemm_packed_a`, GFLOP/s for 1280×49×320,
