@@ -20,8 +20,9 @@
 //! when created), start threads of its own accord or hold global mutable state other than
 //! the cached kernel choice. It builds for `no_std` (disable the default `std` feature); CPU
 //! detection then falls back to the features enabled at compile time (`-C target-feature`),
-//! and [`pack_a`] / [`Tensor`] (which allocate) are left out. A `no_std` user links the rlib
-//! (the staticlib needs the panic handler that only a final binary provides):
+//! and [`pack_a`] / [`pack_a_lanes`] / [`Tensor`] (which allocate) are left out. A `no_std`
+//! user links the rlib (the staticlib needs the panic handler that only a final binary
+//! provides):
 //! `cargo rustc -p nnefc-runtime --no-default-features --lib --crate-type rlib`.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]
@@ -42,10 +43,10 @@ pub use conv::{CONV_CO_TILE, ConvArgs, conv_filter_len, conv_supported, nnefc_co
 pub use dwconv::{DwArgs, nnefc_dwconv, nnefc_maxpool};
 pub use gemm::{
     GemmArgs, GemmEpilogue, nnefc_sgemm, nnefc_sgemm_batch_parallel, nnefc_sgemm_packed_a,
-    nnefc_sgemm_parallel, packed_a_len, sgemm_scratch_bytes,
+    nnefc_sgemm_parallel, packed_a_lanes_len, packed_a_len, sgemm_scratch_bytes,
 };
 #[cfg(feature = "std")]
-pub use gemm::{pack_a, try_pack_a};
+pub use gemm::{pack_a, pack_a_lanes, try_pack_a, try_pack_a_lanes};
 pub use model::{DType, ModelInfo, TensorInfo};
 pub use parallel::{Parallel, ParallelForFn, TaskFn};
 #[cfg(feature = "std")]

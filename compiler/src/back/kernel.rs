@@ -167,16 +167,64 @@ pub struct Matrix {
     pub cs: i64,
 }
 
-/// A call to the runtime's `nnefc_sgemm` (or `nnefc_sgemm_packed_a` when `a_packed`):
-/// `C[m×n] = A[m×k]·B[k×n] (+ bias per column)`, once per batch entry.
+/// How the A operand of a [`GemmCall`] is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum APacking {
+    /// Strided: element `(i, kk)` at `i·a.rs + kk·a.cs`.
+    #[default]
+    None,
+    /// A constant in the runtime's 6-row panels (`nnefc_runtime::pack_a`), which every
+    /// GEMM path reads: the runtime's kernels and the self-contained loop nests.
+    Rows6,
+    /// A constant in the runtime's 16-row lane panels (`nnefc_runtime::pack_a_lanes`),
+    /// computed by the runtime's lane route; chosen only for runtime calls on AVX-512
+    /// targets (`select::linalg::a_packing`). The self-contained GEMM loops can read it
+    /// too, but never get it.
+    Lanes16,
+}
+
+impl APacking {
+    /// The value of `nnefc_runtime::GemmArgs::a_packed` for this format.
+    pub fn abi_value(self) -> usize {
+        match self {
+            APacking::None => 0,
+            APacking::Rows6 => 1,
+            APacking::Lanes16 => nnefc_runtime::gemm::A_LANES,
+        }
+    }
+
+    /// Rows per panel of a packed format (`None` for strided A).
+    pub fn panel_rows(self) -> Option<usize> {
+        match self {
+            APacking::None => None,
+            APacking::Rows6 => Some(nnefc_runtime::gemm::MR),
+            APacking::Lanes16 => Some(nnefc_runtime::gemm::LANES),
+        }
+    }
+}
+
+impl fmt::Display for APacking {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            APacking::None => "strided",
+            APacking::Rows6 => "rows6",
+            APacking::Lanes16 => "lanes16",
+        })
+    }
+}
+
+/// A call to the runtime's GEMM (`nnefc_sgemm_batch_parallel`), A strided or packed at
+/// compile time (`a_packing`): `C[m×n] = A[m×k]·B[k×n] (+ bias per column)`, once per
+/// batch entry.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GemmCall {
     pub m: usize,
     pub n: usize,
     pub k: usize,
     pub a: Matrix,
-    /// A is a constant already in the runtime's packed-panel format (`rs`/`cs` unused).
-    pub a_packed: bool,
+    /// A's format: strided through `a.rs`/`a.cs`, or a constant already in one of the
+    /// runtime's packed formats (then `rs`/`cs` are unused).
+    pub a_packing: APacking,
     pub b: Matrix,
     /// C has unit column stride; `cs` is 1.
     pub c: Matrix,
@@ -553,7 +601,10 @@ impl fmt::Display for Program {
                     g.a.buf.0,
                     g.a.rs,
                     g.a.cs,
-                    if g.a_packed { " packed" } else { "" },
+                    match g.a_packing {
+                        APacking::None => String::new(),
+                        p => format!(" packed={p}"),
+                    },
                     g.b.buf.0,
                     g.b.rs,
                     g.b.cs,

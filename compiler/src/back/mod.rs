@@ -49,7 +49,8 @@
 //! desample) make borders disappear first (a padded scratch copy), then emit affine loop
 //! nests; zero-padded depthwise convs and `ignore`-border max pools instead split the
 //! output into regions with the same in-bounds taps (no copy). A dense conv with a constant filter is im2col + the runtime's
-//! `nnefc_sgemm_packed_a` (filter packed at compile time, bias per row). Epilogue fusion
+//! GEMM (filter packed at compile time, in 6-row or, on AVX-512 targets where the shape
+//! gains, 16-row lane panels: `select::linalg::a_packing`; bias per row). Epilogue fusion
 //! happens in `select::conv`, not in a pass: when the conv's only user is the next node
 //! and is `relu`, `clamp` with constant scalar bounds, or `add` of a same-shaped tensor
 //! (optionally followed by relu/clamp), the GEMM epilogue applies it (the residual is
@@ -369,13 +370,18 @@ fn program_and_weights(
     opts: &BackendOptions,
 ) -> Result<(kernel::Program, Option<(Vec<u8>, weights::WeightsInfo)>), CodegenError> {
     check_prefix(&opts.prefix)?;
+    let self_contained = opts.is_self_contained();
+    // AVX-512 is what makes the runtime's depthwise kernel and lane-panel GEMM worth a
+    // call; self-contained objects call neither (and may be for any target).
+    let avx512 = !self_contained && object::target_has_avx512(opts)?;
     let mut program = select::select_with(
         graph,
         plan,
         &opts.prefix,
         opts.vectorize,
-        opts.is_self_contained(),
-        opts.vectorize && object::target_has_avx512(opts)?,
+        self_contained,
+        opts.vectorize && avx512,
+        avx512,
     )?;
     let file = opts
         .external_weights

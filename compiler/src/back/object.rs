@@ -1267,7 +1267,7 @@ fn define_body(
                             ap,
                             iv(&mut b, g.a.rs),
                             iv(&mut b, g.a.cs),
-                            iv(&mut b, i64::from(g.a_packed)),
+                            iv(&mut b, g.a_packing.abi_value() as i64),
                             bp,
                             iv(&mut b, g.b.rs),
                             iv(&mut b, g.b.cs),

@@ -20,6 +20,8 @@ pub(crate) enum ASrc {
     },
     /// The packed-A format (see the `gemm` module docs).
     Packed(*const f32),
+    /// The lane-panel format (`lanes`), computed only by [`Route::Lanes`].
+    Lanes(*const f32),
 }
 
 /// One GEMM call's operands (see `nnefc_sgemm`).
@@ -86,6 +88,8 @@ pub(crate) enum Route {
     /// Both are decided on the whole product: a part must not switch to the panel-major
     /// order, whose packed B can exceed the scratch sized for the whole product.
     Blocked(&'static Kernel, bool),
+    /// A in lane panels: the `lanes` tiles of this flavour, whatever the shape.
+    Lanes(super::lanes::Impl),
 }
 
 /// The matrix-vector forms of [`run_gemv`].
@@ -112,10 +116,13 @@ impl Route {
         if p.k == 0 {
             return Route::EpilogueOnly;
         }
+        if let ASrc::Lanes(_) = p.a {
+            return Route::Lanes(super::lanes::Impl::for_kernel(kern.id));
+        }
         if p.m == 1 {
             let incx = match p.a {
                 ASrc::Strided { csa, .. } => csa,
-                ASrc::Packed(_) => MR as isize,
+                ASrc::Packed(_) | ASrc::Lanes(_) => MR as isize,
             };
             if p.csb == 1 {
                 return Route::Gemv(GemvKind::RowAxpy, kern);
@@ -180,6 +187,11 @@ pub(crate) unsafe fn run_route(route: Route, p: &Problem, epi: &GemmEpilogue, sc
             Route::Gemv(kind, kern) => run_gemv(kern, kind, p, bias_row, bias_col, epi),
             Route::Blocked(kern, pm) => {
                 blocked(kern, p, pm, bias_row, bias_col, accumulate, epi, scratch)
+            }
+            Route::Lanes(imp) => {
+                if let ASrc::Lanes(ap) = p.a {
+                    super::lanes::run(imp, p, ap, epi)
+                }
             }
         }
     }
@@ -268,6 +280,8 @@ unsafe fn run_gemv(
                 let (x, incx) = match a_src {
                     ASrc::Strided { a, csa, .. } => (a, csa),
                     ASrc::Packed(ap) => (ap, MR as isize),
+                    // Route::of never sends lane panels to a GEMV form.
+                    ASrc::Lanes(_) => return,
                 };
                 let g = base(
                     p.n,
@@ -367,6 +381,8 @@ unsafe fn blocked(
     let m_block = match p.a {
         ASrc::Packed(_) => m,
         ASrc::Strided { .. } => MC,
+        // Route::of sends lane panels to `lanes`, never here.
+        ASrc::Lanes(_) => return,
     };
     // B is always packed, also when its columns are contiguous: reading it in place jumps
     // a row stride per k step (a new page per step for wide im2col matrices), and packing
@@ -395,7 +411,9 @@ unsafe fn blocked(
                 // scratch's A region (mc ≤ MC, kc ≤ KC).
                 let (abase, panel_stride) = unsafe {
                     match p.a {
-                        ASrc::Packed(ap) => (ap.add((ic / MR) * k * MR + pc * MR), k * MR),
+                        ASrc::Packed(ap) | ASrc::Lanes(ap) => {
+                            (ap.add((ic / MR) * k * MR + pc * MR), k * MR)
+                        }
                         ASrc::Strided { a, rsa, csa } => {
                             pack_a_panels(
                                 mc,

@@ -18,6 +18,20 @@
 //! `pc·MR`), so it does not depend on any cache parameter either. Every micro-kernel
 //! (AVX-512, AVX2, NEON, portable) reads exactly this format.
 //!
+//! # Lane panels (the second packed-A format, equally fixed)
+//! [`pack_a_lanes`] writes A as `ceil(m / 16)` panels of [`LANES`] = 16 rows: panel `p`
+//! holds, for every `kk in 0..k` in order, the 16 values `A[p·16 + r][kk]` (`r in 0..16`);
+//! rows past `m` are zero. Element `(i, kk)` sits at `(i / 16)·16·k + kk·16 + i % 16`, and
+//! the buffer has [`packed_a_lanes_len`]`(m, k) = ceil(m/16)·16·k` floats. Only
+//! [`nnefc_sgemm_parallel`] / [`nnefc_sgemm_batch_parallel`] read it (`GemmArgs::a_packed`
+//! = 2), with tiles that hold 16 rows of C per AVX-512 register and broadcast B's columns
+//! (`lanes`; a portable version of the same arithmetic runs on other CPUs): the format
+//! for products with few columns, which the 6-row kernels' 16-column vectors fill badly.
+//! Every element is computed with the same operations as by the 6-row kernels (same k
+//! blocks, same fused or unfused multiply-adds, same epilogue), so on one CPU the two
+//! formats give the same C wherever the 6-row path runs its blocked loops (`m ≥ 2`,
+//! `n ≥ 5`).
+//!
 //! # What it does not do
 //! No threads of its own ([`nnefc_sgemm_parallel`] splits a product into parts for a
 //! caller's `parallel_for`, see `split`), no allocation inside the `extern "C"` functions, no integer or f16
@@ -26,6 +40,9 @@
 mod driver;
 mod gemv;
 mod kernels;
+mod lanes;
+#[cfg(all(test, feature = "std"))]
+mod lanes_tests;
 mod pack;
 mod split;
 #[cfg(all(test, feature = "std"))]
@@ -33,6 +50,7 @@ mod tests;
 
 #[doc(hidden)]
 pub use kernels::{KernelId, available_kernels};
+pub use lanes::LANES;
 
 /// The micro-kernel family this CPU runs (what other vector routines dispatch on too).
 #[cfg(target_arch = "x86_64")]
@@ -200,13 +218,15 @@ pub struct GemmArgs {
     pub n: usize,
     /// Columns of A, rows of B.
     pub k: usize,
-    /// A (strided, or packed by [`pack_a`] when `a_packed != 0`).
+    /// A: strided, or packed by [`pack_a`] / [`pack_a_lanes`] (see `a_packed`).
     pub a: *const f32,
     /// Row stride of A in elements (ignored when packed).
     pub rsa: isize,
     /// Column stride of A in elements (ignored when packed).
     pub csa: isize,
-    /// Non-zero: `a` is in the packed-A format.
+    /// The format of `a`: 0 strided (`rsa`, `csa`); 1 the packed-A format of [`pack_a`]
+    /// (6-row panels); 2 lane panels ([`pack_a_lanes`], 16-row panels). Other values are
+    /// reserved and read as 1 (what every non-zero value meant before lane panels).
     pub a_packed: usize,
     /// B.
     pub b: *const f32,
@@ -231,12 +251,14 @@ pub struct GemmArgs {
 ///
 /// # Safety
 /// - `args` points to a valid [`GemmArgs`] whose operands satisfy the [`nnefc_sgemm`]
-///   contract (or [`nnefc_sgemm_packed_a`]'s when `a_packed`);
+///   contract (or [`nnefc_sgemm_packed_a`]'s when `a_packed` is 1; with `a_packed` = 2,
+///   `a` holds [`packed_a_lanes_len`]`(m, k)` floats written by [`pack_a_lanes`]);
 /// - `par` is null or points to a valid [`Parallel`](crate::Parallel) honouring its
 ///   contract;
 /// - `scratch` is 64-byte aligned and holds `stride · workers` writable bytes, where
 ///   `stride ≥ sgemm_scratch_bytes(m, n, k)` is a multiple of 64 (`workers` being 1 for a
-///   serial `par`).
+///   serial `par`); with lane panels (`a_packed` = 2) no scratch is used, so `stride`
+///   may be 0 and `scratch` dangling.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nnefc_sgemm_parallel(
     args: *const GemmArgs,
@@ -251,14 +273,14 @@ pub unsafe extern "C" fn nnefc_sgemm_parallel(
     unsafe {
         let g = args.read_unaligned();
         let epi = read_epilogue(g.epilogue);
-        let a = if g.a_packed != 0 {
-            driver::ASrc::Packed(g.a)
-        } else {
-            driver::ASrc::Strided {
+        let a = match g.a_packed {
+            0 => driver::ASrc::Strided {
                 a: g.a,
                 rsa: g.rsa,
                 csa: g.csa,
-            }
+            },
+            A_LANES => driver::ASrc::Lanes(g.a),
+            _ => driver::ASrc::Packed(g.a),
         };
         split::sgemm_parallel(
             kernels::selected(),
@@ -376,6 +398,15 @@ pub fn packed_a_len(m: usize, k: usize) -> usize {
     m.div_ceil(MR) * MR * k
 }
 
+/// `GemmArgs::a_packed` for lane panels.
+pub const A_LANES: usize = 2;
+
+/// Number of floats [`pack_a_lanes`] produces for an `m × k` matrix:
+/// `ceil(m / 16) · 16 · k` (saturating at `usize::MAX`, which no buffer reaches).
+pub fn packed_a_lanes_len(m: usize, k: usize) -> usize {
+    lanes::len(m, k).unwrap_or(usize::MAX)
+}
+
 /// Bytes of scratch [`nnefc_sgemm`] and [`nnefc_sgemm_packed_a`] need for this shape.
 ///
 /// Independent of the CPU (so the compiler can plan the workspace) and bounded by about
@@ -413,15 +444,7 @@ pub fn try_pack_a(
     csa: usize,
 ) -> Result<std::vec::Vec<f32>, crate::Error> {
     let shape_err = crate::Error::Status(crate::Status::ShapeMismatch);
-    if m > 0 && k > 0 {
-        let last = (m - 1)
-            .checked_mul(rsa)
-            .and_then(|r| (k - 1).checked_mul(csa).and_then(|c| r.checked_add(c)))
-            .ok_or(shape_err)?;
-        if last >= a.len() || isize::try_from(last).is_err() {
-            return Err(shape_err);
-        }
-    }
+    check_a_bounds(m, k, a.len(), rsa, csa)?;
     let len = m.div_ceil(MR).checked_mul(MR * k).ok_or(shape_err)?;
     let mut out = std::vec![0.0f32; len];
     if len > 0 {
@@ -439,6 +462,77 @@ pub fn try_pack_a(
         };
     }
     Ok(out)
+}
+
+/// Packs A (`m × k`, element `(i, kk)` at `a[i·rsa + kk·csa]`) into lane panels (see the
+/// module docs), for weights baked into an object at compile time.
+///
+/// # Panics
+/// If `a` is too short for the described matrix. Use [`try_pack_a_lanes`] to get an error
+/// instead.
+#[cfg(feature = "std")]
+pub fn pack_a_lanes(m: usize, k: usize, a: &[f32], rsa: usize, csa: usize) -> std::vec::Vec<f32> {
+    match try_pack_a_lanes(m, k, a, rsa, csa) {
+        Ok(v) => v,
+        Err(_) => panic!(
+            "pack_a_lanes: a slice of {} floats is too short for a {m}×{k} matrix with strides ({rsa}, {csa})",
+            a.len()
+        ),
+    }
+}
+
+/// [`pack_a_lanes`] that reports a too-short `a` (or an overflowing size) as
+/// [`Status::ShapeMismatch`](crate::Status::ShapeMismatch) instead of panicking.
+#[cfg(feature = "std")]
+pub fn try_pack_a_lanes(
+    m: usize,
+    k: usize,
+    a: &[f32],
+    rsa: usize,
+    csa: usize,
+) -> Result<std::vec::Vec<f32>, crate::Error> {
+    let shape_err = crate::Error::Status(crate::Status::ShapeMismatch);
+    check_a_bounds(m, k, a.len(), rsa, csa)?;
+    let len = lanes::len(m, k).ok_or(shape_err)?;
+    let mut out = std::vec![0.0f32; len];
+    if len > 0 {
+        // SAFETY: the bounds check above guarantees every (i, kk) with i < m, kk < k is
+        // inside `a`; `out` holds ceil(m/16)·16·k floats, exactly what `lanes::pack` writes.
+        unsafe {
+            lanes::pack(
+                m,
+                k,
+                a.as_ptr(),
+                rsa as isize,
+                csa as isize,
+                out.as_mut_ptr(),
+            )
+        };
+    }
+    Ok(out)
+}
+
+/// Whether an `m × k` matrix with strides `(rsa, csa)` fits in `len` floats (and its
+/// offsets in an `isize`).
+#[cfg(feature = "std")]
+fn check_a_bounds(
+    m: usize,
+    k: usize,
+    len: usize,
+    rsa: usize,
+    csa: usize,
+) -> Result<(), crate::Error> {
+    let shape_err = crate::Error::Status(crate::Status::ShapeMismatch);
+    if m > 0 && k > 0 {
+        let last = (m - 1)
+            .checked_mul(rsa)
+            .and_then(|r| (k - 1).checked_mul(csa).and_then(|c| r.checked_add(c)))
+            .ok_or(shape_err)?;
+        if last >= len || isize::try_from(last).is_err() {
+            return Err(shape_err);
+        }
+    }
+    Ok(())
 }
 
 /// [`nnefc_sgemm`] / [`nnefc_sgemm_packed_a`] with a chosen kernel instead of the detected

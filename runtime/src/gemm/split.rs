@@ -2,7 +2,8 @@
 //!
 //! The routine is chosen once on the whole problem ([`Route::of`]); a part is a range of
 //! rows or columns of C, aligned to the routine's tile (`MR` rows, the kernel's `nr`
-//! columns, 64 outputs for the GEMV forms), computed by that same routine on the narrowed
+//! columns, 64 outputs for the GEMV forms; whole 16-row panels or any columns for lane
+//! panels, whose elements do not depend on the tile), computed by that same routine on the narrowed
 //! operands. Every element of C is therefore produced by the same instructions in the same
 //! order as in the serial call, whatever the number of parts, and parts never share a
 //! reduction. Each part gets its own scratch (`scratch + worker · stride`).
@@ -12,6 +13,7 @@
 use super::GemmEpilogue;
 use super::MR;
 use super::driver::{ASrc, GemvKind, Problem, Route, run_route};
+use super::lanes::LANES;
 use crate::parallel::{self, Parallel};
 use core::ffi::c_void;
 
@@ -55,6 +57,15 @@ impl Plan {
             Route::Gemv(GemvKind::RowAxpy | GemvKind::RowDot, _) => (Axis::Cols, GEMV_GRANULE),
             Route::Gemv(GemvKind::ColAxpy | GemvKind::ColDot, _) => (Axis::Rows, GEMV_GRANULE),
             Route::Gemv(GemvKind::Panel, _) => (Axis::Rows, MR),
+            // Lane panels: whole panels of rows (B is read in place, so row parts repeat
+            // no packing), unless there are too few panels for the workers.
+            Route::Lanes(_) => {
+                if p.m.div_ceil(LANES) >= want || p.n < want {
+                    (Axis::Rows, LANES)
+                } else {
+                    (Axis::Cols, 1)
+                }
+            }
             Route::Blocked(kern, _) => {
                 // The axis whose largest part is closest to an even share.
                 let waste = |total: usize, g: usize| {
@@ -96,7 +107,7 @@ impl Plan {
 ///
 /// # Safety
 /// `p` and `epi` describe valid operands; `lo ≤ hi` ≤ the extent along `axis`; for rows
-/// of packed A, `lo` is a multiple of `MR`.
+/// of packed A, `lo` is a multiple of `MR` (of `LANES` for lane panels).
 pub(crate) unsafe fn narrow(
     p: &Problem,
     epi: &GemmEpilogue,
@@ -119,6 +130,7 @@ pub(crate) unsafe fn narrow(
                         csa,
                     },
                     ASrc::Packed(ap) => ASrc::Packed(ap.add((lo / MR) * p.k * MR)),
+                    ASrc::Lanes(ap) => ASrc::Lanes(ap.add((lo / LANES) * p.k * LANES)),
                 };
                 q.c = p.c.offset(lo as isize * p.rsc);
                 if epi.bias_kind == 1 && !epi.bias.is_null() {

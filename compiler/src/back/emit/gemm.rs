@@ -22,7 +22,7 @@
 
 use crate::back::CodegenError;
 use crate::back::emit::math::{Caps, Cx};
-use crate::back::kernel::{Activation, GemmCall};
+use crate::back::kernel::{APacking, Activation, GemmCall};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I64};
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Type, Value};
@@ -46,11 +46,20 @@ pub(crate) struct GemmPtrs {
     pub row_bias: Option<Value>,
 }
 
-/// Whether [`emit`] can lower `g`: every byte offset it folds into an immediate fits.
+/// Whether [`emit`] can lower `g`: A strided or in 6-row panels (lane panels are left to
+/// `select::gemm_loops`' reduction loops; `select` never gives them to a self-contained
+/// object anyway), and every byte offset it folds into an immediate fits.
 pub(crate) fn supported(g: &GemmCall) -> bool {
+    if g.a_packing == APacking::Lanes16 {
+        return false;
+    }
     let fits = |x: i64| i32::try_from(x).is_ok() && i32::try_from(-x).is_ok();
-    let mr = if g.a_packed { MR_PACKED } else { MR_PLAIN } as i64;
-    let (a_row, a_step) = if g.a_packed {
+    let mr = if g.a_packing == APacking::Rows6 {
+        MR_PACKED
+    } else {
+        MR_PLAIN
+    } as i64;
+    let (a_row, a_step) = if g.a_packing == APacking::Rows6 {
         (4, MR_PACKED as i64 * 4)
     } else {
         (g.a.rs * 4, g.a.cs * 4)
@@ -171,7 +180,7 @@ impl<'a, 'b> Gx<'a, 'b> {
         p: &[Value],
     ) -> Result<(), CodegenError> {
         let g = self.g;
-        let (a_row, a_step) = if g.a_packed {
+        let (a_row, a_step) = if g.a_packing == APacking::Rows6 {
             (4, (MR_PACKED * 4) as i64)
         } else {
             (g.a.rs * 4, g.a.cs * 4)
@@ -313,10 +322,14 @@ impl<'a, 'b> Gx<'a, 'b> {
     /// Every tile of one batch entry; `p = [a, b, c, bias?, row_bias?]` at the entry.
     fn matrix(&mut self, p: &[Value]) -> Result<(), CodegenError> {
         let g = self.g;
-        let mr = if g.a_packed { MR_PACKED } else { MR_PLAIN };
+        let mr = if g.a_packing == APacking::Rows6 {
+            MR_PACKED
+        } else {
+            MR_PLAIN
+        };
         let (mb, mrem) = (g.m / mr, g.m % mr);
         let (nb, nrem) = (g.n / NR, g.n % NR);
-        let a_block = if g.a_packed {
+        let a_block = if g.a_packing == APacking::Rows6 {
             (mr * g.k * 4) as i64
         } else {
             mr as i64 * g.a.rs * 4

@@ -481,16 +481,15 @@ fn gemm(
     let kvol: usize = io.fs[2..].iter().product();
     let kk = cg * kvol;
     let pos: usize = io.ys[2..].iter().product();
-    // Packed filter, group after group.
-    let plen = nnefc_runtime::packed_a_len(og, kk);
-    let mut packed = Vec::with_capacity(plen * groups);
+    // Packed filter, group after group, in the format the shape runs fastest from.
+    let a_packing = super::linalg::a_packing(lw, og, pos, kk);
+    let plen = super::linalg::packed_len(a_packing, og, kk);
+    let mut packed = Vec::with_capacity(plen.saturating_mul(groups));
     for g in 0..groups {
         let part = filter
             .get(g * og * kk..(g + 1) * og * kk)
             .ok_or_else(|| CodegenError::Invalid("filter too short".into()))?;
-        let pk = nnefc_runtime::try_pack_a(og, kk, part, kk, 1)
-            .map_err(|e| CodegenError::Internal(format!("packing the filter: {e:?}")))?;
-        packed.extend(pk);
+        packed.extend(super::linalg::pack_const(a_packing, og, kk, part, kk, 1)?);
     }
     let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
     let abuf = lw.const_buf(bytes, DType::F32, packed.len());
@@ -538,7 +537,7 @@ fn gemm(
         }
     }
     let rows = bias_rows(lw, io.b, cout)?;
-    let scratch = lw.gemm_scratch(nnefc_runtime::sgemm_scratch_bytes(og, pos, kk));
+    let scratch = lw.gemm_scratch(super::linalg::scratch_bytes(a_packing, og, pos, kk));
     let mut batches = Vec::with_capacity(n * groups);
     let mut bias_offs = Vec::with_capacity(n * groups);
     for ni in 0..n {
@@ -560,7 +559,7 @@ fn gemm(
             rs: kk as i64,
             cs: 1,
         },
-        a_packed: true,
+        a_packing,
         b: Matrix {
             buf: bbuf,
             rs: pos as i64,

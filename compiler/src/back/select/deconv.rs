@@ -29,7 +29,7 @@
 use super::window::{Geometry, View, padded, value_view};
 use super::{Lowering, strides};
 use crate::back::CodegenError;
-use crate::back::kernel::{Expr, GemmCall, GemmEpi, Matrix, Step};
+use crate::back::kernel::{APacking, Expr, GemmCall, GemmEpi, Matrix, Step};
 use crate::ir::infer::{deconv_groups, resolved_deconv_padding};
 use crate::ir::{BinaryOp, Border, ConvAttrs, DType, ValueId};
 
@@ -284,7 +284,7 @@ pub(super) fn deconv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs
                 rs: k as i64,
                 cs: 1,
             },
-            a_packed: true,
+            a_packing: APacking::Rows6,
             b: Matrix {
                 buf: bbuf,
                 rs: qvol as i64,

@@ -6,10 +6,10 @@
 //! emitted by `emit::gemm`. Only when that cannot represent the call (offsets beyond the
 //! immediate range, C with non-unit column stride) does the fallback below apply:
 //! each batch entry becomes a reduction kernel `C[i, j] = act(Σ_kk A[i, kk]·B[kk, j] + bias)`
-//! with the reduction innermost. A pre-packed A (the runtime's panel format: element
-//! `(i, kk)` at `(i / MR)·k·MR + kk·MR + i % MR`) is read in place by splitting the row loop
-//! into (panel, row-in-panel) loops: one kernel for the full panels, one for the last
-//! partial panel. The inner loop vectorizes (4 accumulators) when A and B are both
+//! with the reduction innermost. A pre-packed A (either of the runtime's panel formats:
+//! element `(i, kk)` at `(i / R)·k·R + kk·R + i % R` with `R` = 6 or 16 rows per panel,
+//! `APacking::panel_rows`) is read in place by splitting the row loop into (panel,
+//! row-in-panel) loops: one kernel for the full panels, one for the last partial panel. The inner loop vectorizes (4 accumulators) when A and B are both
 //! contiguous along k. Not supported by the fallback: `accumulate` (convolutions only fuse a residual
 //! on the runtime path, so this never occurs in programs `select` builds).
 
@@ -20,10 +20,8 @@ use crate::back::kernel::{
 };
 use crate::ir::{BinaryOp, DType, UnaryOp};
 
-const MR: usize = nnefc_runtime::gemm::MR;
-
 /// Rows `[row0, row0 + rows)` of one batch entry; `a_row` gives A's (offset, per-row stride
-/// pattern): for packed A the rows are walked as `panels × MR`.
+/// pattern): for packed A the rows are walked as `panels × rows per panel`.
 fn kernel(
     lw: &Lowering<'_>,
     g: &GemmCall,
@@ -131,20 +129,20 @@ pub(super) fn lower_all(lw: &mut Lowering<'_>) -> Result<(), CodegenError> {
             continue;
         }
         for bi in 0..g.batches.len() {
-            if g.a_packed {
+            if let Some(mr) = g.a_packing.panel_rows() {
                 let kk = g.k as i64;
-                let full = g.m / MR;
-                let rest = g.m % MR;
+                let full = g.m / mr;
+                let rest = g.m % mr;
                 if full > 0 {
                     let rl = [
-                        (full, kk * MR as i64, MR as i64 * g.c.rs, MR as i64),
-                        (MR, 1, g.c.rs, 1),
+                        (full, kk * mr as i64, mr as i64 * g.c.rs, mr as i64),
+                        (mr, 1, g.c.rs, 1),
                     ];
-                    let k = kernel(lw, &g, bi, &rl, 0, MR as i64)?;
+                    let k = kernel(lw, &g, bi, &rl, 0, mr as i64)?;
                     lw.push(k);
                 }
                 if rest > 0 {
-                    let base = (full * MR) as i64;
+                    let base = (full * mr) as i64;
                     let mut g2 = g.clone();
                     g2.batches[bi][2] += base * g.c.rs;
                     if let Some((_, offs)) = &mut g2.epi.row_bias
@@ -153,7 +151,7 @@ pub(super) fn lower_all(lw: &mut Lowering<'_>) -> Result<(), CodegenError> {
                         *o += base;
                     }
                     let rl = [(rest, 1, g.c.rs, 1)];
-                    let k = kernel(lw, &g2, bi, &rl, base * kk, MR as i64)?;
+                    let k = kernel(lw, &g2, bi, &rl, base * kk, mr as i64)?;
                     lw.push(k);
                 }
             } else {

@@ -7,11 +7,15 @@
 //! - linear(x, W, bias): `y[i, j] = Σ_k x[i, k]·W[j, k] + bias[j]`; W is read as B with
 //!   strides (1, Cin); a one-element bias is widened to a row of Cout.
 //!
+//! A constant A is packed in the runtime's 6-row panels, or in its 16-row lane panels when
+//! the runtime's AVX-512 lane route is faster for the shape ([`a_packing`], which
+//! convolutions use too).
+//!
 //! Only f32. Not here: the GEMM itself (runtime crate) or epilogue fusion of later ops.
 
 use super::{Lowering, strides};
 use crate::back::CodegenError;
-use crate::back::kernel::{BufId, GemmCall, Matrix, Step};
+use crate::back::kernel::{APacking, BufId, GemmCall, Matrix, Step};
 use crate::ir::{DType, ValueId};
 
 type R = Result<(), CodegenError>;
@@ -28,15 +32,132 @@ fn f32_only(lw: &Lowering<'_>, vs: &[ValueId], what: &str) -> R {
     Ok(())
 }
 
-/// A as a packed constant when it is one and does not vary over the batch.
+/// The packed format for the constant A of a product `C[m×n] = A[m×k]·B[k×n]` run by the
+/// runtime: lane panels ([`APacking::Lanes16`]) when the object calls the runtime on an
+/// AVX-512 target (`Lowering::lane_gemm`) and the cost model below expects them to be at
+/// least 5 % faster, else 6-row panels.
+///
+/// The model counts the multiply-adds each route issues, padding included:
+/// - 6-row panels: `ceil(m/6)·6` rows × the lanes the 6-row AVX-512 tiles compute for `n`
+///   columns ([`six_row_lanes`]: 49 columns cost 64) × k, plus `6·k·n` for packing B (which
+///   small `m` amortizes badly);
+/// - lane panels: `ceil(m/16)·16` rows × n × `(k + 10.5)`: no column padding, but a fixed
+///   cost per 16×28 tile (old C, k-block sums, epilogue, register transposes) worth about
+///   10.5 k steps.
+///
+/// The three constants (6, 10.5, the 5 % margin) are a least-squares fit of the log speed
+/// ratio over 29 shapes measured on the AMD Zen 4 machine (one core, a scratch benchmark
+/// of `nnefc_sgemm_packed_a` against `nnefc_sgemm_parallel` with lane panels, operands in
+/// cache). Measured lane/6-row GFLOP/s (ratio; model's prediction):
+/// 1280×49×320 110.9/82.1 (1.35; 1.27), 320×49×960 115.3/81.6 (1.41; 1.33),
+/// 960×49×160 105.9/82.3 (1.29; 1.23), 160×49×960 115.3/80.6 (1.43; 1.35),
+/// 512×49×256 110.1/84.2 (1.31; 1.28), 512×49×2304 114.8/83.0 (1.38; 1.32),
+/// 96×196×576 113.9/100.8 (1.13; 1.10), 64×196×384 112.5/92.9 (1.21; 1.16),
+/// 256×196×1152 115.1/103.5 (1.11; 1.08), 32×784×192 108.7/86.1 (1.26; 1.24),
+/// 16×12544×32 76.8/67.4 (1.14; 1.13), 16×3025×64 91.8/72.3 (1.27; 1.29),
+/// 64×169×576 113.1/96.0 (1.18; 1.15), 48×729×256 109.8/100.5 (1.09; 1.09),
+/// 128×784×576 112.8/105.2 (1.07; 1.06), 64×12544×147 92.1/81.7 (1.13; 1.05),
+/// 64×3025×144 103.2/99.2 (1.04; 1.05), 1000×169×512 111.8/108.3 (1.03; 1.02),
+/// 256×196×128 104.7/101.9 (1.03; 1.01), 576×196×96 100.8/103.2 (0.98; 0.97),
+/// 384×196×64 93.7/99.9 (0.94; 0.93), 32×12544×27 70.9/76.8 (0.92; 0.94),
+/// 128×784×64 94.0/102.9 (0.91; 0.93), 192×169×48 85.1/95.9 (0.89; 0.88),
+/// 24×3136×144 79.0/91.2 (0.87; 0.87), 192×784×32 77.9/103.0 (0.76; 0.78),
+/// 144×3136×24 68.9/95.8 (0.72; 0.72), 64×3025×16 56.9/82.2 (0.69; 0.68),
+/// 96×12544×16 55.7/89.8 (0.62; 0.64); and 1000×1×1280 33.2/23.7 (1.40; the 6-row
+/// route is a GEMV there, which the model does not describe, but it does pick lanes).
+/// So: lane panels for few columns (7×7 maps) and for deep products whose width the
+/// 64-column tiles pad; 6-row panels for shallow products (k ≲ 100) on wide maps and
+/// for m far from a multiple of 16.
+///
+/// In the networks (`nnefc bench --profile`, best of three runs with lane panels and
+/// three without, ms per layer): mobilenet_v2 conv52 (1280×49×320) 0.51 → 0.41, conv51
+/// 0.38 → 0.30, conv43/46/49 (960×49×160) 0.19 → 0.16, conv45/48 0.19 → 0.15, conv42
+/// 0.12 → 0.09, the 14×14 and 28×28 projections 10–25 % faster; resnet18 conv16
+/// (512×49×2304) 1.50 → 1.18, conv11 (256×196×1152) 1.20 → 1.08, conv6 (128×784×576)
+/// 1.22 → 1.16, conv1 (64×12544×147) even (3.47 / 3.43, after the lane route learnt to
+/// stream a B larger than L2 once); squeezenet1_1 conv5 (16×3025×128) 0.18 → 0.13,
+/// conv11 (32×729×256) 0.15 → 0.11, conv7 (64×3025×144) 0.62 → 0.59. No layer that
+/// switched got slower beyond the noise (±2 %).
+pub(super) fn a_packing(lw: &Lowering<'_>, m: usize, n: usize, k: usize) -> APacking {
+    if lw.lane_gemm && lanes_pay(m, n, k) {
+        APacking::Lanes16
+    } else {
+        APacking::Rows6
+    }
+}
+
+/// The cost model of [`a_packing`]: whether lane panels are expected to be at least 5 %
+/// faster than 6-row panels for `C[m×n] = A[m×k]·B[k×n]` on an AVX-512 CPU.
+pub(crate) fn lanes_pay(m: usize, n: usize, k: usize) -> bool {
+    if m == 0 || n == 0 || k == 0 {
+        return false;
+    }
+    let (nf, kf) = (n as f64, k as f64);
+    let rows6 = (m.div_ceil(6) * 6) as f64 * six_row_lanes(n) as f64 * kf + 6.0 * kf * nf;
+    let lanes = (m.div_ceil(16) * 16) as f64 * nf * (kf + 10.5);
+    rows6 >= 1.05 * lanes
+}
+
+/// Columns of C the runtime's AVX-512 6-row tiles compute for a product `n` wide: 16 up
+/// to 16 columns, 32 up to 32, else whole 64-column tiles and, for the rest, the
+/// narrower 32- and 16-column tiles when they compute fewer lanes than a 64-column one
+/// (`kernels::for_width` and `driver::edge_columns` in the runtime).
+fn six_row_lanes(n: usize) -> usize {
+    if n <= 16 {
+        return 16;
+    }
+    if n <= 32 {
+        return 32;
+    }
+    let (full, rest) = (n / 64 * 64, n % 64);
+    if rest == 0 {
+        return full;
+    }
+    let edge = rest / 32 * 32 + (rest % 32) / 16 * 16 + if rest % 16 > 0 { 16 } else { 0 };
+    full + edge.min(64)
+}
+
+/// `data` (an `m × k` matrix with strides `(rs, cs)`) packed in `packing`'s format.
+pub(super) fn pack_const(
+    packing: APacking,
+    m: usize,
+    k: usize,
+    data: &[f32],
+    rs: usize,
+    cs: usize,
+) -> Result<Vec<f32>, CodegenError> {
+    let packed = match packing {
+        APacking::Lanes16 => nnefc_runtime::try_pack_a_lanes(m, k, data, rs, cs),
+        APacking::Rows6 | APacking::None => nnefc_runtime::try_pack_a(m, k, data, rs, cs),
+    };
+    packed.map_err(|e| CodegenError::Internal(format!("packing A: {e:?}")))
+}
+
+/// Floats of `packing`'s format for an `m × k` matrix.
+pub(super) fn packed_len(packing: APacking, m: usize, k: usize) -> usize {
+    match packing {
+        APacking::Lanes16 => nnefc_runtime::packed_a_lanes_len(m, k),
+        APacking::Rows6 | APacking::None => nnefc_runtime::packed_a_len(m, k),
+    }
+}
+
+/// GEMM scratch bytes of a product with A in `packing` (lane panels need none).
+pub(super) fn scratch_bytes(packing: APacking, m: usize, n: usize, k: usize) -> usize {
+    match packing {
+        APacking::Lanes16 => 0,
+        APacking::Rows6 | APacking::None => nnefc_runtime::sgemm_scratch_bytes(m, n, k),
+    }
+}
+
+/// A as a packed constant when it is one and does not vary over the batch, with its
+/// format.
 fn packed_a(
     lw: &mut Lowering<'_>,
     a: ValueId,
-    m: usize,
-    k: usize,
+    (m, n, k): (usize, usize, usize),
     rs: i64,
     cs: i64,
-) -> Result<Option<BufId>, CodegenError> {
+) -> Result<Option<(BufId, APacking)>, CodegenError> {
     let Some(t) = lw.g.const_of(a) else {
         return Ok(None);
     };
@@ -46,10 +167,10 @@ fn packed_a(
     if data.len() != m * k {
         return Ok(None);
     }
-    let p = nnefc_runtime::try_pack_a(m, k, data, rs as usize, cs as usize)
-        .map_err(|e| CodegenError::Internal(format!("packing A: {e:?}")))?;
+    let packing = a_packing(lw, m, n, k);
+    let p = pack_const(packing, m, k, data, rs as usize, cs as usize)?;
     let bytes = p.iter().flat_map(|x| x.to_le_bytes()).collect();
-    Ok(Some(lw.const_buf(bytes, DType::F32, p.len())))
+    Ok(Some((lw.const_buf(bytes, DType::F32, p.len()), packing)))
 }
 
 pub(super) fn matmul(
@@ -115,15 +236,15 @@ pub(super) fn matmul(
     let packed = if a_batched || m == 0 || k == 0 {
         None
     } else {
-        packed_a(lw, a, m, k, ars, acs)?
+        packed_a(lw, a, (m, n, k), ars, acs)?
     };
-    let abuf = match packed {
+    let (abuf, a_packing) = match packed {
         Some(p) => p,
-        None => lw.buf(a)?,
+        None => (lw.buf(a)?, APacking::None),
     };
     let bbuf = lw.buf(b)?;
     let cbuf = lw.buf(c)?;
-    let scratch = lw.gemm_scratch(nnefc_runtime::sgemm_scratch_bytes(m, n, k));
+    let scratch = lw.gemm_scratch(scratch_bytes(a_packing, m, n, k));
     lw.prog.steps.push(Step::Gemm(GemmCall {
         m,
         n,
@@ -133,7 +254,7 @@ pub(super) fn matmul(
             rs: ars,
             cs: acs,
         },
-        a_packed: packed.is_some(),
+        a_packing,
         b: Matrix {
             buf: bbuf,
             rs: brs,
@@ -201,7 +322,7 @@ pub(super) fn linear(lw: &mut Lowering<'_>, ins: &[ValueId], outs: &[ValueId]) -
             rs: k as i64,
             cs: 1,
         },
-        a_packed: false,
+        a_packing: APacking::None,
         b: Matrix {
             buf: wbuf,
             rs: 1,
@@ -218,4 +339,72 @@ pub(super) fn linear(lw: &mut Lowering<'_>, ins: &[ValueId], outs: &[ValueId]) -
         epi: Default::default(),
     }));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{lanes_pay, six_row_lanes};
+
+    /// The rule on the measured shapes: lane panels where they measured ≥ 5 % faster,
+    /// 6-row panels where they measured slower.
+    #[test]
+    fn lane_rule_follows_the_measurements() {
+        for (m, n, k) in [
+            (1280, 49, 320),
+            (320, 49, 960),
+            (960, 49, 160),
+            (160, 49, 960),
+            (96, 196, 576),
+            (64, 196, 384),
+            (16, 12544, 32),
+            (1000, 1, 1280),
+            (512, 49, 256),
+            (512, 49, 2304),
+            (32, 784, 192),
+            (16, 3025, 64),
+        ] {
+            assert!(
+                lanes_pay(m, n, k),
+                "{m}×{n}×{k}: lane panels measured faster"
+            );
+        }
+        for (m, n, k) in [
+            (576, 196, 96),
+            (24, 3136, 144),
+            (96, 12544, 16),
+            (144, 3136, 24),
+            (192, 784, 32),
+            (32, 12544, 27),
+            (128, 784, 64),
+            (384, 196, 64),
+            (1, 1000, 1280),
+            (0, 49, 320),
+            (16, 49, 0),
+        ] {
+            assert!(
+                !lanes_pay(m, n, k),
+                "{m}×{n}×{k}: 6-row panels measured faster"
+            );
+        }
+    }
+
+    #[test]
+    fn six_row_lanes_counts_the_runtime_tiles() {
+        let cases = [
+            (1, 16),
+            (16, 16),
+            (17, 32),
+            (32, 32),
+            (33, 48),
+            (49, 64),
+            (64, 64),
+        ];
+        for (n, lanes) in cases {
+            assert_eq!(six_row_lanes(n), lanes, "n = {n}");
+        }
+        // 33 = 32 + 1 (16); 196 = 3·64 + 4 (16); 169 = 2·64 + 41 (32 + 16); 3136 = 49·64.
+        assert_eq!(six_row_lanes(196), 208);
+        assert_eq!(six_row_lanes(169), 176);
+        assert_eq!(six_row_lanes(3136), 3136);
+    }
 }

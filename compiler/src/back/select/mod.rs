@@ -81,6 +81,10 @@ pub(crate) struct Lowering<'g> {
     /// the target has AVX-512, whose 16-lane masked code the runtime has and Cranelift
     /// cannot emit.
     pub runtime_depthwise: bool,
+    /// Constant A operands of runtime GEMMs may be packed in lane panels
+    /// (`linalg::a_packing`): set when the target has AVX-512, whose lane route the
+    /// runtime runs; never for self-contained objects.
+    pub lane_gemm: bool,
     /// Nodes already computed by an earlier node (epilogue fusion in `conv`); `run` skips them.
     pub skip: Vec<bool>,
 }
@@ -111,6 +115,7 @@ impl<'g> Lowering<'g> {
             direct_only: false,
             self_contained: false,
             runtime_depthwise: false,
+            lane_gemm: false,
         }
     }
 
@@ -408,8 +413,8 @@ pub(crate) fn select(
 }
 
 /// [`select`] with the GEMMs as loop nests when `self_contained` (no runtime calls), and
-/// depthwise convolutions as runtime calls when `runtime_depthwise` (and not
-/// self-contained).
+/// depthwise convolutions as runtime calls when `runtime_depthwise`, and lane-panel GEMMs
+/// where they pay when `lane_gemm` (both only when not self-contained).
 pub(crate) fn select_with(
     g: &Graph,
     plan: &MemoryPlan,
@@ -417,9 +422,11 @@ pub(crate) fn select_with(
     vectorize: bool,
     self_contained: bool,
     runtime_depthwise: bool,
+    lane_gemm: bool,
 ) -> Result<Program, CodegenError> {
     let mut lw = Lowering::new(g, plan, prefix, vectorize);
     lw.self_contained = self_contained;
     lw.runtime_depthwise = runtime_depthwise && !self_contained;
+    lw.lane_gemm = lane_gemm && !self_contained;
     lw.run()
 }

@@ -19,7 +19,9 @@ use super::conv::{ConvIo, Fusion, bias_strides};
 use super::window::View;
 use super::{Lowering, strides};
 use crate::back::CodegenError;
-use crate::back::kernel::{Activation, Expr, ExprId, GemmCall, GemmEpi, Lit, Matrix, Step};
+use crate::back::kernel::{
+    APacking, Activation, Expr, ExprId, GemmCall, GemmEpi, Lit, Matrix, Step,
+};
 use crate::ir::{BinaryOp, DType, UnaryOp};
 
 /// `Bᵀ`: row `a` gives the coefficients of input row/column `i` in `V[a]`.
@@ -177,7 +179,7 @@ pub(super) fn conv3x3(
             rs: cin as i64,
             cs: 1,
         },
-        a_packed: true,
+        a_packing: APacking::Rows6,
         b: Matrix {
             buf: v,
             rs: tiles as i64,

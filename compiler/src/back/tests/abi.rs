@@ -65,6 +65,12 @@ fn descriptor_layout_matches_runtime() {
     // The stack records written by `object::define_body`.
     assert_eq!(std::mem::size_of::<nnefc_runtime::GemmArgs>(), 13 * 8);
     assert_eq!(std::mem::offset_of!(nnefc_runtime::GemmArgs, a_packed), 48);
+    // The values `object` stores in `a_packed`, as `GemmArgs` documents them.
+    use crate::back::kernel::APacking;
+    assert_eq!(APacking::None.abi_value(), 0);
+    assert_eq!(APacking::Rows6.abi_value(), 1);
+    assert_eq!(APacking::Lanes16.abi_value(), 2);
+    assert_eq!(nnefc_runtime::gemm::A_LANES, 2);
     assert_eq!(std::mem::offset_of!(nnefc_runtime::GemmArgs, epilogue), 96);
     assert_eq!(std::mem::offset_of!(nnefc_runtime::Parallel, workers), 8);
     assert_eq!(

@@ -7,6 +7,7 @@ mod fast_paths;
 mod gemm;
 mod harness;
 mod int_bool;
+mod lanes;
 mod math;
 mod models_smoke;
 mod ops;

@@ -1,0 +1,583 @@
+//! Lane panels: the second packed-A format and the GEMM routine that reads it, which
+//! vectorizes over the rows of C (16 rows of A per AVX-512 register) instead of its
+//! columns. A product with few columns (a 1×1 convolution on a 7×7 map: 49 pixels)
+//! fills only part of the last 16-column vector of the 6-row kernels (49 columns cost
+//! 64 lanes); here each column of B is a broadcast scalar, so no lane is wasted on
+//! columns and only rows past `m` in the last panel are padding.
+//!
+//! # Format (see the `gemm` module docs: part of the ABI)
+//! `ceil(m/16)` panels of [`LANES`] = 16 rows; panel `p` holds, for every `kk in 0..k`, the
+//! 16 values `A[p·16 + r][kk]`; rows past `m` are zero. Element `(i, kk)` is at
+//! `(i/16)·16·k + kk·16 + i%16`.
+//!
+//! # Arithmetic (what makes the result independent of the tile, the split and the format)
+//! Every element of C is computed as the 6-row kernels compute it: k is cut into the
+//! same equal blocks of at most `KC` (`driver::blocked`'s `kc_step`); each block's
+//! product is one multiply-add chain over its `kk` in order, starting from zero; the block
+//! sums are added in order to the old C (with `accumulate`) or to the first block's sum;
+//! then the row bias or the column bias, then the activation, with the NaN rules of
+//! `kernels::activate`. The AVX-512 tile fuses each multiply-add (as the AVX-512 and AVX2
+//! 6-row kernels do), so on an AVX-512 CPU its C is bit-identical to
+//! `nnefc_sgemm_packed_a`'s wherever that runs its blocked loops (`m ≥ 2`, `n ≥ 5`; its GEMV
+//! forms sum differently). The portable tile multiplies then adds (two roundings, as the
+//! portable 6-row kernel does), so it equals that kernel's C instead; it runs on CPUs
+//! without AVX-512 (for which the compiler does not choose lane panels), whose AVX2 6-row
+//! kernel fuses and so may differ from it in the last bit. No tile shape, tile order or
+//! thread split changes which operations produce an element.
+//!
+//! # Tiles
+//! The AVX-512 tile holds one panel (16 rows) × up to [`COLS`] = 28 columns of C in 28
+//! accumulators: per `kk`, one panel load, 28 broadcasts of `B[kk][j]` read straight
+//! from B (no packing of B, so no scratch) and 28 fused multiply-adds. The columns of C
+//! are cut into `ceil(n/COLS)` tiles of near-equal width (49 = 25 + 24), each width a
+//! monomorphized copy. Block sums, the old C and the epilogue go through a stack tile in
+//! lane order (column `j` of the tile is one vector); 16×16 register transposes turn it
+//! into rows of C, stored with the mask of the valid columns, for the valid rows only.
+//! Tiles run panel-major (a panel stays in L1 while B streams from L2 per panel), or
+//! column-tile-major when B does not fit in L2 but A does (B then streams once).
+//!
+//! Shape measured on the AMD Zen 4 machine (one core, scratch benchmark of
+//! `nnefc_sgemm_parallel` against `nnefc_sgemm_packed_a`, GFLOP/s for 1280×49×320,
+//! 960×49×160, 576×196×96, 16×12544×32): 2 panels × 14 columns 107.8, 100.6, 93.0, 61.0;
+//! 3 × 9: 107.2, 99.7, 92.2, 58.0; 4 × 6: 104.2, 94.2, 83.6, 47.0; 1 × 16: 105.0, 95.5,
+//! 88.5, 58.5; 1 × 24: 106.0, 97.0, 93.4, 65.9; 1 × 28: 108.7, 102.4, 96.1, 69.7 (before
+//! the register transposes, with a scalar copy into C). One panel wins although it loads
+//! more per multiply-add: the A panel of a tile stays in L1 across its column tiles.
+//!
+//! Not here: choosing this format (the compiler does, per shape), threads (`split`).
+
+use super::GemmEpilogue;
+use super::KC;
+use super::driver::Problem;
+use super::kernels::activate;
+
+/// Rows per lane panel: one AVX-512 vector of f32. Part of the format.
+pub const LANES: usize = 16;
+/// Widest column tile: `COLS` accumulators plus the panel load and a broadcast fit the
+/// 32 vector registers.
+const COLS: usize = 28;
+/// Bytes an operand may take to be streamed from the L2 cache (half of a 1 MiB L2,
+/// leaving room for the other operand and C).
+const L2_BYTES: usize = 1 << 19;
+/// Columns of the stack tile: `COLS` rounded up to whole 16×16 transposes.
+const BUF_COLS: usize = COLS.div_ceil(LANES) * LANES;
+
+/// Which tile code runs (decided once per product from the CPU's 6-row kernel, so every
+/// part of a split product uses the same one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Impl {
+    /// Fused multiply-adds on 512-bit vectors.
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+    /// Plain Rust, correct on any CPU.
+    Portable,
+}
+
+impl Impl {
+    /// The code for a CPU whose 6-row kernel is `id`.
+    pub(crate) fn for_kernel(id: super::KernelId) -> Impl {
+        #[cfg(target_arch = "x86_64")]
+        if matches!(id, super::KernelId::Avx512 | super::KernelId::Avx512Wide) {
+            return Impl::Avx512;
+        }
+        let _ = id;
+        Impl::Portable
+    }
+}
+
+/// Floats of the lane-panel format for an `m × k` matrix: `ceil(m/16)·16·k`, or `None`
+/// if that overflows.
+pub(crate) fn len(m: usize, k: usize) -> Option<usize> {
+    m.div_ceil(LANES).checked_mul(LANES)?.checked_mul(k)
+}
+
+/// Packs A (`m × k`, element `(i, kk)` at `a[i·rsa + kk·csa]`) into lane panels at `dst`.
+///
+/// # Safety
+/// `a` addresses every element of A; `dst` has room for [`len`]`(m, k)` floats and does
+/// not overlap `a`.
+#[cfg(feature = "std")]
+pub(crate) unsafe fn pack(
+    m: usize,
+    k: usize,
+    a: *const f32,
+    rsa: isize,
+    csa: isize,
+    dst: *mut f32,
+) {
+    for p in 0..m.div_ceil(LANES) {
+        let rows = LANES.min(m - p * LANES);
+        // SAFETY: panel p occupies dst[p·16·k .. (p+1)·16·k].
+        let out = unsafe { dst.add(p * LANES * k) };
+        for kk in 0..k {
+            for r in 0..LANES {
+                let v = if r < rows {
+                    // SAFETY: (p·16 + r, kk) is an element of A.
+                    unsafe { *a.offset((p * LANES + r) as isize * rsa + kk as isize * csa) }
+                } else {
+                    0.0
+                };
+                // SAFETY: inside panel p.
+                unsafe { *out.add(kk * LANES + r) = v };
+            }
+        }
+    }
+}
+
+/// The stack tile: column `j` of a tile (its 16 rows) at `j·16`, 64-byte aligned.
+#[repr(C, align(64))]
+struct TileBuf([f32; LANES * BUF_COLS]);
+
+/// One tile: where it is and what its epilogue needs.
+struct Tile {
+    /// The tile's panel at `kk = 0`.
+    a: *const f32,
+    /// `B[0][j0]`.
+    b: *const f32,
+    rsb: isize,
+    csb: isize,
+    /// `C[row0][j0]`.
+    c: *mut f32,
+    rsc: isize,
+    /// Valid rows (≤ 16) and columns (≤ COLS).
+    rows: usize,
+    cols: usize,
+    /// Row bias at `row0` and column bias at `j0` (null: none).
+    bias_row: *const f32,
+    bias_col: *const f32,
+}
+
+/// `C = epilogue(A·B)` with A in lane panels at `ap` (`p.a` is ignored), computed by the
+/// tiles of `imp`. `m`, `n`, `k` ≥ 1 (the driver routes the empty and `k = 0` cases).
+///
+/// # Safety
+/// `ap` holds [`len`]`(m, k)` floats of lane panels; B, C and the bias are valid for the
+/// problem (the `nnefc_sgemm` contract); `imp` is supported by the CPU.
+pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilogue) {
+    let (m, n, k) = (p.m, p.n, p.k);
+    let tiles = n.div_ceil(COLS);
+    let bias_row = if epi.bias_kind == 1 {
+        epi.bias
+    } else {
+        core::ptr::null()
+    };
+    let bias_col = if epi.bias_kind == 2 {
+        epi.bias
+    } else {
+        core::ptr::null()
+    };
+    // Zeroed once: a tile reads columns past its width only into lanes it never stores.
+    let mut buf = TileBuf([0.0; LANES * BUF_COLS]);
+    let panels = m.div_ceil(LANES);
+    let mut tile_at = |panel: usize, t: usize| {
+        let row0 = panel * LANES;
+        let (j0, j1) = (t * n / tiles, (t + 1) * n / tiles);
+        // SAFETY: panel `panel` of A, column j0 of B, element (row0, j0) of C and the bias
+        // entries row0 / j0 exist; the tile covers rows < m and columns < n only.
+        unsafe {
+            let tile = Tile {
+                a: ap.add(panel * LANES * k),
+                b: p.b.offset(j0 as isize * p.csb),
+                rsb: p.rsb,
+                csb: p.csb,
+                c: p.c.offset(row0 as isize * p.rsc).add(j0),
+                rsc: p.rsc,
+                rows: LANES.min(m - row0),
+                cols: j1 - j0,
+                bias_row: if bias_row.is_null() {
+                    bias_row
+                } else {
+                    bias_row.add(row0)
+                },
+                bias_col: if bias_col.is_null() {
+                    bias_col
+                } else {
+                    bias_col.add(j0)
+                },
+            };
+            run_tile(imp, &mut buf, &tile, k, epi);
+        }
+    };
+    // Each order streams one operand once per tile of the other: panel-major reads all of
+    // B per panel (a panel, 16·k floats, stays in L1 across its column tiles), column-
+    // major all of A per column tile (a stripe of B stays in L1 across the panels). B read
+    // per panel must come from L2 to keep up; when it does not fit there but A does, the
+    // column-major order streams B once (and only the order changes: every element is
+    // computed alike).
+    let fits_l2 = |floats: usize| floats.saturating_mul(4) <= L2_BYTES;
+    if panels > 1 && !fits_l2(k.saturating_mul(n)) && fits_l2(m.saturating_mul(k)) {
+        for t in 0..tiles {
+            for panel in 0..panels {
+                tile_at(panel, t);
+            }
+        }
+    } else {
+        for panel in 0..panels {
+            for t in 0..tiles {
+                tile_at(panel, t);
+            }
+        }
+    }
+}
+
+/// Calls `$f::<W>($args)` for the run-time width `w ∈ 1..=COLS`.
+macro_rules! by_width {
+    ($w:expr, $f:ident($($arg:expr),*)) => {
+        match $w {
+            1 => $f::<1>($($arg),*),
+            2 => $f::<2>($($arg),*),
+            3 => $f::<3>($($arg),*),
+            4 => $f::<4>($($arg),*),
+            5 => $f::<5>($($arg),*),
+            6 => $f::<6>($($arg),*),
+            7 => $f::<7>($($arg),*),
+            8 => $f::<8>($($arg),*),
+            9 => $f::<9>($($arg),*),
+            10 => $f::<10>($($arg),*),
+            11 => $f::<11>($($arg),*),
+            12 => $f::<12>($($arg),*),
+            13 => $f::<13>($($arg),*),
+            14 => $f::<14>($($arg),*),
+            15 => $f::<15>($($arg),*),
+            16 => $f::<16>($($arg),*),
+            17 => $f::<17>($($arg),*),
+            18 => $f::<18>($($arg),*),
+            19 => $f::<19>($($arg),*),
+            20 => $f::<20>($($arg),*),
+            21 => $f::<21>($($arg),*),
+            22 => $f::<22>($($arg),*),
+            23 => $f::<23>($($arg),*),
+            24 => $f::<24>($($arg),*),
+            25 => $f::<25>($($arg),*),
+            26 => $f::<26>($($arg),*),
+            27 => $f::<27>($($arg),*),
+            _ => $f::<28>($($arg),*),
+        }
+    };
+}
+
+/// One tile: the old C (with `accumulate`) into the stack tile, then each k block added
+/// to it, then the epilogue and the store into C.
+///
+/// # Safety
+/// As for [`run`]; `t` describes a tile inside the problem, `t.cols ≤ COLS`.
+unsafe fn run_tile(imp: Impl, buf: &mut TileBuf, t: &Tile, k: usize, epi: &GemmEpilogue) {
+    const _: () = assert!(COLS == 28, "by_width! covers widths 1..=28");
+    let accumulate = epi.accumulate != 0;
+    // SAFETY (whole body): the tile's rows × cols of C exist; its panel holds 16·k floats
+    // from t.a; B rows < k exist for its columns.
+    unsafe {
+        if accumulate {
+            match imp {
+                #[cfg(target_arch = "x86_64")]
+                Impl::Avx512 => avx512::load_c(buf, t),
+                Impl::Portable => load_c_portable(buf, t),
+            }
+        }
+        // The 6-row kernels' k blocks (`driver::blocked`): equal blocks of at most KC.
+        let kc_step = k.div_ceil(k.div_ceil(KC));
+        let mut pc = 0;
+        while pc < k {
+            let kc = kc_step.min(k - pc);
+            let a = t.a.add(pc * LANES);
+            let b = t.b.offset(pc as isize * t.rsb);
+            let add = accumulate || pc > 0;
+            let out = buf.0.as_mut_ptr();
+            match imp {
+                #[cfg(target_arch = "x86_64")]
+                Impl::Avx512 => by_width!(t.cols, block_avx512(kc, a, b, t.rsb, t.csb, out, add)),
+                Impl::Portable => {
+                    by_width!(t.cols, block_portable(kc, a, b, t.rsb, t.csb, out, add))
+                }
+            }
+            pc += kc;
+        }
+        match imp {
+            #[cfg(target_arch = "x86_64")]
+            Impl::Avx512 => avx512::finish(buf, t, epi),
+            Impl::Portable => finish_portable(buf, t, epi),
+        }
+    }
+}
+
+/// The old C of the tile into the stack tile (lane order), portable.
+///
+/// # Safety
+/// The tile's rows × cols of C exist.
+unsafe fn load_c_portable(buf: &mut TileBuf, t: &Tile) {
+    for r in 0..t.rows {
+        // SAFETY: row r < rows of the tile.
+        let row = unsafe { t.c.offset(r as isize * t.rsc) };
+        for j in 0..t.cols {
+            // SAFETY: column j < cols of the tile.
+            buf.0[j * LANES + r] = unsafe { *row.add(j) };
+        }
+    }
+}
+
+/// `buf[j·16 + r] (+)= Σ_{kk < kc} A[r][kk]·B[kk][j]` for one k block, portable: each
+/// product rounded, then added (the portable 6-row kernel's arithmetic).
+///
+/// # Safety
+/// `a` is the tile's panel at the block's first `kk` (`kc·16` floats from there);
+/// `B[kk][j]` at `b + kk·rsb + j·csb` exists for `kk < kc`, `j < W`; `buf` holds `16·W`
+/// floats.
+unsafe fn block_portable<const W: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    rsb: isize,
+    csb: isize,
+    buf: *mut f32,
+    add: bool,
+) {
+    let mut acc = [[0.0f32; LANES]; W];
+    // SAFETY: the reads stay inside the panel and B rows the contract describes.
+    unsafe {
+        for kk in 0..kc {
+            let av = a.add(kk * LANES).cast::<[f32; LANES]>().read_unaligned();
+            let bk = b.offset(kk as isize * rsb);
+            for (j, acc_j) in acc.iter_mut().enumerate() {
+                let bj = *bk.offset(j as isize * csb);
+                for (s, &x) in acc_j.iter_mut().zip(&av) {
+                    *s += x * bj;
+                }
+            }
+        }
+        for (j, acc_j) in acc.iter().enumerate() {
+            let dst = buf.add(j * LANES);
+            for (r, &s) in acc_j.iter().enumerate() {
+                let d = dst.add(r);
+                *d = if add { *d + s } else { s };
+            }
+        }
+    }
+}
+
+/// Bias, activation (the order and NaN rules of the 6-row kernels' tile epilogue) and the
+/// store into C, portable.
+///
+/// # Safety
+/// The tile's rows × cols of C exist, and its bias entries when non-null.
+unsafe fn finish_portable(buf: &mut TileBuf, t: &Tile, epi: &GemmEpilogue) {
+    for r in 0..t.rows {
+        // SAFETY: row r < rows of the tile.
+        let row = unsafe { t.c.offset(r as isize * t.rsc) };
+        for j in 0..t.cols {
+            let mut v = buf.0[j * LANES + r];
+            // SAFETY: rows < t.rows and columns < t.cols of C and the bias exist.
+            unsafe {
+                if !t.bias_row.is_null() {
+                    v += *t.bias_row.add(r);
+                }
+                if !t.bias_col.is_null() {
+                    v += *t.bias_col.add(j);
+                }
+                *row.add(j) = activate(v, epi.activation, epi.lo, epi.hi);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+use avx512::block_avx512;
+
+/// The AVX-512 tile: 16 rows of C per register.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{BUF_COLS, LANES, Tile, TileBuf};
+    use crate::gemm::GemmEpilogue;
+    use core::arch::x86_64::*;
+
+    /// As [`super::block_portable`], with one fused multiply-add per product (the AVX-512
+    /// and AVX2 6-row kernels' arithmetic).
+    ///
+    /// # Safety
+    /// As for [`super::block_portable`]; the CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn block_avx512<const W: usize>(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        rsb: isize,
+        csb: isize,
+        buf: *mut f32,
+        add: bool,
+    ) {
+        // SAFETY: the loads stay inside the panel and B rows of the contract.
+        unsafe {
+            let mut acc = [_mm512_setzero_ps(); W];
+            let (mut ap, mut bp) = (a, b);
+            for _ in 0..kc {
+                let av = _mm512_loadu_ps(ap);
+                for (j, s) in acc.iter_mut().enumerate() {
+                    *s = _mm512_fmadd_ps(av, _mm512_set1_ps(*bp.offset(j as isize * csb)), *s);
+                }
+                ap = ap.add(LANES);
+                bp = bp.offset(rsb);
+            }
+            for (j, &s) in acc.iter().enumerate() {
+                let dst = buf.add(j * LANES);
+                let v = if add {
+                    _mm512_add_ps(_mm512_load_ps(dst), s)
+                } else {
+                    s
+                };
+                _mm512_store_ps(dst, v);
+            }
+        }
+    }
+
+    /// Mask of lanes `0..n` (`n ≤ 16`).
+    #[inline(always)]
+    fn first(n: usize) -> __mmask16 {
+        if n >= LANES { !0 } else { (1u16 << n) - 1 }
+    }
+
+    /// Transposes a 16×16 block held as 16 vectors (unpack pairs, then 2×2, 4×4 and 8×8
+    /// blocks of 128-bit lanes): `v[i][j]` becomes `v[j][i]`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn transpose(v: &mut [__m512; LANES]) {
+        let mut t = [_mm512_setzero_ps(); LANES];
+        for i in 0..8 {
+            t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+            t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+        }
+        for g in (0..LANES).step_by(4) {
+            v[g] = _mm512_shuffle_ps::<0x44>(t[g], t[g + 2]);
+            v[g + 1] = _mm512_shuffle_ps::<0xEE>(t[g], t[g + 2]);
+            v[g + 2] = _mm512_shuffle_ps::<0x44>(t[g + 1], t[g + 3]);
+            v[g + 3] = _mm512_shuffle_ps::<0xEE>(t[g + 1], t[g + 3]);
+        }
+        for h in (0..LANES).step_by(8) {
+            for i in 0..4 {
+                t[h + i] = _mm512_shuffle_f32x4::<0x88>(v[h + i], v[h + i + 4]);
+                t[h + i + 4] = _mm512_shuffle_f32x4::<0xDD>(v[h + i], v[h + i + 4]);
+            }
+        }
+        for i in 0..8 {
+            v[i] = _mm512_shuffle_f32x4::<0x88>(t[i], t[i + 8]);
+            v[i + 8] = _mm512_shuffle_f32x4::<0xDD>(t[i], t[i + 8]);
+        }
+    }
+
+    /// The old C of the tile into the stack tile: per 16 columns, the valid rows loaded
+    /// under the column mask and transposed into lane order.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; the tile's rows × cols of C exist.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn load_c(buf: &mut TileBuf, t: &Tile) {
+        let mut j0 = 0;
+        while j0 < t.cols {
+            let mask = first(t.cols - j0);
+            let mut v = [_mm512_setzero_ps(); LANES];
+            for (r, vr) in v.iter_mut().enumerate().take(t.rows) {
+                // SAFETY: row r < rows; the mask covers columns j0.. < cols.
+                *vr =
+                    unsafe { _mm512_maskz_loadu_ps(mask, t.c.offset(r as isize * t.rsc).add(j0)) };
+            }
+            transpose(&mut v);
+            for (j, &vj) in v.iter().enumerate() {
+                // SAFETY: j0 + j < BUF_COLS (j0 is a multiple of 16 below COLS).
+                unsafe { _mm512_store_ps(buf.0.as_mut_ptr().add((j0 + j) * LANES), vj) };
+            }
+            j0 += LANES;
+        }
+        debug_assert!(j0 <= BUF_COLS);
+    }
+
+    /// As [`super::finish_portable`], 16 rows at a time: the row bias one masked vector
+    /// load, the activation the AVX-512 6-row kernel's NaN-propagating sequence, then per
+    /// 16 columns a transpose into rows of C, each stored under the column mask.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; the tile's rows × cols of C exist, and its bias entries when
+    /// non-null.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn finish(buf: &mut TileBuf, t: &Tile, epi: &GemmEpilogue) {
+        let zero = _mm512_setzero_ps();
+        let nan = _mm512_set1_ps(f32::NAN);
+        let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
+        // SAFETY (whole body): the row bias is read under the mask of valid rows, the
+        // column bias for columns < cols; buf holds BUF_COLS columns; C is written for
+        // rows < rows under the mask of columns < cols.
+        unsafe {
+            let brow = if t.bias_row.is_null() {
+                None
+            } else {
+                Some(_mm512_maskz_loadu_ps(first(t.rows), t.bias_row))
+            };
+            let mut j0 = 0;
+            while j0 < t.cols {
+                let w = (t.cols - j0).min(LANES);
+                let mut v = [zero; LANES];
+                for (j, vj) in v.iter_mut().enumerate().take(w) {
+                    let mut x = _mm512_load_ps(buf.0.as_ptr().add((j0 + j) * LANES));
+                    if let Some(br) = brow {
+                        x = _mm512_add_ps(x, br);
+                    }
+                    if !t.bias_col.is_null() {
+                        x = _mm512_add_ps(x, _mm512_set1_ps(*t.bias_col.add(j0 + j)));
+                    }
+                    // The 6-row AVX-512 kernel's sequence (see `tile_avx512_body`).
+                    *vj = match epi.activation {
+                        1 => _mm512_mask_mov_ps(
+                            _mm512_max_ps(x, zero),
+                            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x),
+                            x,
+                        ),
+                        2 => _mm512_mask_mov_ps(
+                            _mm512_max_ps(_mm512_min_ps(hi, x), lo),
+                            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, hi),
+                            nan,
+                        ),
+                        _ => x,
+                    };
+                }
+                transpose(&mut v);
+                let mask = first(w);
+                for (r, &vr) in v.iter().enumerate().take(t.rows) {
+                    _mm512_mask_storeu_ps(t.c.offset(r as isize * t.rsc).add(j0), mask, vr);
+                }
+                j0 += LANES;
+            }
+        }
+    }
+
+    #[cfg(all(test, feature = "std"))]
+    mod tests {
+        use super::*;
+
+        /// The register transpose is one: `v[i][j]` ends at `v[j][i]`.
+        #[test]
+        fn transpose_transposes() {
+            if !crate::gemm::KernelId::Avx512.is_available() {
+                return;
+            }
+            let mut m = [[0.0f32; LANES]; LANES];
+            for (i, row) in m.iter_mut().enumerate() {
+                for (j, x) in row.iter_mut().enumerate() {
+                    *x = (i * LANES + j) as f32;
+                }
+            }
+            // SAFETY: the CPU has AVX-512F (checked above); loads and stores of 16 floats.
+            let out = unsafe {
+                let mut v: [__m512; LANES] =
+                    core::array::from_fn(|i| _mm512_loadu_ps(m[i].as_ptr()));
+                transpose(&mut v);
+                let mut out = [[0.0f32; LANES]; LANES];
+                for (i, o) in out.iter_mut().enumerate() {
+                    _mm512_storeu_ps(o.as_mut_ptr(), v[i]);
+                }
+                out
+            };
+            for i in 0..LANES {
+                for j in 0..LANES {
+                    assert_eq!(out[i][j], m[j][i], "({i}, {j})");
+                }
+            }
+        }
+    }
+}
