@@ -236,41 +236,62 @@ fn has_avx512dq() -> bool {
 /// The portable window maximum: every output its own loop over the taps.
 unsafe fn max_body(a: &DwArgs, lo: usize, hi: usize) {
     for p in lo..hi {
-        // SAFETY (all pointer arithmetic below): within the extents the caller describes.
+        // SAFETY: plane `p` of the caller's buffers.
         let (x, y, res, _, _) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
         for oy in 0..a.oh {
             for ox in 0..a.ow {
-                let mut m = f32::NEG_INFINITY;
-                let mut nan = false;
-                for ky in 0..a.kh {
-                    let iy = (oy * a.sh + ky * a.dh) as isize - a.pt as isize;
-                    if iy < 0 || iy >= a.h as isize {
-                        continue;
-                    }
-                    for kx in 0..a.kw {
-                        let ix = (ox * a.sw + kx * a.dw) as isize - a.pl as isize;
-                        if ix < 0 || ix >= a.w as isize {
-                            continue;
-                        }
-                        let v = unsafe { *x.offset(iy * a.x_sh + ix) };
-                        nan |= v.is_nan();
-                        m = maximum(m, v);
-                    }
-                }
-                let at = oy as isize * a.y_sh + ox as isize;
-                let mut v = if nan { f32::NAN } else { m };
-                if !res.is_null() {
-                    v += unsafe { *res.offset(at) };
-                }
-                let v = match a.act {
-                    1 => relu(v),
-                    2 => clamp(v, a.lo, a.hi),
-                    _ => v,
-                };
-                unsafe { *y.offset(at) = v };
+                // SAFETY: an output of this plane.
+                unsafe { max_output(a, x, y, res, oy, ox) };
             }
         }
     }
+}
+
+/// Output `(oy, ox)` of the window maximum of one plane (`x`, `y`, `res` its pointers):
+/// the maximum of the taps inside the input, NaN if any is NaN, then the epilogue.
+///
+/// # Safety
+/// The pointers address the plane's buffers as `a` describes; `(oy, ox)` is an output.
+#[inline(always)]
+unsafe fn max_output(
+    a: &DwArgs,
+    x: *const f32,
+    y: *mut f32,
+    res: *const f32,
+    oy: usize,
+    ox: usize,
+) {
+    let mut m = f32::NEG_INFINITY;
+    let mut nan = false;
+    for ky in 0..a.kh {
+        let iy = (oy * a.sh + ky * a.dh) as isize - a.pt as isize;
+        if iy < 0 || iy >= a.h as isize {
+            continue;
+        }
+        for kx in 0..a.kw {
+            let ix = (ox * a.sw + kx * a.dw) as isize - a.pl as isize;
+            if ix < 0 || ix >= a.w as isize {
+                continue;
+            }
+            // SAFETY: an input element of this plane.
+            let v = unsafe { *x.offset(iy * a.x_sh + ix) };
+            nan |= v.is_nan();
+            m = maximum(m, v);
+        }
+    }
+    let at = oy as isize * a.y_sh + ox as isize;
+    let mut v = if nan { f32::NAN } else { m };
+    if !res.is_null() {
+        // SAFETY: the residual element of this output.
+        v += unsafe { *res.offset(at) };
+    }
+    let v = match a.act {
+        1 => relu(v),
+        2 => clamp(v, a.lo, a.hi),
+        _ => v,
+    };
+    // SAFETY: this output.
+    unsafe { *y.offset(at) = v };
 }
 
 /// The larger of two non-NaN values, +0 above −0 (of two equal values the one with the
@@ -615,7 +636,8 @@ mod avx512 {
         /// [`Self::band3`] for the window maximum (`nnefc_maxpool`): each input row's three
         /// taps are reduced once and the result goes to every output row whose window
         /// holds that row. `vrangeps` is IEEE 754-2019 `maximum` except for NaN, which it
-        /// drops: NaNs are tracked in masks and put back before the store.
+        /// drops: a band whose input holds a NaN is computed again output by output.
+        /// (Tracking NaNs per output in mask registers cost more than the maxima.)
         #[inline]
         #[target_feature(enable = "avx512f,avx512dq")]
         unsafe fn band3_max<const R: usize, const S: usize, const FULL: bool>(
@@ -626,7 +648,7 @@ mod avx512 {
         ) {
             let n_in = (R - 1) * S + 3;
             let mut acc = [_mm512_set1_ps(f32::NEG_INFINITY); R];
-            let mut nan = [0u16; R];
+            let mut nan = 0u16;
             unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] {
                 if i < n_in && (FULL || keep & (1 << i) != 0) {
                     let row = base.wrapping_offset(i as isize * self.a.x_sh);
@@ -634,21 +656,28 @@ mod avx512 {
                     let t = unsafe { self.taps3::<S, false>(row) };
                     // Range select 01: the maximum, sign from the comparison (+0 > −0).
                     let m = _mm512_range_ps::<0b0101>(_mm512_range_ps::<0b0101>(t[0], t[1]), t[2]);
-                    let n = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t[0], t[1])
+                    nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t[0], t[1])
                         | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t[2], t[2]);
                     unroll!(ky in [0, 1, 2] {
                         if i >= ky && (i - ky) % S == 0 && (i - ky) / S < R {
                             let r = (i - ky) / S;
                             acc[r] = _mm512_range_ps::<0b0101>(acc[r], m);
-                            nan[r] |= n;
                         }
                     });
                 }
             });
             for (r, v) in acc.into_iter().enumerate() {
-                let v = _mm512_mask_blend_ps(nan[r], v, _mm512_set1_ps(f32::NAN));
                 // SAFETY: row oy + r of this block.
                 unsafe { self.store(v, oy + r) };
+            }
+            if nan != 0 {
+                let cols = self.c.live.count_ones() as usize;
+                for oy in oy..oy + R {
+                    for ox in self.c.ox0..self.c.ox0 + cols {
+                        // SAFETY: an output of this block.
+                        unsafe { super::max_output(self.a, self.x, self.y, self.res, oy, ox) };
+                    }
+                }
             }
         }
 
