@@ -25,6 +25,7 @@
 //! 7×7 (the compiler keeps im2col + GEMM for those), groups.
 
 use crate::DwArgs;
+use crate::dwconv::{clamp, relu};
 use crate::parallel::{self, Parallel, workers};
 use core::ffi::c_void;
 
@@ -209,20 +210,8 @@ unsafe fn finish(a: &ConvArgs, n: usize, o: usize, oy: usize, ox: usize, v: f32)
         v += unsafe { *g.res.offset(at) };
     }
     let v = match g.act {
-        1 => {
-            if v < 0.0 {
-                0.0
-            } else {
-                v
-            }
-        }
-        2 => {
-            if v.is_nan() || g.lo.is_nan() || g.hi.is_nan() {
-                f32::NAN
-            } else {
-                v.max(g.lo).min(g.hi)
-            }
-        }
+        1 => relu(v),
+        2 => clamp(v, g.lo, g.hi),
         _ => v,
     };
     // SAFETY: an element of the described output.
@@ -272,37 +261,11 @@ unsafe fn unit_body(a: &ConvArgs, u: Unit) {
     }
 }
 
-/// `unroll!(i in [0, 1, …] { body })`: the body once per listed value, `i` a constant in
-/// each copy.
-#[cfg(target_arch = "x86_64")]
-macro_rules! unroll {
-    ($i:ident in [$($n:literal),*] $body:block) => {
-        $( { let $i: usize = $n; $body } )*
-    };
-}
-
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{CONV_CO_TILE, ConvArgs, Unit};
+    use crate::dwconv::lanes;
     use core::arch::x86_64::*;
-
-    /// Lanes `l` in `[lo, hi)` (clamped to 0..16) as a mask.
-    #[inline(always)]
-    fn lanes(lo: isize, hi: isize) -> u16 {
-        let lo = lo.clamp(0, 16) as u32;
-        let hi = hi.clamp(0, 16) as u32;
-        if hi <= lo {
-            return 0;
-        }
-        let upto = |n: u32| {
-            if n >= 16 {
-                0xFFFFu16
-            } else {
-                ((1u32 << n) - 1) as u16
-            }
-        };
-        upto(hi) & !upto(lo)
-    }
 
     /// What tap column `kx` reads for a block of 16 output columns: the first input column
     /// and (stride 1) the lanes inside the row.
@@ -507,21 +470,8 @@ mod avx512 {
             );
         }
         let at = n as isize * g.y_sn + o as isize * g.y_sc + oy as isize * g.y_sh + ox0 as isize;
-        if !g.res.is_null() {
-            // SAFETY: the live lanes of this output row block.
-            v = _mm512_add_ps(v, unsafe {
-                _mm512_maskz_loadu_ps(live, g.res.wrapping_offset(at))
-            });
-        }
-        v = match g.act {
-            // max(0, v) returns v when v is NaN (the second operand).
-            1 => _mm512_max_ps(_mm512_setzero_ps(), v),
-            2 if g.lo.is_nan() || g.hi.is_nan() => _mm512_set1_ps(f32::NAN),
-            2 => _mm512_min_ps(_mm512_set1_ps(g.hi), _mm512_max_ps(_mm512_set1_ps(g.lo), v)),
-            _ => v,
-        };
         // SAFETY: the live lanes of this output row block.
-        unsafe { _mm512_mask_storeu_ps(g.y.wrapping_offset(at), live, v) };
+        unsafe { crate::dwconv::avx512::finish(v, g, g.y, g.res, at, live) };
     }
 }
 

@@ -342,37 +342,10 @@ unsafe fn plane_ptrs(
 /// AVX-512: 16 output columns per vector register, every tap a masked load (lanes whose
 /// input column is outside the row are neither read nor added) and a masked add, so edge
 /// columns and short rows need no scalar code.
-/// `unroll!(i in [0, 1, …] { body })`: the body once per listed value, `i` a constant in
-/// each copy.
 #[cfg(target_arch = "x86_64")]
-macro_rules! unroll {
-    ($i:ident in [$($n:literal),*] $body:block) => {
-        $( { let $i: usize = $n; $body } )*
-    };
-}
-
-#[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use super::{DwArgs, plane_ptrs};
+pub(crate) mod avx512 {
+    use super::{DwArgs, lanes, plane_ptrs};
     use core::arch::x86_64::*;
-
-    /// Lanes `l` in `[lo, hi)` (clamped to 0..16) as a mask.
-    #[inline(always)]
-    fn lanes(lo: isize, hi: isize) -> u16 {
-        let lo = lo.clamp(0, 16) as u32;
-        let hi = hi.clamp(0, 16) as u32;
-        if hi <= lo {
-            return 0;
-        }
-        let upto = |n: u32| {
-            if n >= 16 {
-                0xFFFFu16
-            } else {
-                ((1u32 << n) - 1) as u16
-            }
-        };
-        upto(hi) & !upto(lo)
-    }
 
     /// Widest filter row the AVX-512 path takes (its per-column masks live on the stack).
     pub(super) const MAX_KW: usize = 16;
@@ -659,7 +632,7 @@ mod avx512 {
                     nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t[0], t[1])
                         | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t[2], t[2]);
                     unroll!(ky in [0, 1, 2] {
-                        if i >= ky && (i - ky) % S == 0 && (i - ky) / S < R {
+                        if i >= ky && (i - ky).is_multiple_of(S) && (i - ky) / S < R {
                             let r = (i - ky) / S;
                             acc[r] = _mm512_range_ps::<0b0101>(acc[r], m);
                         }
@@ -708,7 +681,7 @@ mod avx512 {
                     // SAFETY: a row of this plane.
                     let t = unsafe { self.taps3::<S, PLAIN>(row) };
                     unroll!(ky in [0, 1, 2] {
-                        if i >= ky && (i - ky) % S == 0 && (i - ky) / S < R {
+                        if i >= ky && (i - ky).is_multiple_of(S) && (i - ky) / S < R {
                             let r = (i - ky) / S;
                             unroll!(kx in [0, 1, 2] {
                                 let wv = w[3 * ky + kx];
@@ -877,25 +850,43 @@ mod avx512 {
         /// value would live in memory, and every multiply-add of the caller with it.
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn store(&self, mut v: __m512, oy: usize) {
-            let a = self.a;
-            let live = self.c.live;
-            let at = oy as isize * a.y_sh + self.c.ox0 as isize;
-            if !self.res.is_null() {
-                // SAFETY: the live lanes of this output row block.
-                let rv = unsafe { _mm512_maskz_loadu_ps(live, self.res.wrapping_offset(at)) };
-                v = _mm512_add_ps(v, rv);
-            }
-            v = match a.act {
-                // max(0, v) returns v when v is NaN (the second operand).
-                1 => _mm512_max_ps(_mm512_setzero_ps(), v),
-                2 if a.lo.is_nan() || a.hi.is_nan() => _mm512_set1_ps(f32::NAN),
-                2 => _mm512_min_ps(_mm512_set1_ps(a.hi), _mm512_max_ps(_mm512_set1_ps(a.lo), v)),
-                _ => v,
-            };
+        unsafe fn store(&self, v: __m512, oy: usize) {
+            let at = oy as isize * self.a.y_sh + self.c.ox0 as isize;
             // SAFETY: the live lanes of this output row block.
-            unsafe { _mm512_mask_storeu_ps(self.y.wrapping_offset(at), live, v) };
+            unsafe { finish(v, self.a, self.y, self.res, at, self.c.live) };
         }
+    }
+
+    /// Adds the residual (`res` non-null) to `v`, applies `a`'s activation and stores the
+    /// `live` lanes at `y + at`: the epilogue of every vector kernel here and in `conv`.
+    ///
+    /// # Safety
+    /// The `live` lanes from `at` are inside `y` and (when not null) `res`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn finish(
+        mut v: __m512,
+        a: &DwArgs,
+        y: *mut f32,
+        res: *const f32,
+        at: isize,
+        live: u16,
+    ) {
+        if !res.is_null() {
+            // SAFETY: the caller's contract.
+            v = _mm512_add_ps(v, unsafe {
+                _mm512_maskz_loadu_ps(live, res.wrapping_offset(at))
+            });
+        }
+        v = match a.act {
+            // max(0, v) returns v when v is NaN (the second operand).
+            1 => _mm512_max_ps(_mm512_setzero_ps(), v),
+            2 if a.lo.is_nan() || a.hi.is_nan() => _mm512_set1_ps(f32::NAN),
+            2 => _mm512_min_ps(_mm512_set1_ps(a.hi), _mm512_max_ps(_mm512_set1_ps(a.lo), v)),
+            _ => v,
+        };
+        // SAFETY: the caller's contract.
+        unsafe { _mm512_mask_storeu_ps(y.wrapping_offset(at), live, v) };
     }
 
     /// Depthwise convolution of planes `[lo, hi)`.
@@ -970,6 +961,8 @@ mod avx512 {
                 let mut oy = 0;
                 while oy < a.oh {
                     let r = step.min(a.oh - oy);
+                    // Block i's columns: hoisted, or worked out here (wide rows).
+                    #[allow(clippy::needless_range_loop)]
                     for i in 0..blocks {
                         let built;
                         let cols = if hoisted {
@@ -991,6 +984,7 @@ mod avx512 {
                     oy += r;
                 }
             } else {
+                #[allow(clippy::needless_range_loop)]
                 for i in 0..blocks {
                     let built;
                     let cols = if hoisted {
@@ -1115,15 +1109,33 @@ fn in_bounds(col0: usize, len: usize, off: isize, sw: usize, w: usize) -> (usize
     (first.max(col0), end.min(col0 + len))
 }
 
+/// Lanes `l` in `[lo, hi)` (clamped to 0..16) as a 16-lane mask.
+#[inline(always)]
+pub(crate) fn lanes(lo: isize, hi: isize) -> u16 {
+    let lo = lo.clamp(0, 16) as u32;
+    let hi = hi.clamp(0, 16) as u32;
+    if hi <= lo {
+        return 0;
+    }
+    let upto = |n: u32| {
+        if n >= 16 {
+            0xFFFFu16
+        } else {
+            ((1u32 << n) - 1) as u16
+        }
+    };
+    upto(hi) & !upto(lo)
+}
+
 /// ReLU with NaN propagated (`max` would drop it).
 #[inline(always)]
-fn relu(v: f32) -> f32 {
+pub(crate) fn relu(v: f32) -> f32 {
     if v < 0.0 { 0.0 } else { v }
 }
 
 /// Clamp to `[lo, hi]` with NaN (in `v` or a bound) propagated.
 #[inline(always)]
-fn clamp(v: f32, lo: f32, hi: f32) -> f32 {
+pub(crate) fn clamp(v: f32, lo: f32, hi: f32) -> f32 {
     if v.is_nan() || lo.is_nan() || hi.is_nan() {
         return f32::NAN;
     }
@@ -1134,6 +1146,51 @@ fn clamp(v: f32, lo: f32, hi: f32) -> f32 {
 #[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
+
+    /// Dense NCHW arguments: extents `[n, c, h, w, oh, ow]`, window
+    /// `[kh, kw, sh, sw, dh, dw, pt, pl]`, a bias stride of 1 (0 without a bias), clamp
+    /// bounds −0.5 and 0.75, and no output yet (each run sets `y`).
+    fn dense(
+        [n, c, h, w, oh, ow]: [usize; 6],
+        [kh, kw, sh, sw, dh, dw, pt, pl]: [usize; 8],
+        x: &[f32],
+        filter: *const f32,
+        bias: *const f32,
+        res: Option<&[f32]>,
+        act: usize,
+    ) -> DwArgs {
+        DwArgs {
+            n,
+            c,
+            h,
+            w,
+            oh,
+            ow,
+            kh,
+            kw,
+            sh,
+            sw,
+            dh,
+            dw,
+            pt,
+            pl,
+            x: x.as_ptr(),
+            x_sn: (c * h * w) as isize,
+            x_sc: (h * w) as isize,
+            x_sh: w as isize,
+            filter,
+            bias,
+            bias_sc: isize::from(!bias.is_null()),
+            res: res.map_or(core::ptr::null(), <[f32]>::as_ptr),
+            y: core::ptr::null_mut(),
+            y_sn: (c * oh * ow) as isize,
+            y_sc: (oh * ow) as isize,
+            y_sh: ow as isize,
+            act,
+            lo: -0.5,
+            hi: 0.75,
+        }
+    }
 
     /// The definition, written out: every output the sum of its in-bounds taps.
     fn naive(a: &DwArgs, x: &[f32], f: &[f32], bias: &[f32], res: Option<&[f32]>) -> Vec<f32> {
@@ -1207,41 +1264,15 @@ mod tests {
             let bias: Vec<f32> = (0..c).map(|_| g.next()).collect();
             let res: Vec<f32> = (0..c * oh * ow).map(|_| g.next()).collect();
             let with_res = case % 3 == 0;
-            let a = DwArgs {
-                n: 1,
-                c,
-                h,
-                w,
-                oh,
-                ow,
-                kh: 3,
-                kw: 3,
-                sh: s,
-                sw: s,
-                dh: 1,
-                dw: 1,
-                pt,
-                pl,
-                x: x.as_ptr(),
-                x_sn: (c * h * w) as isize,
-                x_sc: (h * w) as isize,
-                x_sh: w as isize,
-                filter: f.as_ptr(),
-                bias: bias.as_ptr(),
-                bias_sc: 1,
-                res: if with_res {
-                    res.as_ptr()
-                } else {
-                    core::ptr::null()
-                },
-                y: core::ptr::null_mut(),
-                y_sn: (c * oh * ow) as isize,
-                y_sc: (oh * ow) as isize,
-                y_sh: ow as isize,
-                act: case % 3,
-                lo: -0.5,
-                hi: 0.75,
-            };
+            let a = dense(
+                [1, c, h, w, oh, ow],
+                [3, 3, s, s, 1, 1, pt, pl],
+                &x,
+                f.as_ptr(),
+                bias.as_ptr(),
+                with_res.then_some(&res[..]),
+                case % 3,
+            );
             let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
             let mut runs = Vec::new();
             for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
@@ -1345,41 +1376,15 @@ mod tests {
                 .collect();
             let res: Vec<f32> = (0..c * oh * ow).map(|_| g.next()).collect();
             let with_res = case % 3 == 0;
-            let a = DwArgs {
-                n: 1,
-                c,
-                h,
-                w,
-                oh,
-                ow,
-                kh: k,
-                kw: k,
-                sh: s,
-                sw: s,
-                dh: 1,
-                dw: 1,
-                pt,
-                pl,
-                x: x.as_ptr(),
-                x_sn: (c * h * w) as isize,
-                x_sc: (h * w) as isize,
-                x_sh: w as isize,
-                filter: core::ptr::null(),
-                bias: core::ptr::null(),
-                bias_sc: 0,
-                res: if with_res {
-                    res.as_ptr()
-                } else {
-                    core::ptr::null()
-                },
-                y: core::ptr::null_mut(),
-                y_sn: (c * oh * ow) as isize,
-                y_sc: (oh * ow) as isize,
-                y_sh: ow as isize,
-                act: case % 3,
-                lo: -0.5,
-                hi: 0.75,
-            };
+            let a = dense(
+                [1, c, h, w, oh, ow],
+                [k, k, s, s, 1, 1, pt, pl],
+                &x,
+                core::ptr::null(),
+                core::ptr::null(),
+                with_res.then_some(&res[..]),
+                case % 3,
+            );
             let want = naive_max(&a, &x, with_res.then_some(&res[..]));
             let same = |p: &[f32]| {
                 p.iter()
@@ -1437,41 +1442,15 @@ mod tests {
             let res: Vec<f32> = (0..n * c * oh * ow).map(|_| g.next()).collect();
             let act = u(3);
             let with_res = u(2) == 1;
-            let a = DwArgs {
-                n,
-                c,
-                h,
-                w,
-                oh,
-                ow,
-                kh,
-                kw,
-                sh,
-                sw,
-                dh,
-                dw,
-                pt,
-                pl,
-                x: x.as_ptr(),
-                x_sn: (c * h * w) as isize,
-                x_sc: (h * w) as isize,
-                x_sh: w as isize,
-                filter: f.as_ptr(),
-                bias: bias.as_ptr(),
-                bias_sc: 1,
-                res: if with_res {
-                    res.as_ptr()
-                } else {
-                    core::ptr::null()
-                },
-                y: core::ptr::null_mut(),
-                y_sn: (c * oh * ow) as isize,
-                y_sc: (oh * ow) as isize,
-                y_sh: ow as isize,
+            let a = dense(
+                [n, c, h, w, oh, ow],
+                [kh, kw, sh, sw, dh, dw, pt, pl],
+                &x,
+                f.as_ptr(),
+                bias.as_ptr(),
+                with_res.then_some(&res[..]),
                 act,
-                lo: -0.5,
-                hi: 0.75,
-            };
+            );
             let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
             let mut runs = Vec::new();
             for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {

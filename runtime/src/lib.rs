@@ -28,6 +28,17 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+/// `unroll!(i in [0, 1, …] { body })`: the body once per listed value, `i` a constant in
+/// each copy. The vector kernels index their register blocks of sums by loop variables;
+/// LLVM leaves such loops rolled when they are long, and the sums then live in memory,
+/// stored after every multiply-add.
+#[cfg(target_arch = "x86_64")]
+macro_rules! unroll {
+    ($i:ident in [$($n:literal),*] $body:block) => {
+        $( { let $i: usize = $n; $body } )*
+    };
+}
+
 mod conv;
 mod dwconv;
 pub mod gemm;

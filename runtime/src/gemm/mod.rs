@@ -443,25 +443,9 @@ pub fn try_pack_a(
     rsa: usize,
     csa: usize,
 ) -> Result<std::vec::Vec<f32>, crate::Error> {
-    let shape_err = crate::Error::Status(crate::Status::ShapeMismatch);
-    check_a_bounds(m, k, a.len(), rsa, csa)?;
-    let len = m.div_ceil(MR).checked_mul(MR * k).ok_or(shape_err)?;
-    let mut out = std::vec![0.0f32; len];
-    if len > 0 {
-        // SAFETY: the bounds check above guarantees every (i, kk) with i < m, kk < k is
-        // inside `a`; `out` holds ceil(m/MR)·MR·k floats, exactly what pack_rows writes.
-        unsafe {
-            pack::pack_a_panels(
-                m,
-                k,
-                a.as_ptr(),
-                rsa as isize,
-                csa as isize,
-                out.as_mut_ptr(),
-            )
-        };
-    }
-    Ok(out)
+    let len = m.div_ceil(MR).checked_mul(MR * k);
+    // SAFETY: `pack_a_panels` writes ceil(m/MR)·MR·k floats.
+    unsafe { packed_with(m, k, a, rsa, csa, len, pack::pack_a_panels) }
 }
 
 /// Packs A (`m × k`, element `(i, kk)` at `a[i·rsa + kk·csa]`) into lane panels (see the
@@ -491,15 +475,34 @@ pub fn try_pack_a_lanes(
     rsa: usize,
     csa: usize,
 ) -> Result<std::vec::Vec<f32>, crate::Error> {
-    let shape_err = crate::Error::Status(crate::Status::ShapeMismatch);
+    // SAFETY: `lanes::pack` writes ceil(m/16)·16·k floats, which is `lanes::len`.
+    unsafe { packed_with(m, k, a, rsa, csa, lanes::len(m, k), lanes::pack) }
+}
+
+/// A of `m × k` (strides `rsa`, `csa` into `a`) packed by `pack` into a new buffer of
+/// `len` floats (`None`: too large), after checking that `a` holds the matrix.
+///
+/// # Safety
+/// `pack(m, k, a, rsa, csa, dst)` writes at most `len` floats to `dst` and reads only the
+/// matrix's elements.
+#[cfg(feature = "std")]
+unsafe fn packed_with(
+    m: usize,
+    k: usize,
+    a: &[f32],
+    rsa: usize,
+    csa: usize,
+    len: Option<usize>,
+    pack: unsafe fn(usize, usize, *const f32, isize, isize, *mut f32),
+) -> Result<std::vec::Vec<f32>, crate::Error> {
     check_a_bounds(m, k, a.len(), rsa, csa)?;
-    let len = lanes::len(m, k).ok_or(shape_err)?;
+    let len = len.ok_or(crate::Error::Status(crate::Status::ShapeMismatch))?;
     let mut out = std::vec![0.0f32; len];
     if len > 0 {
         // SAFETY: the bounds check above guarantees every (i, kk) with i < m, kk < k is
-        // inside `a`; `out` holds ceil(m/16)·16·k floats, exactly what `lanes::pack` writes.
+        // inside `a`; `out` holds the `len` floats `pack` writes (the caller's contract).
         unsafe {
-            lanes::pack(
+            pack(
                 m,
                 k,
                 a.as_ptr(),

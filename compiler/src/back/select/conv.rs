@@ -621,45 +621,59 @@ fn depthwise_call(
     stride: &[usize],
     dilation: &[usize],
 ) -> Result<(), CodegenError> {
-    let c = io.xs[1];
+    let filter = lw.buf(io.f)?;
+    conv_call(lw, src, geo, io, stride, dilation, |bias| DwOp::Conv {
+        filter,
+        bias,
+    })
+}
+
+/// The [`Step::Depthwise`] call of a 2-D conv read in place: its output channels, window,
+/// fused epilogue (`passes::epilogue`) and bias; `op` makes the operation from the bias
+/// and its stride.
+fn conv_call(
+    lw: &mut Lowering<'_>,
+    src: &View,
+    geo: &Geometry,
+    io: &ConvIo,
+    stride: &[usize],
+    dilation: &[usize],
+    op: impl FnOnce((BufId, i64)) -> DwOp,
+) -> Result<(), CodegenError> {
+    let cout = io.ys[1];
     let fusion = fusion(lw, io)?;
     let (out, activation, residual) = match &fusion {
         Some(f) => (f.out, f.activation, f.residual),
         None => (io.y, Activation::None, None),
     };
-    let (bias_sc, _) = bias_strides(lw, io.b, c)?;
+    let (bias_sc, _) = bias_strides(lw, io.b, cout)?;
     let bias = lw.buf(io.b)?;
-    let filter = lw.buf(io.f)?;
     let y = lw.buf(out)?;
     let residual = residual.map(|r| lw.buf(r)).transpose()?;
     let ost = strides(&io.ys);
-    let dims = [
-        io.xs[0],
-        c,
-        io.xs[2],
-        io.xs[3],
-        io.ys[2],
-        io.ys[3],
-        io.fs[2],
-        io.fs[3],
-        stride[0],
-        stride[1],
-        dilation[0],
-        dilation[1],
-        geo.front[2],
-        geo.front[3],
-    ];
     lw.prog.steps.push(Step::Depthwise(DwCall {
-        dims,
+        dims: [
+            io.xs[0],
+            cout,
+            io.xs[2],
+            io.xs[3],
+            io.ys[2],
+            io.ys[3],
+            io.fs[2],
+            io.fs[3],
+            stride[0],
+            stride[1],
+            dilation[0],
+            dilation[1],
+            geo.front[2],
+            geo.front[3],
+        ],
         x: (
             src.buf,
             src.offset,
             [src.strides[0], src.strides[1], src.strides[2]],
         ),
-        op: DwOp::Conv {
-            filter,
-            bias: (bias, bias_sc),
-        },
+        op: op((bias, bias_sc)),
         residual,
         y: (y, [ost[0], ost[1], ost[2]]),
         activation,
@@ -704,48 +718,11 @@ fn direct_call(
         .map_err(|e| CodegenError::Internal(format!("packing the filter: {e:?}")))?;
     let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
     let filter = lw.const_buf(bytes, DType::F32, packed.len());
-    let fusion = fusion(lw, io)?;
-    let (out, activation, residual) = match &fusion {
-        Some(f) => (f.out, f.activation, f.residual),
-        None => (io.y, Activation::None, None),
-    };
-    let (bias_sc, _) = bias_strides(lw, io.b, cout)?;
-    let bias = lw.buf(io.b)?;
-    let y = lw.buf(out)?;
-    let residual = residual.map(|r| lw.buf(r)).transpose()?;
-    let ost = strides(&io.ys);
-    lw.prog.steps.push(Step::Depthwise(DwCall {
-        dims: [
-            io.xs[0],
-            cout,
-            io.xs[2],
-            io.xs[3],
-            io.ys[2],
-            io.ys[3],
-            io.fs[2],
-            io.fs[3],
-            stride[0],
-            stride[1],
-            1,
-            1,
-            geo.front[2],
-            geo.front[3],
-        ],
-        x: (
-            src.buf,
-            src.offset,
-            [src.strides[0], src.strides[1], src.strides[2]],
-        ),
-        op: DwOp::Dense {
-            filter,
-            bias: (bias, bias_sc),
-            cin,
-        },
-        residual,
-        y: (y, [ost[0], ost[1], ost[2]]),
-        activation,
-    }));
-    Ok(())
+    conv_call(lw, src, geo, io, stride, &[1, 1], |bias| DwOp::Dense {
+        filter,
+        bias,
+        cin,
+    })
 }
 
 /// Most regions a zero-padded depthwise conv is split into before it falls back to a

@@ -1118,6 +1118,25 @@ fn cross_task_dependencies_break_groups() {
     ));
 }
 
+/// Checks the cases `build` makes against the interpreter twice: compiled for this machine
+/// (whose dump contains `marker`, a runtime call, exactly when it has AVX-512) and for a
+/// target without AVX-512 (the host triple's baseline: loop nests or GEMMs).
+fn check_both_paths(build: impl Fn() -> Batch, prefix: &str, marker: &str) {
+    let native = opts(prefix);
+    let uses_runtime = crate::back::object::target_has_avx512(&native).unwrap();
+    let g = build().g;
+    let plan = crate::passes::memory_plan::plan(&g).unwrap();
+    let dump = crate::back::kernels(&g, &plan, &native)
+        .unwrap()
+        .to_string();
+    assert_eq!(dump.contains(marker), uses_runtime, "{dump}");
+    build().check_with(&native);
+    let mut loops = opts(&format!("{prefix}l"));
+    loops.target = Some(target_lexicon::Triple::host().to_string());
+    assert!(!crate::back::object::target_has_avx512(&loops).unwrap());
+    build().check_with(&loops);
+}
+
 /// 2-D depthwise convs through both of their code paths, each against the interpreter:
 /// the runtime's vector kernel (`Step::Depthwise`, chosen when the target has AVX-512)
 /// and the f32x4 loop nests (chosen for a target without it, here the host triple with
@@ -1151,19 +1170,7 @@ fn depthwise_both_paths_random() {
         assert!(b.len() >= 30, "only {} valid cases", b.len());
         b
     };
-    let native = opts("dwn");
-    let uses_runtime = crate::back::object::target_has_avx512(&native).unwrap();
-    let g = build().g;
-    let plan = crate::passes::memory_plan::plan(&g).unwrap();
-    let dump = crate::back::kernels(&g, &plan, &native)
-        .unwrap()
-        .to_string();
-    assert_eq!(dump.contains("\ndwconv "), uses_runtime, "{dump}");
-    build().check_with(&native);
-    let mut loops = opts("dwl");
-    loops.target = Some(target_lexicon::Triple::host().to_string());
-    assert!(!crate::back::object::target_has_avx512(&loops).unwrap());
-    build().check_with(&loops);
+    check_both_paths(build, "dwn", "\ndwconv ");
 }
 
 /// 2-D `max_pool` with the `ignore` border through both of its code paths, each against
@@ -1202,18 +1209,7 @@ fn max_pool_both_paths_random() {
         }
         b
     };
-    let native = opts("mpn");
-    let uses_runtime = crate::back::object::target_has_avx512(&native).unwrap();
-    let g = build().g;
-    let plan = crate::passes::memory_plan::plan(&g).unwrap();
-    let dump = crate::back::kernels(&g, &plan, &native)
-        .unwrap()
-        .to_string();
-    assert_eq!(dump.contains("\nmaxpool "), uses_runtime, "{dump}");
-    build().check_with(&native);
-    let mut loops = opts("mpl");
-    loops.target = Some(target_lexicon::Triple::host().to_string());
-    build().check_with(&loops);
+    check_both_paths(build, "mpn", "\nmaxpool ");
 }
 
 /// Dense 2-D convs of few input channels through both of their code paths, each against
@@ -1252,16 +1248,5 @@ fn direct_conv_both_paths_random() {
         }
         b
     };
-    let native = opts("dcn");
-    let uses_runtime = crate::back::object::target_has_avx512(&native).unwrap();
-    let g = build().g;
-    let plan = crate::passes::memory_plan::plan(&g).unwrap();
-    let dump = crate::back::kernels(&g, &plan, &native)
-        .unwrap()
-        .to_string();
-    assert_eq!(dump.contains(" channels * b"), uses_runtime, "{dump}");
-    build().check_with(&native);
-    let mut loops = opts("dcl");
-    loops.target = Some(target_lexicon::Triple::host().to_string());
-    build().check_with(&loops);
+    check_both_paths(build, "dcn", " channels * b");
 }
