@@ -82,8 +82,9 @@ pub fn pack_conv_filter(
     Ok(out)
 }
 
-/// Multiply-adds below which a call runs on the calling thread.
-const PARALLEL_MIN_MACS: usize = 1 << 16;
+/// Multiply-adds per task at least (the GEMM's part size): handing out a task costs a few
+/// microseconds, and a small first layer (tiny_cnn's, 157 K multiply-adds) runs inline.
+const TASK_MIN_MACS: usize = 1 << 17;
 /// Tasks per worker when splitting.
 const TASKS_PER_WORKER: usize = 4;
 /// Output rows per band (per task unit and per register block of sums).
@@ -124,11 +125,10 @@ pub unsafe extern "C" fn nnefc_conv(args: *const ConvArgs, par: *const Parallel)
         .iter()
         .fold(g.n, |m, &e| m.saturating_mul(e));
     // SAFETY: `par` is null or valid.
-    let tasks = if macs >= PARALLEL_MIN_MACS {
-        units.min(unsafe { workers(par) } * TASKS_PER_WORKER)
-    } else {
-        1
-    };
+    let tasks = units
+        .min(unsafe { workers(par) } * TASKS_PER_WORKER)
+        .min(macs / TASK_MIN_MACS)
+        .max(1);
     let mut ctx = Split {
         args: a,
         units,
