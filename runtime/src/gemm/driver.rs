@@ -90,6 +90,10 @@ pub(crate) enum Route {
     Blocked(&'static Kernel, bool),
     /// A in lane panels: the `lanes` tiles of this flavour, whatever the shape.
     Lanes(super::lanes::Impl),
+    /// A in 6-row panels, few rows, B's columns contiguous, an AVX-512 kernel: every row
+    /// of C in registers, B read in place (`tall`).
+    #[cfg(target_arch = "x86_64")]
+    Tall,
 }
 
 /// The matrix-vector forms of [`run_gemv`].
@@ -141,6 +145,8 @@ impl Route {
                 }
             }
             ASrc::Packed(_) if p.n <= 4 => return Route::Gemv(GemvKind::Panel, kern),
+            #[cfg(target_arch = "x86_64")]
+            ASrc::Packed(_) if super::tall::takes(kern.id, p) => return Route::Tall,
             _ => {}
         }
         Route::Blocked(
@@ -191,6 +197,12 @@ pub(crate) unsafe fn run_route(route: Route, p: &Problem, epi: &GemmEpilogue, sc
             Route::Lanes(imp) => {
                 if let ASrc::Lanes(ap) = p.a {
                     super::lanes::run(imp, p, ap, epi)
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Route::Tall => {
+                if let ASrc::Packed(ap) = p.a {
+                    super::tall::run(p, ap, epi)
                 }
             }
         }

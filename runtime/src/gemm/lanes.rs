@@ -498,7 +498,6 @@ mod avx512 {
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn finish(buf: &mut TileBuf, t: &Tile, epi: &GemmEpilogue) {
         let zero = _mm512_setzero_ps();
-        let nan = _mm512_set1_ps(f32::NAN);
         let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
         // SAFETY (whole body): the row bias is read under the mask of valid rows, the
         // column bias for columns < cols; buf holds BUF_COLS columns; C is written for
@@ -521,20 +520,8 @@ mod avx512 {
                     if !t.bias_col.is_null() {
                         x = _mm512_add_ps(x, _mm512_set1_ps(*t.bias_col.add(j0 + j)));
                     }
-                    // The 6-row AVX-512 kernel's sequence (see `tile_avx512_body`).
-                    *vj = match epi.activation {
-                        1 => _mm512_mask_mov_ps(
-                            _mm512_max_ps(x, zero),
-                            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x),
-                            x,
-                        ),
-                        2 => _mm512_mask_mov_ps(
-                            _mm512_max_ps(_mm512_min_ps(hi, x), lo),
-                            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, hi),
-                            nan,
-                        ),
-                        _ => x,
-                    };
+                    // The 6-row AVX-512 kernel's sequence.
+                    *vj = crate::gemm::kernels::activate_avx512(x, epi.activation, lo, hi);
                 }
                 transpose(&mut v);
                 let mask = first(w);

@@ -45,6 +45,8 @@ mod lanes;
 mod lanes_tests;
 mod pack;
 mod split;
+#[cfg(target_arch = "x86_64")]
+mod tall;
 #[cfg(all(test, feature = "std"))]
 mod tests;
 

@@ -66,6 +66,9 @@ impl Plan {
                     (Axis::Cols, 1)
                 }
             }
+            // Few rows: whole 16-column tiles.
+            #[cfg(target_arch = "x86_64")]
+            Route::Tall => (Axis::Cols, 16),
             Route::Blocked(kern, _) => {
                 // The axis whose largest part is closest to an even share.
                 let waste = |total: usize, g: usize| {

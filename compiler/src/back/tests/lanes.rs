@@ -31,8 +31,8 @@ fn lane_batch() -> Batch {
         (1, 200, 50, 7, 7, 1, 1, 0, 1), // 50×49×200: 1×1, 50 rows (a partial panel)
         (2, 300, 33, 3, 3, 1, 1, 0, 1), // 33×9×300, two samples
         (1, 24, 40, 9, 9, 3, 2, 1, 1),  // 40×25×216: im2col, stride 2
-        (1, 20, 20, 7, 7, 3, 1, 1, 1),  // 20×49×180: im2col (too few channels for Winograd)
-        (1, 400, 40, 6, 6, 1, 1, 0, 2), // 20×36×200 per group
+        (1, 20, 28, 7, 7, 3, 1, 1, 1),  // 28×49×180: im2col (too few channels for Winograd)
+        (1, 400, 60, 6, 6, 1, 1, 0, 2), // 30×36×200 per group (2–24 rows: the few-row route)
         (1, 700, 5, 4, 2, 1, 1, 0, 1),  // 5×8×700: fewer rows than a panel, 3 k blocks
         (1, 640, 70, 2, 1, 1, 1, 0, 1), // 70×2×640: two columns
     ];

@@ -12,6 +12,8 @@ mod generic;
 mod neon;
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
 mod x86;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use x86::activate_avx512;
 
 /// The epilogue applied by a micro-kernel to one tile:
 /// `C = act((accumulate ? C : 0) + A·B + bias_row[r] + bias_col[j])`.

@@ -256,8 +256,6 @@ unsafe fn tile_avx512_body<const Q: usize, const PREFETCH: bool>(
             ap = ap.add(MR);
             bp = bp.offset(rsb);
         }
-        let zero = _mm512_setzero_ps();
-        let nan = _mm512_set1_ps(f32::NAN);
         let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
         for (r, acc_r) in acc.iter().enumerate() {
             for (h, &s) in acc_r.iter().enumerate() {
@@ -273,24 +271,36 @@ unsafe fn tile_avx512_body<const Q: usize, const PREFETCH: bool>(
                 if !epi.bias_col.is_null() {
                     v = _mm512_add_ps(v, _mm512_loadu_ps(epi.bias_col.add(h * 16)));
                 }
-                // As the AVX2 tile, with a mask move instead of OR (`_mm512_or_ps` needs
-                // AVX512DQ).
-                v = match epi.act {
-                    1 => _mm512_mask_mov_ps(
-                        _mm512_max_ps(v, zero),
-                        _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v),
-                        v,
-                    ),
-                    2 => _mm512_mask_mov_ps(
-                        _mm512_max_ps(_mm512_min_ps(hi, v), lo),
-                        _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, hi),
-                        nan,
-                    ),
-                    _ => v,
-                };
+                v = activate_avx512(v, epi.act, lo, hi);
                 _mm512_storeu_ps(cp, v);
             }
         }
+    }
+}
+
+/// The activation of every AVX-512 route (6-row tiles, lane panels, few-row tiles), so
+/// they agree bit for bit: 0 none, 1 ReLU, 2 clamp to `[lo, hi]`, NaN propagated as
+/// [`activate`](super::activate) (as the AVX2 tile, with a mask move instead of OR, which
+/// needs AVX512DQ).
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn activate_avx512(v: __m512, act: u32, lo: __m512, hi: __m512) -> __m512 {
+    match act {
+        1 => _mm512_mask_mov_ps(
+            _mm512_max_ps(v, _mm512_setzero_ps()),
+            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v),
+            v,
+        ),
+        2 => _mm512_mask_mov_ps(
+            _mm512_max_ps(_mm512_min_ps(hi, v), lo),
+            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, hi),
+            _mm512_set1_ps(f32::NAN),
+        ),
+        _ => v,
     }
 }
 

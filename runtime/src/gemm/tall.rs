@@ -1,0 +1,262 @@
+//! Products with few rows and packed A: C[m×n] = A[m×k]·B with m ≤ 24 (a CNN's projection
+//! and squeeze layers: 16 or 24 filters over thousands of pixels). The blocked route packs
+//! every k×n block of B and then reads each packed panel only ⌈m/6⌉ times, so for these
+//! products the copy costs a third of the arithmetic. Here all rows of C stay in registers
+//! for 16 columns at a time (up to 24 accumulators), each row of B is read in place once
+//! per 16 columns and multiplied into every row: no packing, no scratch.
+//!
+//! Every element goes through the 6-row AVX-512 tiles' operations: the same k blocks
+//! (`kc_step` as in `driver::blocked`), each summed from 0 with fused multiply-adds in k
+//! order, earlier blocks' sums added through C, the same epilogue sequence
+//! (`kernels::activate_avx512`). So C is bit-identical to the blocked route's.
+//!
+//! Not here: other CPUs (the route is only chosen with the AVX-512 kernels), strided B
+//! columns, A not in 6-row panels.
+
+use super::driver::Problem;
+use super::kernels::{KernelId, activate_avx512};
+use super::{GemmEpilogue, KC, MR};
+use core::arch::x86_64::*;
+
+/// Most rows the route takes (four 6-row panels: 24 accumulators).
+pub(crate) const MAX_M: usize = 24;
+
+/// Whether the route takes a product: the AVX-512 kernels, A in 6-row panels (checked by
+/// the caller), B's columns contiguous, at most [`MAX_M`] rows and a full vector of
+/// columns.
+pub(crate) fn takes(kern: KernelId, p: &Problem) -> bool {
+    matches!(kern, KernelId::Avx512 | KernelId::Avx512Wide)
+        && p.m <= MAX_M
+        && p.n >= 16
+        && p.csb == 1
+}
+
+/// Runs `p` (A packed at `ap`) with `epi`.
+///
+/// # Safety
+/// The CPU has AVX-512F; the operands satisfy `nnefc_sgemm_packed_a`'s contract; [`takes`]
+/// holds.
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn run(p: &Problem, ap: *const f32, epi: &GemmEpilogue) {
+    let kc_step = p.k.div_ceil(p.k.div_ceil(KC));
+    let mut j = 0;
+    while j < p.n {
+        let cols = (p.n - j).min(16);
+        let mask = if cols == 16 {
+            0xFFFF
+        } else {
+            ((1u32 << cols) - 1) as u16
+        };
+        let mut pc = 0;
+        while pc < p.k {
+            let kc = kc_step.min(p.k - pc);
+            let t = Tile {
+                kc,
+                pc,
+                first: pc == 0,
+                last: pc + kc == p.k,
+                col: j,
+                mask,
+            };
+            // SAFETY: columns j.. of C and B, k block pc..pc + kc of A's panels.
+            unsafe {
+                match p.m.div_ceil(MR) {
+                    1 => tile::<1>(p, ap, epi, &t),
+                    2 => tile::<2>(p, ap, epi, &t),
+                    3 => tile::<3>(p, ap, epi, &t),
+                    _ => tile::<4>(p, ap, epi, &t),
+                }
+            }
+            pc += kc;
+        }
+        j += 16;
+    }
+}
+
+/// One k block of one 16-column tile.
+struct Tile {
+    kc: usize,
+    pc: usize,
+    first: bool,
+    last: bool,
+    col: usize,
+    /// The tile's columns inside C.
+    mask: u16,
+}
+
+/// `P` row panels × 16 columns over one k block, then the 6-row tiles' epilogue: add the
+/// old C unless this is the first block of an overwriting product, and on the last block
+/// the biases and activation.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn tile<const P: usize>(p: &Problem, ap: *const f32, epi: &GemmEpilogue, t: &Tile) {
+    let mut acc = [[_mm512_setzero_ps(); MR]; P];
+    // SAFETY (whole body): B rows pc..pc + kc, columns col.. under the mask; A panel q at
+    // k offset pc holds MR values per k step; rows past m of the last panel are zero in A
+    // and never stored.
+    unsafe {
+        let mut bp = p.b.offset(t.pc as isize * p.rsb).add(t.col);
+        for kk in 0..t.kc {
+            let bv = _mm512_maskz_loadu_ps(t.mask, bp);
+            unroll!(q in [0, 1, 2, 3] {
+                if q < P {
+                    let a = ap.add(q * MR * p.k + (t.pc + kk) * MR);
+                    unroll!(r in [0, 1, 2, 3, 4, 5] {
+                        acc[q][r] = _mm512_fmadd_ps(_mm512_set1_ps(*a.add(r)), bv, acc[q][r]);
+                    });
+                }
+            });
+            bp = bp.offset(p.rsb);
+        }
+        let accumulate = epi.accumulate != 0 || !t.first;
+        let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
+        unroll!(q in [0, 1, 2, 3] {
+            if q < P {
+                unroll!(r in [0, 1, 2, 3, 4, 5] {
+                    let row = q * MR + r;
+                    if row < p.m {
+                        let cp = p.c.offset(row as isize * p.rsc).add(t.col);
+                        let mut v = acc[q][r];
+                        if accumulate {
+                            v = _mm512_add_ps(_mm512_maskz_loadu_ps(t.mask, cp), v);
+                        }
+                        if t.last {
+                            if epi.bias_kind == 1 && !epi.bias.is_null() {
+                                v = _mm512_add_ps(v, _mm512_set1_ps(*epi.bias.add(row)));
+                            }
+                            if epi.bias_kind == 2 && !epi.bias.is_null() {
+                                let b = _mm512_maskz_loadu_ps(t.mask, epi.bias.add(t.col));
+                                v = _mm512_add_ps(v, b);
+                            }
+                            v = activate_avx512(v, epi.activation, lo, hi);
+                        }
+                        _mm512_mask_storeu_ps(cp, t.mask, v);
+                    }
+                });
+            }
+        });
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::super::driver::{self, ASrc, Route};
+    use super::super::kernels::{self, KernelId};
+    use super::super::*;
+    use std::vec::Vec;
+
+    #[repr(C, align(64))]
+    #[derive(Clone, Copy)]
+    struct Line([u8; 64]);
+
+    fn data(seed: &mut u64, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                *seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let v = ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
+                // Some NaNs, infinities and signed zeros for the epilogue.
+                match *seed >> 58 {
+                    0 => f32::NAN,
+                    1 => f32::INFINITY,
+                    2 => -0.0,
+                    _ => v,
+                }
+            })
+            .collect()
+    }
+
+    /// Random products of 2–24 rows (one to three k blocks, padded B and C rows, every
+    /// epilogue): the few-row route gives the blocked route's C bit for bit, serially and
+    /// split over 3 workers.
+    #[test]
+    fn tall_is_bit_identical_to_the_blocked_route() {
+        let Some(kern) = kernels::kernel(KernelId::Avx512) else {
+            return;
+        };
+        let pool = crate::ThreadPool::new(3).expect("pool");
+        let mut seed = 9u64;
+        for case in 0..120usize {
+            let pick = |s: &mut u64, m: usize| {
+                *s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+                (*s >> 33) as usize % m
+            };
+            // One row is a matrix-vector product (its own route).
+            let m = 2 + pick(&mut seed, 23);
+            let n = 16 + pick(&mut seed, 300);
+            let k = 1 + pick(&mut seed, if case % 5 == 0 { 700 } else { 150 });
+            let (rsb, rsc) = (n + case % 3, n + 1);
+            let a: Vec<f32> = data(&mut seed, m * k).iter().map(|v| v * 0.5).collect();
+            let b = data(&mut seed, k * rsb);
+            let c0 = data(&mut seed, m * rsc);
+            let bias = data(&mut seed, m.max(n));
+            let packed = pack_a(m, k, &a, k, 1);
+            let epi = GemmEpilogue {
+                bias: bias.as_ptr(),
+                bias_kind: (case % 3) as u32,
+                activation: (case / 3 % 3) as u32,
+                lo: -0.25,
+                hi: if case % 11 == 0 { f32::NAN } else { 0.5 },
+                accumulate: (case % 2) as u32,
+            };
+            let problem = |c: &mut Vec<f32>| driver::Problem {
+                m,
+                n,
+                k,
+                a: ASrc::Packed(packed.as_ptr()),
+                b: b.as_ptr(),
+                rsb: rsb as isize,
+                csb: 1,
+                c: c.as_mut_ptr(),
+                rsc: rsc as isize,
+            };
+            let bytes = sgemm_scratch_bytes(m, n, k);
+            let mut scratch = std::vec![Line([0; 64]); bytes.div_ceil(64) + 1];
+            let mut want = c0.clone();
+            let mut got = c0.clone();
+            let p = problem(&mut got);
+            assert!(matches!(Route::of(kern, &p), Route::Tall), "case {case}");
+            // SAFETY: operands sized for their strides; scratch of `bytes`, aligned.
+            unsafe {
+                driver::run_route(
+                    Route::Blocked(kern, false),
+                    &problem(&mut want),
+                    &epi,
+                    scratch.as_mut_ptr().cast(),
+                );
+                driver::run_route(Route::Tall, &p, &epi, scratch.as_mut_ptr().cast());
+            }
+            let same = |x: &[f32]| x.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits());
+            assert!(same(&got), "case {case}: m={m} n={n} k={k}");
+            let mut split = c0.clone();
+            let args = GemmArgs {
+                m,
+                n,
+                k,
+                a: packed.as_ptr(),
+                rsa: 0,
+                csa: 0,
+                a_packed: 1,
+                b: b.as_ptr(),
+                rsb: rsb as isize,
+                csb: 1,
+                c: split.as_mut_ptr(),
+                rsc: rsc as isize,
+                epilogue: &epi,
+            };
+            let stride = bytes.div_ceil(64) * 64;
+            let mut scratch3 = std::vec![Line([0; 64]); 3 * stride / 64 + 1];
+            let par = pool.parallel();
+            // SAFETY: as above, with a scratch of `stride` bytes per worker.
+            unsafe { nnefc_sgemm_parallel(&args, &par, scratch3.as_mut_ptr().cast(), stride) };
+            // The parallel entry runs the CPU's selected kernel: an AVX-512 one here.
+            if matches!(
+                kernels::selected().id,
+                KernelId::Avx512 | KernelId::Avx512Wide
+            ) {
+                assert!(same(&split), "case {case}: split over 3 workers");
+            }
+        }
+    }
+}
