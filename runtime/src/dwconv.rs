@@ -1192,6 +1192,33 @@ mod tests {
         }
     }
 
+    /// `nnefc_dwconv` of `a` serially and through `pool`: each within rounding of `want`,
+    /// and the two bit for bit equal.
+    fn serial_and_pooled(a: &DwArgs, want: &[f32], pool: &crate::ThreadPool, case: usize) {
+        let mut runs = Vec::new();
+        for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
+            let mut y = vec![f32::NAN; want.len()];
+            let args = DwArgs {
+                y: y.as_mut_ptr(),
+                ..*a
+            };
+            unsafe { nnefc_dwconv(&args, par) };
+            let bad = y
+                .iter()
+                .zip(want)
+                .position(|(p, q)| (p - q).abs() > 1e-5 * q.abs().max(1.0));
+            if let Some(i) = bad {
+                panic!("case {case}: {a:?}: element {i}: {} vs {}", y[i], want[i]);
+            }
+            runs.push(y);
+        }
+        let same = runs[0]
+            .iter()
+            .zip(&runs[1])
+            .all(|(p, q)| p.to_bits() == q.to_bits());
+        assert!(same, "case {case}: serial and pooled runs differ");
+    }
+
     /// The definition, written out: every output the sum of its in-bounds taps.
     fn naive(a: &DwArgs, x: &[f32], f: &[f32], bias: &[f32], res: Option<&[f32]>) -> Vec<f32> {
         let mut y = vec![0.0; a.n * a.c * a.oh * a.ow];
@@ -1274,28 +1301,7 @@ mod tests {
                 case % 3,
             );
             let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
-            let mut runs = Vec::new();
-            for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
-                let mut y = vec![f32::NAN; want.len()];
-                let args = DwArgs {
-                    y: y.as_mut_ptr(),
-                    ..a
-                };
-                unsafe { nnefc_dwconv(&args, par) };
-                let bad = y
-                    .iter()
-                    .zip(&want)
-                    .position(|(p, q)| (p - q).abs() > 1e-5 * q.abs().max(1.0));
-                if let Some(i) = bad {
-                    panic!("case {case}: {a:?}: element {i}: {} vs {}", y[i], want[i]);
-                }
-                runs.push(y);
-            }
-            let same = runs[0]
-                .iter()
-                .zip(&runs[1])
-                .all(|(p, q)| p.to_bits() == q.to_bits());
-            assert!(same, "case {case}: serial and pooled runs differ");
+            serial_and_pooled(&a, &want, &pool, case);
         }
     }
 
@@ -1452,23 +1458,7 @@ mod tests {
                 act,
             );
             let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
-            let mut runs = Vec::new();
-            for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
-                let mut y = vec![f32::NAN; want.len()];
-                let args = DwArgs {
-                    y: y.as_mut_ptr(),
-                    ..a
-                };
-                unsafe { nnefc_dwconv(&args, par) };
-                let bad = y
-                    .iter()
-                    .zip(&want)
-                    .position(|(p, q)| (p - q).abs() > 1e-5 * q.abs().max(1.0));
-                if let Some(i) = bad {
-                    panic!("case {case}: {a:?}: element {i}: {} vs {}", y[i], want[i]);
-                }
-                runs.push(y);
-            }
+            serial_and_pooled(&a, &want, &pool, case);
             // The portable path, whatever this CPU selects.
             let mut y = vec![f32::NAN; want.len()];
             let args = DwArgs {
@@ -1481,11 +1471,6 @@ mod tests {
                 .zip(&want)
                 .position(|(p, q)| (p - q).abs() > 1e-5 * q.abs().max(1.0));
             assert!(bad.is_none(), "case {case}: portable path: {a:?}");
-            let same = runs[0]
-                .iter()
-                .zip(&runs[1])
-                .all(|(p, q)| p.to_bits() == q.to_bits());
-            assert!(same, "case {case}: serial and pooled runs differ");
         }
     }
 }
