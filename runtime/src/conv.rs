@@ -21,8 +21,11 @@
 //! Tasks are (sample, tile of 8 output channels, band of output rows): disjoint outputs,
 //! each computed exactly as in the serial run.
 //!
+//! Grouped convolutions of one image run as one call whose samples are the groups
+//! ([`ConvArgs::filter_sn`], [`ConvArgs::bias_sn`]).
+//!
 //! Not here: dilation, unequal strides, strides above 2, filters other than 3×3, 5×5 and
-//! 7×7 (the compiler keeps im2col + GEMM for those), groups.
+//! 7×7 (the compiler keeps im2col + GEMM for those).
 
 use crate::DwArgs;
 use crate::dwconv::{clamp, relu};
@@ -36,15 +39,21 @@ pub const CONV_CO_TILE: usize = 8;
 /// convolution, with `geo.c` the number of *output* channels, `geo.x_sc` the input's
 /// stride between its `cin` channels, `geo.filter` the packed filter
 /// ([`pack_conv_filter`]) and `geo.bias` one value per output channel (stride
-/// `geo.bias_sc`); `geo.dh`/`geo.dw` must be 1 and `geo.sh == geo.sw`. 232 bytes on 64-bit
-/// targets.
+/// `geo.bias_sc`); `geo.dh`/`geo.dw` must be 1 and `geo.sh == geo.sw`. The "samples"
+/// `0..geo.n` may also be the groups of a grouped convolution: sample `s` reads its filter
+/// at `geo.filter + s·filter_sn` and its bias at `geo.bias + s·bias_sn` (both 0 for a
+/// plain convolution). 248 bytes on 64-bit targets.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ConvArgs {
     /// Geometry, pointers and epilogue.
     pub geo: DwArgs,
-    /// Input channels.
+    /// Input channels (per group).
     pub cin: usize,
+    /// Floats between the packed filters of consecutive samples (groups).
+    pub filter_sn: isize,
+    /// Elements between the biases of consecutive samples (groups).
+    pub bias_sn: isize,
 }
 
 /// Floats of [`pack_conv_filter`]'s output: `ceil(cout / 8) · cin · kh · kw · 8`.
@@ -201,8 +210,11 @@ unsafe fn finish(a: &ConvArgs, n: usize, o: usize, oy: usize, ox: usize, v: f32)
     let g = &a.geo;
     let mut v = v;
     if !g.bias.is_null() {
-        // SAFETY: channel `o` of the described bias.
-        v += unsafe { *g.bias.offset(o as isize * g.bias_sc) };
+        // SAFETY: channel `o` of sample `n`'s bias.
+        v += unsafe {
+            *g.bias
+                .offset(n as isize * a.bias_sn + o as isize * g.bias_sc)
+        };
     }
     let at = n as isize * g.y_sn + o as isize * g.y_sc + oy as isize * g.y_sh + ox as isize;
     if !g.res.is_null() {
@@ -224,9 +236,9 @@ unsafe fn unit_body(a: &ConvArgs, u: Unit) {
     let (kh, kw) = (g.kh, g.kw);
     let taps = a.cin * kh * kw;
     for o in u.tile * CONV_CO_TILE..g.c.min((u.tile + 1) * CONV_CO_TILE) {
-        let wt = g
-            .filter
-            .wrapping_add(u.tile * taps * CONV_CO_TILE + o % CONV_CO_TILE);
+        let wt = g.filter.wrapping_offset(
+            u.n as isize * a.filter_sn + (u.tile * taps * CONV_CO_TILE + o % CONV_CO_TILE) as isize,
+        );
         for oy in u.oy..u.oy + u.rows {
             for ox in 0..g.ow {
                 let mut s = 0.0f32;
@@ -371,7 +383,9 @@ mod avx512 {
         let g = &a.geo;
         let n_in = (R - 1) * S + K;
         let taps = a.cin * K * K;
-        let wt = g.filter.wrapping_add(u.tile * taps * CONV_CO_TILE);
+        let wt = g
+            .filter
+            .wrapping_offset(u.n as isize * a.filter_sn + (u.tile * taps * CONV_CO_TILE) as isize);
         let iy0 = (u.oy * S) as isize - g.pt as isize;
         let mut acc = [[_mm512_setzero_ps(); R]; CONV_CO_TILE];
         for c in 0..a.cin {
@@ -463,11 +477,12 @@ mod avx512 {
         let g = &a.geo;
         let mut v = v;
         if !g.bias.is_null() {
-            // SAFETY: channel `o` of the described bias.
-            v = _mm512_add_ps(
-                v,
-                _mm512_set1_ps(unsafe { *g.bias.offset(o as isize * g.bias_sc) }),
-            );
+            // SAFETY: channel `o` of sample `n`'s bias.
+            let b = unsafe {
+                *g.bias
+                    .offset(n as isize * a.bias_sn + o as isize * g.bias_sc)
+            };
+            v = _mm512_add_ps(v, _mm512_set1_ps(b));
         }
         let at = n as isize * g.y_sn + o as isize * g.y_sc + oy as isize * g.y_sh + ox0 as isize;
         // SAFETY: the live lanes of this output row block.
@@ -495,7 +510,15 @@ mod tests {
 
     /// The definition over the dense filter, summed in f64.
     #[allow(clippy::too_many_arguments)]
-    fn naive(a: &ConvArgs, x: &[f32], f: &[f32], bias: &[f32], res: Option<&[f32]>) -> Vec<f32> {
+    /// `f` is dense, sample (group) `n`'s filter `f_sn` floats after sample `n − 1`'s.
+    fn naive(
+        a: &ConvArgs,
+        x: &[f32],
+        f: &[f32],
+        f_sn: usize,
+        bias: &[f32],
+        res: Option<&[f32]>,
+    ) -> Vec<f32> {
         let g = &a.geo;
         let mut y = vec![0.0; g.n * g.c * g.oh * g.ow];
         for n in 0..g.n {
@@ -514,13 +537,14 @@ mod tests {
                                     }
                                     let xv = x
                                         [((n * a.cin + c) * g.h + iy as usize) * g.w + ix as usize];
-                                    let wv = f[((o * a.cin + c) * g.kh + ky) * g.kw + kx];
+                                    let wv =
+                                        f[n * f_sn + ((o * a.cin + c) * g.kh + ky) * g.kw + kx];
                                     s += f64::from(xv) * f64::from(wv);
                                 }
                             }
                         }
                         let at = ((n * g.c + o) * g.oh + oy) * g.ow + ox;
-                        let mut v = s as f32 + bias[o];
+                        let mut v = s as f32 + bias[n * a.bias_sn as usize + o];
                         if let Some(r) = res {
                             v += r[at];
                         }
@@ -560,12 +584,30 @@ mod tests {
             }
             done += 1;
             let (oh, ow) = (eh as usize / s + 1, ew as usize / s + 1);
-            let (n, cin, cout) = (1 + r.below(2), 1 + r.below(4), 1 + r.below(20));
+            // Every fourth case is grouped: its "samples" are 2–3 groups of one image, each
+            // with its own filter and bias.
+            let grouped = case % 4 == 1;
+            let (n, cin, cout) = (
+                if grouped {
+                    2 + r.below(2)
+                } else {
+                    1 + r.below(2)
+                },
+                1 + r.below(4),
+                1 + r.below(20),
+            );
+            let filters = if grouped { n } else { 1 };
             let x: Vec<f32> = (0..n * cin * h * w).map(|_| r.next()).collect();
-            let f: Vec<f32> = (0..cout * cin * k * k).map(|_| r.next()).collect();
-            let bias: Vec<f32> = (0..cout).map(|_| r.next()).collect();
+            let f: Vec<f32> = (0..filters * cout * cin * k * k)
+                .map(|_| r.next())
+                .collect();
+            let bias: Vec<f32> = (0..filters * cout).map(|_| r.next()).collect();
             let res: Vec<f32> = (0..n * cout * oh * ow).map(|_| r.next()).collect();
-            let packed = pack_conv_filter(cout, cin, k, k, &f).expect("pack");
+            let f_sn = if grouped { cout * cin * k * k } else { 0 };
+            let packed: Vec<f32> = f
+                .chunks(cout * cin * k * k)
+                .flat_map(|g| pack_conv_filter(cout, cin, k, k, g).expect("pack"))
+                .collect();
             let with_res = case % 3 == 0;
             let a = ConvArgs {
                 geo: DwArgs {
@@ -604,8 +646,14 @@ mod tests {
                     hi: 0.75,
                 },
                 cin,
+                filter_sn: if grouped {
+                    conv_filter_len(cout, cin, k, k) as isize
+                } else {
+                    0
+                },
+                bias_sn: if grouped { cout as isize } else { 0 },
             };
-            let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
+            let want = naive(&a, &x, &f, f_sn, &bias, with_res.then_some(&res[..]));
             let tol = 1e-5 * (cin * k * k) as f32;
             let check = |y: &[f32], what: &str| {
                 let bad = y

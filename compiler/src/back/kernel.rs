@@ -326,11 +326,14 @@ pub enum DwOp {
     Conv { filter: BufId, bias: (BufId, i64) },
     /// Dense convolution of `cin` input channels into the call's channels
     /// (`nnefc_conv`): the filter packed by `nnefc_runtime::pack_conv_filter`, the bias
-    /// and its stride between output channels.
+    /// and its stride between output channels. For a grouped convolution the call's
+    /// samples are the groups, and `groups` holds the filter (floats) and bias strides
+    /// between them (both 0 otherwise).
     Dense {
         filter: BufId,
         bias: (BufId, i64),
         cin: usize,
+        groups: (i64, i64),
     },
     /// `max_pool` with the `ignore` border (`nnefc_maxpool`): taps outside the input are
     /// skipped.
@@ -567,10 +570,16 @@ impl fmt::Display for Program {
                             format!(" * b{}[{kh},{kw}]", filter.0)
                                 + &format!(" bias=b{}/{}", bias.0.0, bias.1),
                         ),
-                        DwOp::Dense { filter, bias, cin } => (
+                        DwOp::Dense {
+                            filter,
+                            bias,
+                            cin,
+                            groups,
+                        } => (
                             "conv",
                             format!(" from {cin} channels * b{}[{kh},{kw}]", filter.0)
-                                + &format!(" bias=b{}/{}", bias.0.0, bias.1),
+                                + &format!(" bias=b{}/{}", bias.0.0, bias.1)
+                                + if groups.0 != 0 { " per group" } else { "" },
                         ),
                         DwOp::Max => ("maxpool", format!(" window=[{kh},{kw}]")),
                     };

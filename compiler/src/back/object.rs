@@ -569,8 +569,9 @@ const GEMM_ARGS_SIZE: u32 = 13 * 8;
 const EPILOGUE_SIZE: u32 = 32;
 /// Bytes of the runtime's `DwArgs` on a 64-bit target: 27 words and two f32.
 const DW_ARGS_SIZE: u32 = 27 * 8 + 8;
-/// `nnefc_runtime::ConvArgs`: the depthwise record, then the input channel count.
-const CONV_ARGS_SIZE: u32 = DW_ARGS_SIZE + 8;
+/// `nnefc_runtime::ConvArgs`: the depthwise record, then the input channel count and the
+/// filter and bias strides between groups.
+const CONV_ARGS_SIZE: u32 = DW_ARGS_SIZE + 24;
 /// Most products one `nnefc_sgemm_batch_parallel` call takes (bounds the entry point's
 /// stack: 64 · 136 bytes).
 const BATCH_CHUNK: usize = 64;
@@ -1342,9 +1343,11 @@ fn define_body(
                     let hi = b.ins().f32const(hi);
                     b.ins().store(store, lo, args, at);
                     b.ins().store(store, hi, args, at + 4);
-                    if let DwOp::Dense { cin, .. } = d.op {
-                        let cin = b.ins().iconst(ptr, cin as i64);
-                        b.ins().store(store, cin, args, at + 8);
+                    if let DwOp::Dense { cin, groups, .. } = d.op {
+                        for (i, v) in [cin as i64, groups.0, groups.1].into_iter().enumerate() {
+                            let v = b.ins().iconst(ptr, v);
+                            b.ins().store(store, v, args, at + 8 * (i as i32 + 1));
+                        }
                     }
                     b.ins().call(f_dw, &[args, par]);
                 }

@@ -258,12 +258,13 @@ pub(super) fn conv(
     let filter_const =
         lw.g.const_of(io.f)
             .and_then(|t| t.as_f32().map(|d| d.to_vec()));
+    // A grouped conv's groups become the call's samples: one image only.
     if let Some(fw) = &filter_const
         && sp == 2
-        && groups == 1
+        && (groups == 1 || io.xs[0] == 1)
         && lw.runtime_depthwise
         && !lw.direct_only
-        && few_channels(c, &stride)
+        && few_channels(cg, &stride)
         && nnefc_runtime::conv_supported(
             io.fs[2],
             io.fs[3],
@@ -275,7 +276,7 @@ pub(super) fn conv(
         && matches!(a.border, Border::Constant | Border::Ignore)
         && src.strides[3] == 1
     {
-        return direct_call(lw, &src, &geo, &io, &stride, fw);
+        return direct_call(lw, &src, &geo, &io, &stride, fw, groups);
     }
     if let Some(fw) = &filter_const
         && sp == 2
@@ -622,7 +623,7 @@ fn depthwise_call(
     dilation: &[usize],
 ) -> Result<(), CodegenError> {
     let filter = lw.buf(io.f)?;
-    conv_call(lw, src, geo, io, stride, dilation, |bias| DwOp::Conv {
+    conv_call(lw, src, geo, io, stride, dilation, 1, |bias| DwOp::Conv {
         filter,
         bias,
     })
@@ -630,7 +631,9 @@ fn depthwise_call(
 
 /// The [`Step::Depthwise`] call of a 2-D conv read in place: its output channels, window,
 /// fused epilogue (`passes::epilogue`) and bias; `op` makes the operation from the bias
-/// and its stride.
+/// and its stride. With `groups > 1` (one image) the call's samples are the groups: each
+/// `cin / groups` input channels into `cout / groups` output channels.
+#[allow(clippy::too_many_arguments)]
 fn conv_call(
     lw: &mut Lowering<'_>,
     src: &View,
@@ -638,22 +641,23 @@ fn conv_call(
     io: &ConvIo,
     stride: &[usize],
     dilation: &[usize],
+    groups: usize,
     op: impl FnOnce((BufId, i64)) -> DwOp,
 ) -> Result<(), CodegenError> {
-    let cout = io.ys[1];
+    let cout = io.ys[1] / groups;
     let fusion = fusion(lw, io)?;
     let (out, activation, residual) = match &fusion {
         Some(f) => (f.out, f.activation, f.residual),
         None => (io.y, Activation::None, None),
     };
-    let (bias_sc, _) = bias_strides(lw, io.b, cout)?;
+    let (bias_sc, _) = bias_strides(lw, io.b, io.ys[1])?;
     let bias = lw.buf(io.b)?;
     let y = lw.buf(out)?;
     let residual = residual.map(|r| lw.buf(r)).transpose()?;
     let ost = strides(&io.ys);
     lw.prog.steps.push(Step::Depthwise(DwCall {
         dims: [
-            io.xs[0],
+            io.xs[0] * groups,
             cout,
             io.xs[2],
             io.xs[3],
@@ -671,11 +675,30 @@ fn conv_call(
         x: (
             src.buf,
             src.offset,
-            [src.strides[0], src.strides[1], src.strides[2]],
+            [
+                if groups > 1 {
+                    (io.xs[1] / groups) as i64 * src.strides[1]
+                } else {
+                    src.strides[0]
+                },
+                src.strides[1],
+                src.strides[2],
+            ],
         ),
         op: op((bias, bias_sc)),
         residual,
-        y: (y, [ost[0], ost[1], ost[2]]),
+        y: (
+            y,
+            [
+                if groups > 1 {
+                    cout as i64 * ost[1]
+                } else {
+                    ost[0]
+                },
+                ost[1],
+                ost[2],
+            ],
+        ),
         activation,
     }));
     Ok(())
@@ -712,16 +735,36 @@ fn direct_call(
     io: &ConvIo,
     stride: &[usize],
     filter: &[f32],
+    groups: usize,
 ) -> Result<(), CodegenError> {
-    let (cin, cout) = (io.xs[1], io.ys[1]);
-    let packed = nnefc_runtime::pack_conv_filter(cout, cin, io.fs[2], io.fs[3], filter)
-        .map_err(|e| CodegenError::Internal(format!("packing the filter: {e:?}")))?;
+    let (cg, og) = (io.xs[1] / groups, io.ys[1] / groups);
+    let (kh, kw) = (io.fs[2], io.fs[3]);
+    // Group after group, each in the packed format.
+    let per_group = og * cg * kh * kw;
+    let mut packed = Vec::new();
+    for g in 0..groups {
+        let part = filter
+            .get(g * per_group..(g + 1) * per_group)
+            .ok_or_else(|| CodegenError::Invalid("filter too short".into()))?;
+        packed.extend(
+            nnefc_runtime::pack_conv_filter(og, cg, kh, kw, part)
+                .map_err(|e| CodegenError::Internal(format!("packing the filter: {e:?}")))?,
+        );
+    }
+    let filter_sn = if groups > 1 {
+        nnefc_runtime::conv_filter_len(og, cg, kh, kw) as i64
+    } else {
+        0
+    };
     let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
     let filter = lw.const_buf(bytes, DType::F32, packed.len());
-    conv_call(lw, src, geo, io, stride, &[1, 1], |bias| DwOp::Dense {
-        filter,
-        bias,
-        cin,
+    conv_call(lw, src, geo, io, stride, &[1, 1], groups, |bias| {
+        DwOp::Dense {
+            filter,
+            bias,
+            cin: cg,
+            groups: (filter_sn, if groups > 1 { og as i64 * bias.1 } else { 0 }),
+        }
     })
 }
 

@@ -84,11 +84,16 @@ fn descriptor_layout_matches_runtime() {
     assert_eq!(std::mem::offset_of!(nnefc_runtime::DwArgs, y), 22 * 8);
     assert_eq!(std::mem::offset_of!(nnefc_runtime::DwArgs, act), 26 * 8);
     assert_eq!(std::mem::offset_of!(nnefc_runtime::DwArgs, hi), 27 * 8 + 4);
-    // The direct-convolution record: the depthwise one, then the input channels.
-    assert_eq!(std::mem::size_of::<nnefc_runtime::ConvArgs>(), 28 * 8 + 8);
+    // The direct-convolution record: the depthwise one, then the input channels and the
+    // filter and bias strides between groups.
+    assert_eq!(std::mem::size_of::<nnefc_runtime::ConvArgs>(), 30 * 8 + 8);
     assert_eq!(
         std::mem::offset_of!(nnefc_runtime::ConvArgs, cin),
         27 * 8 + 8
+    );
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::ConvArgs, bias_sn),
+        29 * 8 + 8
     );
     // The stack epilogue written by `object::epilogue`.
     assert_eq!(std::mem::size_of::<nnefc_runtime::GemmEpilogue>(), 32);

@@ -1121,7 +1121,7 @@ fn cross_task_dependencies_break_groups() {
 /// Checks the cases `build` makes against the interpreter twice: compiled for this machine
 /// (whose dump contains `marker`, a runtime call, exactly when it has AVX-512) and for a
 /// target without AVX-512 (the host triple's baseline: loop nests or GEMMs).
-fn check_both_paths(build: impl Fn() -> Batch, prefix: &str, marker: &str) {
+fn check_both_paths(build: &dyn Fn() -> Batch, prefix: &str, marker: &str) {
     let native = opts(prefix);
     let uses_runtime = crate::back::object::target_has_avx512(&native).unwrap();
     let g = build().g;
@@ -1170,7 +1170,7 @@ fn depthwise_both_paths_random() {
         assert!(b.len() >= 30, "only {} valid cases", b.len());
         b
     };
-    check_both_paths(build, "dwn", "\ndwconv ");
+    check_both_paths(&build, "dwn", "\ndwconv ");
 }
 
 /// 2-D `max_pool` with the `ignore` border through both of its code paths, each against
@@ -1209,7 +1209,7 @@ fn max_pool_both_paths_random() {
         }
         b
     };
-    check_both_paths(build, "mpn", "\nmaxpool ");
+    check_both_paths(&build, "mpn", "\nmaxpool ");
 }
 
 /// Dense 2-D convs of few input channels through both of their code paths, each against
@@ -1217,7 +1217,8 @@ fn max_pool_both_paths_random() {
 /// dump, chosen for 3×3/5×5/7×7 filters with equal strides when the target has AVX-512)
 /// and im2col + GEMM (a target without it). 1–4 channels with stride 2 and up to 16 with
 /// stride 1, output channel counts that do not fill a tile of 8, rows that do not fill a
-/// 16-lane block, asymmetric and automatic padding (epilogues: the runtime test).
+/// 16-lane block, asymmetric and automatic padding, grouped convs of one image (their
+/// groups the call's samples); epilogues: the runtime test.
 #[test]
 fn direct_conv_both_paths_random() {
     let build = || {
@@ -1234,12 +1235,18 @@ fn direct_conv_both_paths_random() {
             } else {
                 1 + r.below(4)
             };
-            let (n, cout) = (1 + r.below(2), 1 + r.below(20));
-            let xs = vec![n, cin, k + r.below(20), k + r.below(40)];
-            let fs = vec![cout, cin, k, k];
+            let (mut n, cout) = (1 + r.below(2), 1 + r.below(20));
+            // Every third case grouped (one image): 2–3 groups of `cin` → `cout` channels.
+            let groups = if b.len() % 3 == 2 { 2 + r.below(2) } else { 1 };
+            if groups > 1 {
+                n = 1;
+            }
+            a.groups = groups;
+            let xs = vec![n, groups * cin, k + r.below(20), k + r.below(40)];
+            let fs = vec![groups * cout, cin, k, k];
             let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
             let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
-            let bias = r.tensor(DType::F32, &[1, cout], -1.0, 1.0);
+            let bias = r.tensor(DType::F32, &[1, groups * cout], -1.0, 1.0);
             b.add(
                 format!("conv x{xs:?} f{fs:?} {a:?}"),
                 Op::Conv(a),
@@ -1248,5 +1255,15 @@ fn direct_conv_both_paths_random() {
         }
         b
     };
-    check_both_paths(build, "dcn", " channels * b");
+    check_both_paths(&build, "dcn", " channels * b");
+    // The grouped cases take the same call.
+    let native = opts("dcg");
+    if crate::back::object::target_has_avx512(&native).unwrap() {
+        let g = build().g;
+        let plan = crate::passes::memory_plan::plan(&g).unwrap();
+        let dump = crate::back::kernels(&g, &plan, &native)
+            .unwrap()
+            .to_string();
+        assert!(dump.contains(" per group "), "{dump}");
+    }
 }
