@@ -1110,6 +1110,7 @@ fn in_bounds(col0: usize, len: usize, off: isize, sw: usize, w: usize) -> (usize
 }
 
 /// Lanes `l` in `[lo, hi)` (clamped to 0..16) as a 16-lane mask.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn lanes(lo: isize, hi: isize) -> u16 {
     let lo = lo.clamp(0, 16) as u32;
