@@ -1,6 +1,9 @@
-//! `cargo run --release --example compare [MODEL...] [--budget-ms N] [--svg FILE]`:
-//! times nnefc and ONNX Runtime (each at 1 thread and all threads) and tract on the same models and
-//! inputs in one run, prints a table of medians and ratios, and writes an SVG bar chart.
+//! `cargo run --release --example compare [MODEL...] [--budget-ms N] [--svg FILE]
+//! [--ort-layers N]`: times nnefc and ONNX Runtime (each at 1 thread and all threads) and
+//! tract on the same models and inputs in one run, prints a table of medians and ratios,
+//! and writes an SVG bar chart. With `--ort-layers N` it also prints, per model, ONNX
+//! Runtime's N slowest nodes on one thread (its own profiler, mean over 100 runs), to set
+//! beside `nnefc bench MODEL --profile`.
 //!
 //! Models: `examples/models` plus the shared corpus when present (`nnefc::corpus`);
 //! name some to restrict the run. What it needs is installed on first run and cached
@@ -70,6 +73,46 @@ for _ in range(n):
     samples.append(time.perf_counter() - t)
 samples.sort()
 print(json.dumps({"median_ms": samples[len(samples) // 2] * 1e3, "runs": n, "version": ort.__version__}))
+"#;
+
+/// ONNX Runtime's profiler on one thread: the mean time of each node over 100 runs, the
+/// `argv[3]` slowest printed as a table (node, op, output shape, ms).
+const ORT_PROFILE_SCRIPT: &str = r#"
+import collections, json, os, sys, tempfile
+import numpy as np
+import onnxruntime as ort
+
+def read_dat(path):
+    b = open(path, "rb").read()
+    u32 = lambda at: int.from_bytes(b[at:at + 4], "little")
+    dims = [u32(12 + 4 * i) for i in range(u32(8))]
+    return np.frombuffer(b[128:], dtype="<f4", count=int(np.prod(dims))).reshape(dims)
+
+onnx, dat, top = sys.argv[1], sys.argv[2], int(sys.argv[3])
+so = ort.SessionOptions()
+so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+so.intra_op_num_threads = 1
+so.inter_op_num_threads = 1
+so.enable_profiling = True
+so.profile_file_prefix = os.path.join(tempfile.mkdtemp(), "ort")
+sess = ort.InferenceSession(onnx, so, providers=["CPUExecutionProvider"])
+feed = {sess.get_inputs()[0].name: read_dat(dat)}
+runs = 100
+for _ in range(runs):
+    sess.run(None, feed)
+events = json.load(open(sess.end_profiling()))
+total = collections.defaultdict(float)
+info = {}
+for e in events:
+    if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+        name = e["name"][: -len("_kernel_time")]
+        total[name] += e["dur"]
+        info[name] = (e["args"].get("op_name", "?"), e["args"].get("output_type_shape", []))
+print(f"  all nodes: {sum(total.values()) / runs / 1e3:.4f} ms")
+for name, us in sorted(total.items(), key=lambda x: -x[1])[:top]:
+    op, shape = info[name]
+    dims = "x".join(str(d) for s in shape for v in s.values() for d in v)
+    print(f"  {name[-48:]:48} {op:18} {dims:18} {us / runs / 1e3:.4f} ms")
 "#;
 
 fn cache_dir() -> PathBuf {
@@ -326,6 +369,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut budget_ms = 1000.0;
     let mut svg_path = PathBuf::from("nnefc-compare.svg");
+    let mut ort_layers = 0usize;
     let mut wanted = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -344,9 +388,16 @@ fn main() {
                     std::process::exit(2);
                 }
             },
+            "--ort-layers" => match it.next().and_then(|v| v.parse().ok()) {
+                Some(v) => ort_layers = v,
+                None => {
+                    eprintln!("--ort-layers needs a number of nodes");
+                    std::process::exit(2);
+                }
+            },
             "-h" | "--help" => {
                 println!(
-                    "usage: cargo run --release --example compare [MODEL...] [--budget-ms N] [--svg FILE]"
+                    "usage: cargo run --release --example compare [MODEL...] [--budget-ms N] [--svg FILE] [--ort-layers N]"
                 );
                 return;
             }
@@ -443,6 +494,30 @@ fn main() {
         );
     }
     println!("\nratios < 1: nnefc is faster.");
+    if ort_layers > 0 {
+        let profiler = cache.join("profile_ort.py");
+        match (&python, std::fs::write(&profiler, ORT_PROFILE_SCRIPT)) {
+            (Ok(py), Ok(())) => {
+                for m in models.iter().filter(|m| m.onnx().is_file()) {
+                    println!(
+                        "\nONNX Runtime's {ort_layers} slowest nodes of {} (1 thread):",
+                        m.name
+                    );
+                    match run(Command::new(py)
+                        .arg(&profiler)
+                        .arg(m.onnx())
+                        .arg(m.input())
+                        .arg(ort_layers.to_string()))
+                    {
+                        Ok(out) => print!("{out}"),
+                        Err(e) => println!("  failed: {e}"),
+                    }
+                }
+            }
+            (Err(e), _) => eprintln!("no ONNX Runtime node profile: {e}"),
+            (_, Err(e)) => eprintln!("cannot write {}: {e}", profiler.display()),
+        }
+    }
     match std::fs::write(&svg_path, svg(&rows)) {
         Ok(()) => println!("chart: {}", svg_path.display()),
         Err(e) => eprintln!("cannot write {}: {e}", svg_path.display()),
