@@ -172,34 +172,42 @@ struct Unit {
     rows: usize,
 }
 
-/// Units `[lo, hi)` in (sample, tile, band) order, with the widest code the CPU has.
-unsafe fn run_units(a: &ConvArgs, lo: usize, hi: usize) {
-    let g = &a.geo;
-    let bands = g.oh.div_ceil(BAND);
-    let tiles = g.c.div_ceil(CONV_CO_TILE);
-    for u in lo..hi {
-        let (n, rest) = (u / (tiles * bands), u % (tiles * bands));
+impl Unit {
+    /// Unit `u` of `a`, in (sample, tile, band) order.
+    fn of(a: &ConvArgs, u: usize) -> Unit {
+        let g = &a.geo;
+        let bands = g.oh.div_ceil(BAND);
+        let per_sample = g.c.div_ceil(CONV_CO_TILE) * bands;
+        let (n, rest) = (u / per_sample, u % per_sample);
         let oy = (rest % bands) * BAND;
-        let unit = Unit {
+        Unit {
             n,
             tile: rest / bands,
             oy,
             rows: BAND.min(g.oh - oy),
-        };
-        #[cfg(target_arch = "x86_64")]
-        {
-            use crate::gemm::KernelId;
-            if matches!(
-                crate::gemm::selected_kernel(),
-                KernelId::Avx512 | KernelId::Avx512Wide
-            ) {
-                // SAFETY: the CPU has AVX-512F (that is what selected the kernel).
-                unsafe { avx512::unit(a, unit) };
-                continue;
-            }
         }
+    }
+}
+
+/// Units `[lo, hi)` with the widest code the CPU has.
+unsafe fn run_units(a: &ConvArgs, lo: usize, hi: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::gemm::KernelId;
+        if matches!(
+            crate::gemm::selected_kernel(),
+            KernelId::Avx512 | KernelId::Avx512Wide
+        ) {
+            for u in lo..hi {
+                // SAFETY: the CPU has AVX-512F (that is what selected the kernel).
+                unsafe { avx512::unit(a, Unit::of(a, u)) };
+            }
+            return;
+        }
+    }
+    for u in lo..hi {
         // SAFETY: the caller's contract.
-        unsafe { unit_body(a, unit) };
+        unsafe { unit_body(a, Unit::of(a, u)) };
     }
 }
 
@@ -688,16 +696,7 @@ mod tests {
             args.geo.y = y.as_mut_ptr();
             let units = n * cout.div_ceil(CONV_CO_TILE) * oh.div_ceil(BAND);
             for u in 0..units {
-                let (nn, rest) = (u / (units / n), u % (units / n));
-                let bands = oh.div_ceil(BAND);
-                let oy = (rest % bands) * BAND;
-                let unit = Unit {
-                    n: nn,
-                    tile: rest / bands,
-                    oy,
-                    rows: BAND.min(oh - oy),
-                };
-                unsafe { unit_body(&args, unit) };
+                unsafe { unit_body(&args, Unit::of(&args, u)) };
             }
             check(&y, "portable");
         }

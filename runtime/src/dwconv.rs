@@ -24,6 +24,7 @@
 //! channel multiplier, borders other than zero padding (the compiler keeps its loop nests
 //! for those), and non-unit strides between the elements of an input row.
 
+use crate::gemm::maximum;
 use crate::parallel::{self, Parallel, workers};
 use core::ffi::c_void;
 
@@ -262,7 +263,6 @@ unsafe fn max_output(
     ox: usize,
 ) {
     let mut m = f32::NEG_INFINITY;
-    let mut nan = false;
     for ky in 0..a.kh {
         let iy = (oy * a.sh + ky * a.dh) as isize - a.pt as isize;
         if iy < 0 || iy >= a.h as isize {
@@ -275,12 +275,11 @@ unsafe fn max_output(
             }
             // SAFETY: an input element of this plane.
             let v = unsafe { *x.offset(iy * a.x_sh + ix) };
-            nan |= v.is_nan();
             m = maximum(m, v);
         }
     }
     let at = oy as isize * a.y_sh + ox as isize;
-    let mut v = if nan { f32::NAN } else { m };
+    let mut v = m;
     if !res.is_null() {
         // SAFETY: the residual element of this output.
         v += unsafe { *res.offset(at) };
@@ -292,19 +291,6 @@ unsafe fn max_output(
     };
     // SAFETY: this output.
     unsafe { *y.offset(at) = v };
-}
-
-/// The larger of two non-NaN values, +0 above −0 (of two equal values the one with the
-/// sign bit clear, if either).
-#[inline(always)]
-fn maximum(a: f32, b: f32) -> f32 {
-    if a == b {
-        f32::from_bits(a.to_bits() & b.to_bits())
-    } else if a > b {
-        a
-    } else {
-        b
-    }
 }
 
 /// The input, output and residual pointers, filter taps and bias of sample `n`'s channel
@@ -937,53 +923,14 @@ pub(crate) mod avx512 {
         for _ in lo..hi {
             // SAFETY: plane (n, c) of the caller's buffers.
             let (x, y, res, f, b) = unsafe { plane_ptrs(a, n, c) };
-            macro_rules! block {
-                ($c:expr) => {
-                    Block {
-                        a,
-                        x,
-                        y,
-                        res,
-                        f,
-                        b,
-                        c: $c,
-                        fill,
-                        even,
-                        odd,
-                        steps,
-                    }
-                };
-            }
-            if banded {
-                // A band of rows across every column block, then the next: the band's
-                // input rows are read from memory once and then come from L1.
-                let step = if a.oh <= 8 { a.oh } else { ROWS };
-                let mut oy = 0;
-                while oy < a.oh {
-                    let r = step.min(a.oh - oy);
-                    // Block i's columns: hoisted, or worked out here (wide rows).
-                    #[allow(clippy::needless_range_loop)]
-                    for i in 0..blocks {
-                        let built;
-                        let cols = if hoisted {
-                            &pre[i]
-                        } else {
-                            built = Cols::new(a, 16 * i);
-                            &built
-                        };
-                        let k = block!(cols);
-                        // SAFETY: rows oy..oy + r of this block of this plane.
-                        unsafe {
-                            if a.sw == 1 {
-                                k.band3_any::<1, MAX>(oy, r)
-                            } else {
-                                k.band3_any::<2, MAX>(oy, r)
-                            }
-                        }
-                    }
-                    oy += r;
-                }
-            } else {
+            // Bands of rows across every column block, then the next band: a band's input
+            // rows are read from memory once and then come from L1. Other windows take
+            // the whole plane as one band (`all_rows` walks its rows itself).
+            let step = if banded && a.oh > 8 { ROWS } else { a.oh };
+            let mut oy = 0;
+            while oy < a.oh {
+                let r = step.min(a.oh - oy);
+                // Block i's columns: hoisted, or worked out here (wide rows).
                 #[allow(clippy::needless_range_loop)]
                 for i in 0..blocks {
                     let built;
@@ -993,16 +940,31 @@ pub(crate) mod avx512 {
                         built = Cols::new(a, 16 * i);
                         &built
                     };
-                    let k = block!(cols);
-                    // SAFETY: this block's rows of this plane.
+                    let k = Block {
+                        a,
+                        x,
+                        y,
+                        res,
+                        f,
+                        b,
+                        c: cols,
+                        fill,
+                        even,
+                        odd,
+                        steps,
+                    };
+                    // SAFETY: rows oy..oy + r of this block of this plane.
                     unsafe {
-                        match a.sw {
-                            1 => k.all_rows::<1>(),
-                            2 => k.all_rows::<2>(),
-                            _ => k.all_rows::<0>(),
+                        match (banded, a.sw) {
+                            (true, 1) => k.band3_any::<1, MAX>(oy, r),
+                            (true, _) => k.band3_any::<2, MAX>(oy, r),
+                            (false, 1) => k.all_rows::<1>(),
+                            (false, 2) => k.all_rows::<2>(),
+                            (false, _) => k.all_rows::<0>(),
                         }
                     }
                 }
+                oy += r;
             }
             c += 1;
             if c == a.c {

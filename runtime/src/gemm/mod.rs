@@ -50,6 +50,8 @@ mod tall;
 #[cfg(all(test, feature = "std"))]
 mod tests;
 
+/// IEEE 754-2019 `maximum`, for the portable window maximum too.
+pub(crate) use kernels::maximum;
 #[doc(hidden)]
 pub use kernels::{KernelId, available_kernels};
 pub use lanes::LANES;
