@@ -28,7 +28,7 @@
 //! 7×7 (the compiler keeps im2col + GEMM for those).
 
 use crate::DwArgs;
-use crate::dwconv::{clamp, relu};
+use crate::gemm::activate;
 use crate::parallel::{self, Parallel, workers};
 use core::ffi::c_void;
 
@@ -229,11 +229,7 @@ unsafe fn finish(a: &ConvArgs, n: usize, o: usize, oy: usize, ox: usize, v: f32)
         // SAFETY: an element of the described residual.
         v += unsafe { *g.res.offset(at) };
     }
-    let v = match g.act {
-        1 => relu(v),
-        2 => clamp(v, g.lo, g.hi),
-        _ => v,
-    };
+    let v = activate(v, g.act as u32, g.lo, g.hi);
     // SAFETY: an element of the described output.
     unsafe { *g.y.offset(at) = v };
 }

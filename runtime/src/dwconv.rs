@@ -13,7 +13,8 @@
 //! AVX-512 3×3 bands). The AVX-512 path fuses each multiply-add (one rounding), the
 //! portable path rounds twice: results may differ in the last bits between CPUs, never
 //! between runs or thread counts on one CPU. Activation 1 is ReLU, 2 clamps
-//! to `[lo, hi]`; both propagate NaN.
+//! to `[lo, hi]`, exactly as the GEMM epilogue computes them (IEEE `maximum`/`minimum`:
+//! NaN propagates, ReLU(−0) is +0).
 //!
 //! # Threads
 //! Planes are independent: with a [`Parallel`] of several workers the planes are handed
@@ -24,7 +25,7 @@
 //! channel multiplier, borders other than zero padding (the compiler keeps its loop nests
 //! for those), and non-unit strides between the elements of an input row.
 
-use crate::gemm::maximum;
+use crate::gemm::{activate, maximum};
 use crate::parallel::{self, Parallel, workers};
 use core::ffi::c_void;
 
@@ -284,11 +285,7 @@ unsafe fn max_output(
         // SAFETY: the residual element of this output.
         v += unsafe { *res.offset(at) };
     }
-    let v = match a.act {
-        1 => relu(v),
-        2 => clamp(v, a.lo, a.hi),
-        _ => v,
-    };
+    let v = activate(v, a.act as u32, a.lo, a.hi);
     // SAFETY: this output.
     unsafe { *y.offset(at) = v };
 }
@@ -864,13 +861,10 @@ pub(crate) mod avx512 {
                 _mm512_maskz_loadu_ps(live, res.wrapping_offset(at))
             });
         }
-        v = match a.act {
-            // max(0, v) returns v when v is NaN (the second operand).
-            1 => _mm512_max_ps(_mm512_setzero_ps(), v),
-            2 if a.lo.is_nan() || a.hi.is_nan() => _mm512_set1_ps(f32::NAN),
-            2 => _mm512_min_ps(_mm512_set1_ps(a.hi), _mm512_max_ps(_mm512_set1_ps(a.lo), v)),
-            _ => v,
-        };
+        // The GEMM tiles' activation, so a conv computes the same bits on either path.
+        let (lo, hi) = (_mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi));
+        // SAFETY: the caller runs on AVX-512F.
+        v = unsafe { crate::gemm::activate_avx512(v, a.act as u32, lo, hi) };
         // SAFETY: the caller's contract.
         unsafe { _mm512_mask_storeu_ps(y.wrapping_offset(at), live, v) };
     }
@@ -1031,18 +1025,8 @@ unsafe fn planes_body(a: &DwArgs, lo: usize, hi: usize) {
                         *v += *r;
                     }
                 }
-                match a.act {
-                    1 => {
-                        for (o, v) in out.iter_mut().zip(acc.iter()) {
-                            *o = relu(*v);
-                        }
-                    }
-                    2 => {
-                        for (o, v) in out.iter_mut().zip(acc.iter()) {
-                            *o = clamp(*v, a.lo, a.hi);
-                        }
-                    }
-                    _ => out.copy_from_slice(acc),
+                for (o, v) in out.iter_mut().zip(acc.iter()) {
+                    *o = activate(*v, a.act as u32, a.lo, a.hi);
                 }
                 col0 += len;
             }
@@ -1088,22 +1072,6 @@ pub(crate) fn lanes(lo: isize, hi: isize) -> u16 {
         }
     };
     upto(hi) & !upto(lo)
-}
-
-/// ReLU with NaN propagated (`max` would drop it).
-#[inline(always)]
-pub(crate) fn relu(v: f32) -> f32 {
-    if v < 0.0 { 0.0 } else { v }
-}
-
-/// Clamp to `[lo, hi]` with NaN (in `v` or a bound) propagated.
-#[inline(always)]
-pub(crate) fn clamp(v: f32, lo: f32, hi: f32) -> f32 {
-    if v.is_nan() || lo.is_nan() || hi.is_nan() {
-        return f32::NAN;
-    }
-    let v = if v < lo { lo } else { v };
-    if v > hi { hi } else { v }
 }
 
 #[cfg(all(test, feature = "std"))]
@@ -1205,11 +1173,7 @@ mod tests {
                         if let Some(r) = res {
                             s += r[o];
                         }
-                        y[o] = match a.act {
-                            1 => relu(s),
-                            2 => clamp(s, a.lo, a.hi),
-                            _ => s,
-                        };
+                        y[o] = activate(s, a.act as u32, a.lo, a.hi);
                     }
                 }
             }
@@ -1297,11 +1261,7 @@ mod tests {
                     if let Some(r) = res {
                         m += r[o];
                     }
-                    y[o] = match a.act {
-                        1 => relu(m),
-                        2 => clamp(m, a.lo, a.hi),
-                        _ => m,
-                    };
+                    y[o] = activate(m, a.act as u32, a.lo, a.hi);
                 }
             }
         }

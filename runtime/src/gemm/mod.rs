@@ -50,10 +50,13 @@ mod tall;
 #[cfg(all(test, feature = "std"))]
 mod tests;
 
-/// IEEE 754-2019 `maximum`, for the portable window maximum too.
-pub(crate) use kernels::maximum;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use kernels::activate_avx512;
 #[doc(hidden)]
 pub use kernels::{KernelId, available_kernels};
+/// The activation every kernel applies (scalar and AVX-512), and IEEE 754-2019 `maximum`
+/// (the portable window maximum's too).
+pub(crate) use kernels::{activate, maximum};
 pub use lanes::LANES;
 
 /// The micro-kernel family this CPU runs (what other vector routines dispatch on too).
