@@ -498,19 +498,7 @@ mod avx512 {
 mod tests {
     use super::*;
 
-    struct Lcg(u64);
-    impl Lcg {
-        fn next(&mut self) -> f32 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        }
-        fn below(&mut self, m: usize) -> usize {
-            ((self.next() + 1.0) * 0.5 * m as f32) as usize % m
-        }
-    }
+    use crate::dwconv::tests::Lcg;
 
     /// The definition over the dense filter, summed in f64.
     #[allow(clippy::too_many_arguments)]

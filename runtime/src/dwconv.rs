@@ -1075,7 +1075,7 @@ pub(crate) fn lanes(lo: isize, hi: isize) -> u16 {
 }
 
 #[cfg(all(test, feature = "std"))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Dense NCHW arguments: extents `[n, c, h, w, oh, ow]`, window
@@ -1181,14 +1181,19 @@ mod tests {
         y
     }
 
-    struct Lcg(u64);
+    /// Deterministic test data (an LCG), values in [−1, 1); the direct conv's tests too.
+    pub(crate) struct Lcg(pub(crate) u64);
     impl Lcg {
-        fn next(&mut self) -> f32 {
+        pub(crate) fn next(&mut self) -> f32 {
             self.0 = self
                 .0
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+        /// A value in `0..m`.
+        pub(crate) fn below(&mut self, m: usize) -> usize {
+            ((self.next() + 1.0) * 0.5 * m as f32) as usize % m
         }
     }
 

@@ -10,9 +10,7 @@ use super::kernels::{KernelId, activate, available_kernels, kernel};
 use super::*;
 use std::vec::Vec;
 
-#[repr(C, align(64))]
-#[derive(Clone, Copy)]
-struct Line([u8; 64]);
+use super::tests::{Line, reverse_for};
 
 /// Deterministic test data (an LCG), values in [−1, 1).
 struct Lcg(u64);
@@ -329,18 +327,6 @@ fn lanes_are_bit_identical_to_six_row_kernels() {
 #[test]
 fn lanes_split_bit_identical_to_serial() {
     use super::split::{Axis, Plan};
-    unsafe extern "C" fn reverse_for(
-        pool: *mut core::ffi::c_void,
-        task: crate::TaskFn,
-        ctx: *mut core::ffi::c_void,
-        n: usize,
-    ) {
-        let workers = pool as usize;
-        for i in (0..n).rev() {
-            // SAFETY: the parallel_for contract, forwarded.
-            unsafe { task(ctx, i, i % workers) };
-        }
-    }
     let par = |workers: usize| crate::Parallel {
         pool: workers as *mut core::ffi::c_void,
         workers,

@@ -142,12 +142,9 @@ unsafe fn tile<const P: usize>(p: &Problem, ap: *const f32, epi: &GemmEpilogue, 
 mod tests {
     use super::super::driver::{self, ASrc, Route};
     use super::super::kernels::{self, KernelId};
+    use super::super::tests::Line;
     use super::super::*;
     use std::vec::Vec;
-
-    #[repr(C, align(64))]
-    #[derive(Clone, Copy)]
-    struct Line([u8; 64]);
 
     fn data(seed: &mut u64, n: usize) -> Vec<f32> {
         (0..n)

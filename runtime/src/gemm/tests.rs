@@ -88,9 +88,10 @@ const EPIS: [Epi; 6] = [
     },
 ];
 
+/// A 64-byte aligned unit of scratch (the GEMM's scratch alignment).
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
-struct Line([u8; 64]);
+pub(super) struct Line(pub(super) [u8; 64]);
 
 #[derive(Clone, Copy, Debug)]
 struct Case {
@@ -441,7 +442,7 @@ fn scratch_is_bounded_and_zero_when_unused() {
 
 /// A `parallel_for` that runs the tasks on this thread in reverse order, each with worker
 /// index `i % workers`: a different order and scratch assignment than serial code.
-unsafe extern "C" fn reverse_for(
+pub(super) unsafe extern "C" fn reverse_for(
     pool: *mut core::ffi::c_void,
     task: crate::TaskFn,
     ctx: *mut core::ffi::c_void,
