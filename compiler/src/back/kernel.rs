@@ -286,31 +286,30 @@ pub enum Step {
         name: String,
         gemm: GemmCall,
     },
-    /// A depthwise 2-D convolution run by the runtime's vector kernel (`nnefc_dwconv`).
-    Depthwise(DwCall),
+    /// A 2-D window op over NCHW planes run by one of the runtime's vector kernels
+    /// (depthwise or few-channel convolution, max pool: see [`WindowOp`]).
+    Window(WindowCall),
 }
 
 impl Step {
     /// Whether the step does a node's arithmetic (a GEMM or a depthwise call), as opposed
     /// to the data movement around it (im2col, padding, transforms).
     pub fn is_contraction(&self) -> bool {
-        matches!(
-            self,
-            Step::Gemm(_) | Step::Tiled { .. } | Step::Depthwise(_)
-        )
+        matches!(self, Step::Gemm(_) | Step::Tiled { .. } | Step::Window(_))
     }
 }
 
-/// One call of the runtime's depthwise convolution (`nnefc_runtime::DwArgs`): NCHW
-/// tensors, one filter per channel, zero padding, bias, optional residual and activation.
-/// Offsets and strides are in elements; rows have unit stride.
+/// One call of a runtime window kernel (`nnefc_runtime::DwArgs`, `ConvArgs` for
+/// [`WindowOp::Dense`]): NCHW tensors, zero padding (skipped taps for the maximum),
+/// optional residual and activation. Offsets and strides are in elements; rows have unit
+/// stride.
 #[derive(Clone, Debug, PartialEq)]
-pub struct DwCall {
+pub struct WindowCall {
     /// `[n, c, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl]`.
     pub dims: [usize; 14],
     /// Input buffer, element offset, strides of sample, channel and row.
     pub x: (BufId, i64, [i64; 3]),
-    pub op: DwOp,
+    pub op: WindowOp,
     /// Added before the activation, laid out like the output.
     pub residual: Option<BufId>,
     /// Output buffer and strides of sample, channel and row.
@@ -318,9 +317,9 @@ pub struct DwCall {
     pub activation: Activation,
 }
 
-/// What a [`DwCall`] computes over each window.
+/// What a [`WindowCall`] computes over each window.
 #[derive(Clone, Debug, PartialEq)]
-pub enum DwOp {
+pub enum WindowOp {
     /// Depthwise convolution (`nnefc_dwconv`): the filter `[c, 1, kh, kw]` (dense), the
     /// bias and its stride between channels (0: one value).
     Conv { filter: BufId, bias: (BufId, i64) },
@@ -340,14 +339,14 @@ pub enum DwOp {
     Max,
 }
 
-impl DwCall {
+impl WindowCall {
     /// Every buffer the call reads or writes: input, filter, bias, residual, output.
     pub fn buffers(&self) -> Vec<BufId> {
         let (filter, bias) = match self.op {
-            DwOp::Conv { filter, bias } | DwOp::Dense { filter, bias, .. } => {
+            WindowOp::Conv { filter, bias } | WindowOp::Dense { filter, bias, .. } => {
                 (Some(filter), Some(bias.0))
             }
-            DwOp::Max => (None, None),
+            WindowOp::Max => (None, None),
         };
         [Some(self.x.0), filter, bias, self.residual, Some(self.y.0)]
             .into_iter()
@@ -558,19 +557,19 @@ impl fmt::Display for Program {
         for s in &self.steps {
             match s {
                 Step::Kernel(k) => write!(f, "{k}")?,
-                Step::Depthwise(d) => {
+                Step::Window(d) => {
                     let [n, c, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl] = d.dims;
                     let cx = match d.op {
-                        DwOp::Dense { cin, .. } => cin,
+                        WindowOp::Dense { cin, .. } => cin,
                         _ => c,
                     };
                     let (name, op) = match d.op {
-                        DwOp::Conv { filter, bias } => (
+                        WindowOp::Conv { filter, bias } => (
                             "dwconv",
                             format!(" * b{}[{kh},{kw}]", filter.0)
                                 + &format!(" bias=b{}/{}", bias.0.0, bias.1),
                         ),
-                        DwOp::Dense {
+                        WindowOp::Dense {
                             filter,
                             bias,
                             cin,
@@ -581,7 +580,7 @@ impl fmt::Display for Program {
                                 + &format!(" bias=b{}/{}", bias.0.0, bias.1)
                                 + if groups.0 != 0 { " per group" } else { "" },
                         ),
-                        DwOp::Max => ("maxpool", format!(" window=[{kh},{kw}]")),
+                        WindowOp::Max => ("maxpool", format!(" window=[{kh},{kw}]")),
                     };
                     writeln!(
                         f,

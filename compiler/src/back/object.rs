@@ -21,7 +21,7 @@ use super::emit::math::Caps;
 use super::emit::{KernelEmitter, gemm_params, kernel_params};
 use super::kernel::{BufKind, Kernel, Program, Step};
 use super::{BackendOptions, CodegenError, ModelInterface, OptLevel};
-use crate::back::kernel::{Activation, BufId, DwOp};
+use crate::back::kernel::{Activation, BufId, WindowOp};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I32;
 use cranelift_codegen::ir::{
@@ -161,7 +161,7 @@ pub(crate) fn build(
     for step in &program.steps {
         match step {
             Step::Kernel(k) => kernel_ids.push(Some(define_kernel(&mut cx, program, k)?)),
-            Step::Gemm(_) | Step::Depthwise(_) => kernel_ids.push(None),
+            Step::Gemm(_) | Step::Window(_) => kernel_ids.push(None),
             Step::Tiled { name, gemm } => {
                 kernel_ids.push(Some(define_tiled(&mut cx, program, name, gemm)?))
             }
@@ -871,10 +871,7 @@ fn define_body(
     }
     // The runtime GEMM and depthwise conv, and the constants their calls read directly.
     let has_gemm = program.steps.iter().any(|s| matches!(s, Step::Gemm(_)));
-    let has_dw = program
-        .steps
-        .iter()
-        .any(|s| matches!(s, Step::Depthwise(_)));
+    let has_dw = program.steps.iter().any(|s| matches!(s, Step::Window(_)));
     let mut import = |name: &str, params: usize| -> Result<_, CodegenError> {
         let mut sig = cx.module.make_signature();
         for _ in 0..params {
@@ -891,23 +888,23 @@ fn define_body(
     } else {
         None
     };
-    let uses = |f: fn(&DwOp) -> bool| {
+    let uses = |f: fn(&WindowOp) -> bool| {
         program
             .steps
             .iter()
-            .any(|s| matches!(s, Step::Depthwise(d) if f(&d.op)))
+            .any(|s| matches!(s, Step::Window(d) if f(&d.op)))
     };
-    let dw_ref = if uses(|op| matches!(op, DwOp::Conv { .. })) {
+    let dw_ref = if uses(|op| matches!(op, WindowOp::Conv { .. })) {
         Some(import("nnefc_dwconv", 2)?)
     } else {
         None
     };
-    let conv_ref = if uses(|op| matches!(op, DwOp::Dense { .. })) {
+    let conv_ref = if uses(|op| matches!(op, WindowOp::Dense { .. })) {
         Some(import("nnefc_conv", 2)?)
     } else {
         None
     };
-    let max_ref = if uses(|op| matches!(op, DwOp::Max)) {
+    let max_ref = if uses(|op| matches!(op, WindowOp::Max)) {
         Some(import("nnefc_maxpool", 2)?)
     } else {
         None
@@ -916,7 +913,7 @@ fn define_body(
     for s in &program.steps {
         let bufs: Vec<BufId> = match s {
             Step::Gemm(g) => g.buffers(),
-            Step::Depthwise(d) => d.buffers(),
+            Step::Window(d) => d.buffers(),
             _ => Vec::new(),
         };
         for bid in bufs {
@@ -1288,11 +1285,11 @@ fn define_body(
                         }
                     }
                 }
-                (Step::Depthwise(d), _) => {
+                (Step::Window(d), _) => {
                     let f_dw = match d.op {
-                        DwOp::Conv { .. } => dw_ref,
-                        DwOp::Dense { .. } => conv_ref,
-                        DwOp::Max => max_ref,
+                        WindowOp::Conv { .. } => dw_ref,
+                        WindowOp::Dense { .. } => conv_ref,
+                        WindowOp::Max => max_ref,
                     }
                     .ok_or_else(|| CodegenError::Internal("dwconv not declared".into()))?;
                     let slot =
@@ -1301,10 +1298,10 @@ fn define_body(
                     let x = buf_ptr(&mut b, d.x.0)?;
                     let x = b.ins().iadd_imm_s(x, d.x.1 * 4);
                     let (filter, bias, bias_sc) = match d.op {
-                        DwOp::Conv { filter, bias } | DwOp::Dense { filter, bias, .. } => {
+                        WindowOp::Conv { filter, bias } | WindowOp::Dense { filter, bias, .. } => {
                             (buf_ptr(&mut b, filter)?, buf_ptr(&mut b, bias.0)?, bias.1)
                         }
-                        DwOp::Max => {
+                        WindowOp::Max => {
                             let null = b.ins().iconst(ptr, 0);
                             (null, null, 0)
                         }
@@ -1343,7 +1340,7 @@ fn define_body(
                     let hi = b.ins().f32const(hi);
                     b.ins().store(store, lo, args, at);
                     b.ins().store(store, hi, args, at + 4);
-                    if let DwOp::Dense { cin, groups, .. } = d.op {
+                    if let WindowOp::Dense { cin, groups, .. } = d.op {
                         for (i, v) in [cin as i64, groups.0, groups.1].into_iter().enumerate() {
                             let v = b.ins().iconst(ptr, v);
                             b.ins().store(store, v, args, at + 8 * (i as i32 + 1));

@@ -20,8 +20,8 @@ use super::window::{Geometry, View, f32_table, padded, value_view};
 use super::{Lowering, strides};
 use crate::back::CodegenError;
 use crate::back::kernel::{
-    Activation, BufId, BufKind, DwCall, DwOp, Expr, ExprNode, GemmCall, GemmEpi, Lit, Matrix,
-    ReduceKind, Reduction, Step,
+    Activation, BufId, BufKind, Expr, ExprNode, GemmCall, GemmEpi, Lit, Matrix, ReduceKind,
+    Reduction, Step, WindowCall, WindowOp,
 };
 use crate::ir::infer::{
     deconv_groups, resolved_conv_padding, resolved_deconv_padding,
@@ -611,7 +611,7 @@ fn depthwise(
     )
 }
 
-/// Depthwise 2-D conv as one call of the runtime's vector kernel ([`Step::Depthwise`]),
+/// Depthwise 2-D conv as one call of the runtime's vector kernel ([`Step::Window`]),
 /// reading the input in place (zero padding is the kernel's: no padded copy) with the bias,
 /// the fused residual and activation in its epilogue.
 fn depthwise_call(
@@ -623,13 +623,12 @@ fn depthwise_call(
     dilation: &[usize],
 ) -> Result<(), CodegenError> {
     let filter = lw.buf(io.f)?;
-    conv_call(lw, src, geo, io, stride, dilation, 1, |bias| DwOp::Conv {
-        filter,
-        bias,
+    conv_call(lw, src, geo, io, stride, dilation, 1, |bias| {
+        WindowOp::Conv { filter, bias }
     })
 }
 
-/// The [`Step::Depthwise`] call of a 2-D conv read in place: its output channels, window,
+/// The [`Step::Window`] call of a 2-D conv read in place: its output channels, window,
 /// fused epilogue (`passes::epilogue`) and bias; `op` makes the operation from the bias
 /// and its stride. With `groups > 1` (one image) the call's samples are the groups: each
 /// `cin / groups` input channels into `cout / groups` output channels.
@@ -642,7 +641,7 @@ fn conv_call(
     stride: &[usize],
     dilation: &[usize],
     groups: usize,
-    op: impl FnOnce((BufId, i64)) -> DwOp,
+    op: impl FnOnce((BufId, i64)) -> WindowOp,
 ) -> Result<(), CodegenError> {
     let cout = io.ys[1] / groups;
     let fusion = fusion(lw, io)?;
@@ -655,7 +654,7 @@ fn conv_call(
     let y = lw.buf(out)?;
     let residual = residual.map(|r| lw.buf(r)).transpose()?;
     let ost = strides(&io.ys);
-    lw.prog.steps.push(Step::Depthwise(DwCall {
+    lw.prog.steps.push(Step::Window(WindowCall {
         dims: [
             io.xs[0] * groups,
             cout,
@@ -724,7 +723,7 @@ fn few_channels(cin: usize, stride: &[usize]) -> bool {
 }
 
 /// Dense 2-D conv of few input channels as one call of the runtime's direct kernel
-/// ([`Step::Depthwise`] with [`DwOp::Dense`], `nnefc_conv`): the input read in place (zero
+/// ([`Step::Window`] with [`WindowOp::Dense`], `nnefc_conv`): the input read in place (zero
 /// padding is the kernel's), the filter packed at compile time
 /// (`nnefc_runtime::pack_conv_filter`), bias, fused residual and activation in its
 /// epilogue.
@@ -759,7 +758,7 @@ fn direct_call(
     let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
     let filter = lw.const_buf(bytes, DType::F32, packed.len());
     conv_call(lw, src, geo, io, stride, &[1, 1], groups, |bias| {
-        DwOp::Dense {
+        WindowOp::Dense {
             filter,
             bias,
             cin: cg,

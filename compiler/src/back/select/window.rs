@@ -24,7 +24,8 @@
 use super::{Lowering, strides};
 use crate::back::CodegenError;
 use crate::back::kernel::{
-    Activation, BufId, DwCall, DwOp, Expr, ExprId, Indirect, Lit, ReduceKind, Reduction, Step,
+    Activation, BufId, Expr, ExprId, Indirect, Lit, ReduceKind, Reduction, Step, WindowCall,
+    WindowOp,
 };
 use crate::ir::infer::resolved_window_padding;
 use crate::ir::{BinaryOp, Border, DType, ValueId, WindowAttrs};
@@ -551,7 +552,7 @@ pub(super) fn max_pool(
 const POOL_CALL_MIN_WIDTH: usize = 16;
 
 /// 2-D `max_pool` with the `ignore` border as one call of the runtime's vector kernel
-/// (`nnefc_maxpool`, [`Step::Depthwise`] with [`DwOp::Max`]) when the target has it:
+/// (`nnefc_maxpool`, [`Step::Window`] with [`WindowOp::Max`]) when the target has it:
 /// 3×3 windows with equal strides of 1 or 2 and no dilation over NCHW rows of at least
 /// [`POOL_CALL_MIN_WIDTH`] outputs, every window keeping a tap inside the input. Returns
 /// `false` (emitting nothing) otherwise.
@@ -598,7 +599,7 @@ fn max_pool_call(
     }
     let ost = strides(&geo.output);
     let (i, o, s) = (&geo.input, &geo.output, geo.stride[2]);
-    lw.prog.steps.push(Step::Depthwise(DwCall {
+    lw.prog.steps.push(Step::Window(WindowCall {
         dims: [
             i[0],
             i[1],
@@ -620,7 +621,7 @@ fn max_pool_call(
             src.offset,
             [src.strides[0], src.strides[1], src.strides[2]],
         ),
-        op: DwOp::Max,
+        op: WindowOp::Max,
         residual: None,
         y: (out, [ost[0], ost[1], ost[2]]),
         activation: Activation::None,

@@ -1138,7 +1138,7 @@ fn check_both_paths(build: &dyn Fn() -> Batch, prefix: &str, marker: &str) {
 }
 
 /// 2-D depthwise convs through both of their code paths, each against the interpreter:
-/// the runtime's vector kernel (`Step::Depthwise`, chosen when the target has AVX-512)
+/// the runtime's vector kernel (`Step::Window`, chosen when the target has AVX-512)
 /// and the f32x4 loop nests (chosen for a target without it, here the host triple with
 /// its baseline features). Odd channel counts, widths that do not fill a 16-lane block,
 /// strides 1–3, dilation, asymmetric and automatic padding, 1×1 to 5×5 filters and one
