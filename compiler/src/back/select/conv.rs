@@ -241,7 +241,7 @@ pub(super) fn conv(
         && og == 1
         && groups > 1
         && sp == 2
-        && lw.runtime_depthwise
+        && lw.runtime_windows
         && !lw.direct_only
         && matches!(a.border, Border::Constant | Border::Ignore)
         && src.strides[3] == 1
@@ -262,7 +262,7 @@ pub(super) fn conv(
     if let Some(fw) = &filter_const
         && sp == 2
         && (groups == 1 || io.xs[0] == 1)
-        && lw.runtime_depthwise
+        && lw.runtime_windows
         && !lw.direct_only
         && few_channels(cg, &stride)
         && nnefc_runtime::conv_supported(

@@ -76,11 +76,12 @@ pub(crate) struct Lowering<'g> {
     pub direct_only: bool,
     /// No runtime calls: GEMMs become Cranelift loop nests (see `back` module docs).
     pub self_contained: bool,
-    /// Depthwise 2-D convolutions and 3×3 max pools call the runtime's vector kernels
-    /// (`nnefc_dwconv`, `nnefc_maxpool`) instead of becoming f32x4 loop nests: set when
+    /// Depthwise 2-D convolutions, convolutions of few input channels and 3×3 max pools
+    /// call the runtime's vector kernels (`nnefc_dwconv`, `nnefc_conv`, `nnefc_maxpool`)
+    /// instead of becoming f32x4 loop nests or im2col + GEMM: set when
     /// the target has AVX-512, whose 16-lane masked code the runtime has and Cranelift
     /// cannot emit.
-    pub runtime_depthwise: bool,
+    pub runtime_windows: bool,
     /// Constant A operands of runtime GEMMs may be packed in lane panels
     /// (`linalg::a_packing`): set when the target has AVX-512, whose lane route the
     /// runtime runs; never for self-contained objects.
@@ -114,7 +115,7 @@ impl<'g> Lowering<'g> {
             skip: vec![false; g.nodes.len()],
             direct_only: false,
             self_contained: false,
-            runtime_depthwise: false,
+            runtime_windows: false,
             lane_gemm: false,
         }
     }
@@ -413,7 +414,8 @@ pub(crate) fn select(
 }
 
 /// [`select`] with the GEMMs as loop nests when `self_contained` (no runtime calls), and
-/// depthwise convolutions as runtime calls when `runtime_depthwise`, and lane-panel GEMMs
+/// depthwise and few-channel convolutions and 3×3 max pools as runtime calls when
+/// `runtime_windows`, and lane-panel GEMMs
 /// where they pay when `lane_gemm` (both only when not self-contained).
 pub(crate) fn select_with(
     g: &Graph,
@@ -421,12 +423,12 @@ pub(crate) fn select_with(
     prefix: &str,
     vectorize: bool,
     self_contained: bool,
-    runtime_depthwise: bool,
+    runtime_windows: bool,
     lane_gemm: bool,
 ) -> Result<Program, CodegenError> {
     let mut lw = Lowering::new(g, plan, prefix, vectorize);
     lw.self_contained = self_contained;
-    lw.runtime_depthwise = runtime_depthwise && !self_contained;
+    lw.runtime_windows = runtime_windows && !self_contained;
     lw.lane_gemm = lane_gemm && !self_contained;
     lw.run()
 }

@@ -569,7 +569,7 @@ fn max_pool_call(
             && geo.front[d] == 0
             && geo.output[d] == geo.input[d]
     };
-    let fits = lw.runtime_depthwise
+    let fits = lw.runtime_windows
         && geo.input.len() == 4
         && plain(0)
         && plain(1)
