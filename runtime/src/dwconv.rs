@@ -25,7 +25,7 @@
 //! channel multiplier, borders other than zero padding (the compiler keeps its loop nests
 //! for those), and non-unit strides between the elements of an input row.
 
-use crate::gemm::{activate, maximum};
+use crate::gemm::activate;
 use crate::parallel::{self, Parallel, workers};
 use core::ffi::c_void;
 
@@ -117,25 +117,11 @@ pub unsafe extern "C" fn nnefc_dwconv(args: *const DwArgs, par: *const Parallel)
     unsafe { run(args, par, run_planes) }
 }
 
-/// The window maximum `args` describes, in parallel over planes when `par` offers several
-/// workers: for every plane and output, `y = act(max over the window's taps inside the
-/// input (+ res))`, where the maximum is IEEE 754-2019 `maximum` (NaN if any tap is NaN,
-/// +0 above −0). Taps outside the input are skipped (NNEF's `ignore` border); a window
-/// with none inside gives −∞. `filter` and `bias` are not read (they may be null).
-///
-/// # Safety
-/// As for [`nnefc_dwconv`].
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn nnefc_maxpool(args: *const DwArgs, par: *const Parallel) {
-    // SAFETY: the caller's contract.
-    unsafe { run(args, par, run_planes_max) }
-}
-
 /// Splits the planes of `args` over `par`'s workers, each range computed by `planes`.
 ///
 /// # Safety
 /// As for [`nnefc_dwconv`]; `planes` computes the planes it is given of such arguments.
-unsafe fn run(
+pub(crate) unsafe fn run(
     args: *const DwArgs,
     par: *const Parallel,
     planes_fn: unsafe fn(&DwArgs, usize, usize),
@@ -201,99 +187,10 @@ unsafe fn run_planes(a: &DwArgs, lo: usize, hi: usize) {
     unsafe { planes_body(a, lo, hi) }
 }
 
-/// Window maximum of planes `[lo, hi)` with the widest code the CPU supports.
-unsafe fn run_planes_max(a: &DwArgs, lo: usize, hi: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::gemm::KernelId;
-        if avx512::fast3(a)
-            && has_avx512dq()
-            && matches!(
-                crate::gemm::selected_kernel(),
-                KernelId::Avx512 | KernelId::Avx512Wide
-            )
-        {
-            // SAFETY: the CPU has AVX-512F (that is what selected the kernel) and DQ.
-            return unsafe { avx512::planes_max(a, lo, hi) };
-        }
-    }
-    // SAFETY: the caller's contract.
-    unsafe { max_body(a, lo, hi) }
-}
-
-/// AVX-512DQ (`vrangeps`, the maximum with +0 above −0), which every AVX-512 CPU since
-/// Skylake-SP has.
-#[cfg(target_arch = "x86_64")]
-fn has_avx512dq() -> bool {
-    #[cfg(feature = "std")]
-    {
-        std::is_x86_feature_detected!("avx512dq")
-    }
-    #[cfg(not(feature = "std"))]
-    {
-        cfg!(target_feature = "avx512dq")
-    }
-}
-
-/// The portable window maximum: every output its own loop over the taps.
-unsafe fn max_body(a: &DwArgs, lo: usize, hi: usize) {
-    for p in lo..hi {
-        // SAFETY: plane `p` of the caller's buffers.
-        let (x, y, res, _, _) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
-        for oy in 0..a.oh {
-            for ox in 0..a.ow {
-                // SAFETY: an output of this plane.
-                unsafe { max_output(a, x, y, res, oy, ox) };
-            }
-        }
-    }
-}
-
-/// Output `(oy, ox)` of the window maximum of one plane (`x`, `y`, `res` its pointers):
-/// the maximum of the taps inside the input, NaN if any is NaN, then the epilogue.
-///
-/// # Safety
-/// The pointers address the plane's buffers as `a` describes; `(oy, ox)` is an output.
-#[inline(always)]
-unsafe fn max_output(
-    a: &DwArgs,
-    x: *const f32,
-    y: *mut f32,
-    res: *const f32,
-    oy: usize,
-    ox: usize,
-) {
-    let mut m = f32::NEG_INFINITY;
-    for ky in 0..a.kh {
-        let iy = (oy * a.sh + ky * a.dh) as isize - a.pt as isize;
-        if iy < 0 || iy >= a.h as isize {
-            continue;
-        }
-        for kx in 0..a.kw {
-            let ix = (ox * a.sw + kx * a.dw) as isize - a.pl as isize;
-            if ix < 0 || ix >= a.w as isize {
-                continue;
-            }
-            // SAFETY: an input element of this plane.
-            let v = unsafe { *x.offset(iy * a.x_sh + ix) };
-            m = maximum(m, v);
-        }
-    }
-    let at = oy as isize * a.y_sh + ox as isize;
-    let mut v = m;
-    if !res.is_null() {
-        // SAFETY: the residual element of this output.
-        v += unsafe { *res.offset(at) };
-    }
-    let v = activate(v, a.act as u32, a.lo, a.hi);
-    // SAFETY: this output.
-    unsafe { *y.offset(at) = v };
-}
-
 /// The input, output and residual pointers, filter taps and bias of sample `n`'s channel
 /// `c`.
 #[inline(always)]
-unsafe fn plane_ptrs(
+pub(crate) unsafe fn plane_ptrs(
     a: &DwArgs,
     n: usize,
     c: usize,
@@ -437,9 +334,6 @@ pub(crate) mod avx512 {
         f: *const f32,
         b: f32,
         c: &'a Cols,
-        /// What masked-off lanes load: 0 for the convolution (and its masks keep them out
-        /// of the sums), −∞ for the maximum (which they then never win).
-        fill: __m512,
         even: __m512i,
         odd: __m512i,
         steps: __m512i,
@@ -485,12 +379,11 @@ pub(crate) mod avx512 {
             // SAFETY (loads): masked-off lanes are not read (AVX-512 suppresses their
             // faults); the others are in the row.
             match SW {
-                1 => unsafe { _mm512_mask_loadu_ps(self.fill, col.m & keep, src) },
+                1 => unsafe { _mm512_maskz_loadu_ps(col.m & keep, src) },
                 2 => {
-                    let v0 = unsafe { _mm512_mask_loadu_ps(self.fill, col.lo16 & keep, src) };
-                    let v1 = unsafe {
-                        _mm512_mask_loadu_ps(self.fill, col.hi16 & keep, src.wrapping_add(16))
-                    };
+                    let v0 = unsafe { _mm512_maskz_loadu_ps(col.lo16 & keep, src) };
+                    let v1 =
+                        unsafe { _mm512_maskz_loadu_ps(col.hi16 & keep, src.wrapping_add(16)) };
                     _mm512_permutex2var_ps(v0, self.even, v1)
                 }
                 _ => unsafe {
@@ -507,18 +400,18 @@ pub(crate) mod avx512 {
         /// [`Self::band3_rows`] for the `r ≤ 8` output rows from `oy`.
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn band3_any<const S: usize, const MAX: bool>(&self, oy: usize, r: usize) {
+        unsafe fn band3_any<const S: usize>(&self, oy: usize, r: usize) {
             // SAFETY: rows of this plane.
             unsafe {
                 match r {
-                    1 => self.band3_rows::<1, S, MAX>(oy),
-                    2 => self.band3_rows::<2, S, MAX>(oy),
-                    3 => self.band3_rows::<3, S, MAX>(oy),
-                    4 => self.band3_rows::<4, S, MAX>(oy),
-                    5 => self.band3_rows::<5, S, MAX>(oy),
-                    6 => self.band3_rows::<6, S, MAX>(oy),
-                    7 => self.band3_rows::<7, S, MAX>(oy),
-                    _ => self.band3_rows::<8, S, MAX>(oy),
+                    1 => self.band3_rows::<1, S>(oy),
+                    2 => self.band3_rows::<2, S>(oy),
+                    3 => self.band3_rows::<3, S>(oy),
+                    4 => self.band3_rows::<4, S>(oy),
+                    5 => self.band3_rows::<5, S>(oy),
+                    6 => self.band3_rows::<6, S>(oy),
+                    7 => self.band3_rows::<7, S>(oy),
+                    _ => self.band3_rows::<8, S>(oy),
                 }
             }
         }
@@ -553,7 +446,7 @@ pub(crate) mod avx512 {
         /// block but the edge ones) where it can.
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn band3_rows<const R: usize, const S: usize, const MAX: bool>(&self, oy: usize) {
+        unsafe fn band3_rows<const R: usize, const S: usize>(&self, oy: usize) {
             // Input rows iy0 + i (i < n_in), row i at base + i·x_sh; `keep` has bit i set
             // for the rows inside the input. No arrays: building them cost as much as the
             // arithmetic of a short band.
@@ -571,68 +464,11 @@ pub(crate) mod avx512 {
             let full = first == 0 && end == n_in;
             // SAFETY: forwarded.
             unsafe {
-                if MAX {
-                    // Outside lanes read −∞ and outside rows are skipped: no masks needed.
-                    if full {
-                        self.band3_max::<R, S, true>(oy, base, keep)
-                    } else {
-                        self.band3_max::<R, S, false>(oy, base, keep)
-                    }
-                    return;
-                }
                 match (full, self.c.plain) {
                     (true, true) => self.band3::<R, S, true, true>(oy, base, keep),
                     (true, false) => self.band3::<R, S, true, false>(oy, base, keep),
                     (false, true) => self.band3::<R, S, false, true>(oy, base, keep),
                     (false, false) => self.band3::<R, S, false, false>(oy, base, keep),
-                }
-            }
-        }
-
-        /// [`Self::band3`] for the window maximum (`nnefc_maxpool`): each input row's three
-        /// taps are reduced once and the result goes to every output row whose window
-        /// holds that row. `vrangeps` is IEEE 754-2019 `maximum` except for NaN, which it
-        /// drops: a band whose input holds a NaN is computed again output by output.
-        /// (Tracking NaNs per output in mask registers cost more than the maxima.)
-        #[inline]
-        #[target_feature(enable = "avx512f,avx512dq")]
-        unsafe fn band3_max<const R: usize, const S: usize, const FULL: bool>(
-            &self,
-            oy: usize,
-            base: *const f32,
-            keep: u32,
-        ) {
-            let n_in = (R - 1) * S + 3;
-            let mut acc = [_mm512_set1_ps(f32::NEG_INFINITY); R];
-            let mut nan = 0u16;
-            unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] {
-                if i < n_in && (FULL || keep & (1 << i) != 0) {
-                    let row = base.wrapping_offset(i as isize * self.a.x_sh);
-                    // SAFETY: a row of this plane.
-                    let t = unsafe { self.taps3::<S, false>(row) };
-                    // Range select 01: the maximum, sign from the comparison (+0 > −0).
-                    let m = _mm512_range_ps::<0b0101>(_mm512_range_ps::<0b0101>(t[0], t[1]), t[2]);
-                    nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t[0], t[1])
-                        | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t[2], t[2]);
-                    unroll!(ky in [0, 1, 2] {
-                        if i >= ky && (i - ky).is_multiple_of(S) && (i - ky) / S < R {
-                            let r = (i - ky) / S;
-                            acc[r] = _mm512_range_ps::<0b0101>(acc[r], m);
-                        }
-                    });
-                }
-            });
-            for (r, v) in acc.into_iter().enumerate() {
-                // SAFETY: row oy + r of this block.
-                unsafe { self.store(v, oy + r) };
-            }
-            if nan != 0 {
-                let cols = self.c.live.count_ones() as usize;
-                for oy in oy..oy + R {
-                    for ox in self.c.ox0..self.c.ox0 + cols {
-                        // SAFETY: an output of this block.
-                        unsafe { super::max_output(self.a, self.x, self.y, self.res, oy, ox) };
-                    }
                 }
             }
         }
@@ -700,9 +536,9 @@ pub(crate) mod avx512 {
                 // SAFETY: masked-off lanes are not read; the others are in the row.
                 let (v0, v1, v2) = unsafe {
                     (
-                        _mm512_mask_loadu_ps(self.fill, m[0], src),
-                        _mm512_mask_loadu_ps(self.fill, m[1], src.wrapping_add(16)),
-                        _mm512_mask_loadu_ps(self.fill, m[2], src.wrapping_add(32)),
+                        _mm512_maskz_loadu_ps(m[0], src),
+                        _mm512_maskz_loadu_ps(m[1], src.wrapping_add(16)),
+                        _mm512_maskz_loadu_ps(m[2], src.wrapping_add(32)),
                     )
                 };
                 let e = _mm512_permutex2var_ps(v0, self.even, v1);
@@ -869,39 +705,23 @@ pub(crate) mod avx512 {
         unsafe { _mm512_mask_storeu_ps(y.wrapping_offset(at), live, v) };
     }
 
-    /// Depthwise convolution of planes `[lo, hi)`.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
-        // SAFETY: forwarded.
-        unsafe { planes_impl::<false>(a, lo, hi) }
-    }
-
-    /// Window maximum of planes `[lo, hi)`; the window is 3×3 with equal strides of 1 or
-    /// 2 and no dilation ([`fast3`]).
-    #[target_feature(enable = "avx512f,avx512dq")]
-    pub(super) unsafe fn planes_max(a: &DwArgs, lo: usize, hi: usize) {
-        // SAFETY: forwarded.
-        unsafe { planes_impl::<true>(a, lo, hi) }
-    }
-
     /// 3×3 windows with equal strides of 1 or 2 and no dilation: almost every depthwise
-    /// layer and pool, and what [`Block::band3`] computes.
-    pub(super) fn fast3(a: &DwArgs) -> bool {
+    /// layer, and what [`Block::band3`] computes.
+    fn fast3(a: &DwArgs) -> bool {
         a.kh == 3 && a.kw == 3 && a.dh == 1 && a.dw == 1 && a.sh == a.sw && (a.sw == 1 || a.sw == 2)
     }
 
-    #[inline(always)]
-    unsafe fn planes_impl<const MAX: bool>(a: &DwArgs, lo: usize, hi: usize) {
-        // SAFETY: the callers are compiled for AVX-512F, which this CPU has.
-        let (even, odd, steps, fill) = unsafe {
+    /// Depthwise convolution of planes `[lo, hi)`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
+        let (even, odd, steps) = {
             let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
             let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
             let steps = _mm512_mullo_epi32(
                 _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                 _mm512_set1_epi32(a.sw as i32),
             );
-            let fill = _mm512_set1_ps(if MAX { f32::NEG_INFINITY } else { 0.0 });
-            (even, odd, steps, fill)
+            (even, odd, steps)
         };
         let blocks = a.ow.div_ceil(16);
         // The columns each tap reads do not depend on the plane or the row.
@@ -942,7 +762,6 @@ pub(crate) mod avx512 {
                         f,
                         b,
                         c: cols,
-                        fill,
                         even,
                         odd,
                         steps,
@@ -950,8 +769,8 @@ pub(crate) mod avx512 {
                     // SAFETY: rows oy..oy + r of this block of this plane.
                     unsafe {
                         match (banded, a.sw) {
-                            (true, 1) => k.band3_any::<1, MAX>(oy, r),
-                            (true, _) => k.band3_any::<2, MAX>(oy, r),
+                            (true, 1) => k.band3_any::<1>(oy, r),
+                            (true, _) => k.band3_any::<2>(oy, r),
                             (false, 1) => k.all_rows::<1>(),
                             (false, 2) => k.all_rows::<2>(),
                             (false, _) => k.all_rows::<0>(),
@@ -1081,7 +900,7 @@ pub(crate) mod tests {
     /// Dense NCHW arguments: extents `[n, c, h, w, oh, ow]`, window
     /// `[kh, kw, sh, sw, dh, dw, pt, pl]`, a bias stride of 1 (0 without a bias), clamp
     /// bounds −0.5 and 0.75, and no output yet (each run sets `y`).
-    fn dense(
+    pub(crate) fn dense(
         [n, c, h, w, oh, ow]: [usize; 6],
         [kh, kw, sh, sw, dh, dw, pt, pl]: [usize; 8],
         x: &[f32],
@@ -1234,115 +1053,6 @@ pub(crate) mod tests {
             );
             let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
             serial_and_pooled(&a, &want, &pool, case);
-        }
-    }
-
-    /// The window maximum by its definition (IEEE 754-2019 `maximum` over the taps inside
-    /// the input).
-    fn naive_max(a: &DwArgs, x: &[f32], res: Option<&[f32]>) -> Vec<f32> {
-        let mut y = vec![0.0; a.n * a.c * a.oh * a.ow];
-        for p in 0..a.n * a.c {
-            for oy in 0..a.oh {
-                for ox in 0..a.ow {
-                    let mut m = f32::NEG_INFINITY;
-                    for ky in 0..a.kh {
-                        for kx in 0..a.kw {
-                            let iy = (oy * a.sh + ky * a.dh) as isize - a.pt as isize;
-                            let ix = (ox * a.sw + kx * a.dw) as isize - a.pl as isize;
-                            if iy < 0 || ix < 0 || iy >= a.h as isize || ix >= a.w as isize {
-                                continue;
-                            }
-                            let v = x[(p * a.h + iy as usize) * a.w + ix as usize];
-                            m = if m.is_nan() || v.is_nan() {
-                                f32::NAN
-                            } else if m == v {
-                                f32::from_bits(m.to_bits() & v.to_bits())
-                            } else {
-                                m.max(v)
-                            };
-                        }
-                    }
-                    let o = (p * a.oh + oy) * a.ow + ox;
-                    if let Some(r) = res {
-                        m += r[o];
-                    }
-                    y[o] = activate(m, a.act as u32, a.lo, a.hi);
-                }
-            }
-        }
-        y
-    }
-
-    /// `nnefc_maxpool` on random shapes (3×3 with strides 1 and 2, the vector path, and
-    /// other windows, the portable one), inputs with NaNs, signed zeros and −∞, residuals
-    /// and activations: bit for bit the definition, serial and pooled.
-    #[test]
-    fn maxpool_matches_the_definition() {
-        let mut r = Lcg(5);
-        let mut u = |m: usize| ((r.next() + 1.0) * 0.5 * m as f32) as usize % m;
-        let pool = crate::ThreadPool::new(2).expect("pool");
-        for case in 0..400 {
-            let (k, s) = if case % 4 == 3 {
-                (1 + u(4), 1 + u(3))
-            } else {
-                (3, 1 + u(2))
-            };
-            let h = 1 + u(if case % 7 == 0 { 40 } else { 16 });
-            let w = 1 + u(if case % 5 == 0 { 300 } else { 70 });
-            // Every window keeps a tap inside: padding below the window size.
-            let (pt, pl, pb, pr) = (u(k), u(k), u(k), u(k));
-            let eh = (h + pt + pb) as isize - k as isize;
-            let ew = (w + pl + pr) as isize - k as isize;
-            if eh < 0 || ew < 0 {
-                continue;
-            }
-            let (oh, ow) = (eh as usize / s + 1, ew as usize / s + 1);
-            let c = 1 + u(5);
-            let mut g = Lcg(case as u64 + 9000);
-            let x: Vec<f32> = (0..c * h * w)
-                .map(|_| match u(40) {
-                    0 => f32::NAN,
-                    1 => -0.0,
-                    2 => 0.0,
-                    3 => f32::NEG_INFINITY,
-                    _ => g.next(),
-                })
-                .collect();
-            let res: Vec<f32> = (0..c * oh * ow).map(|_| g.next()).collect();
-            let with_res = case % 3 == 0;
-            let a = dense(
-                [1, c, h, w, oh, ow],
-                [k, k, s, s, 1, 1, pt, pl],
-                &x,
-                core::ptr::null(),
-                core::ptr::null(),
-                with_res.then_some(&res[..]),
-                case % 3,
-            );
-            let want = naive_max(&a, &x, with_res.then_some(&res[..]));
-            let same = |p: &[f32]| {
-                p.iter()
-                    .zip(&want)
-                    .position(|(p, q)| p.to_bits() != q.to_bits() && !(p.is_nan() && q.is_nan()))
-            };
-            for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
-                let mut y = vec![1.5f32; want.len()];
-                let args = DwArgs {
-                    y: y.as_mut_ptr(),
-                    ..a
-                };
-                unsafe { nnefc_maxpool(&args, par) };
-                if let Some(i) = same(&y) {
-                    panic!("case {case}: {a:?}: element {i}: {} vs {}", y[i], want[i]);
-                }
-            }
-            let mut y = vec![1.5f32; want.len()];
-            let args = DwArgs {
-                y: y.as_mut_ptr(),
-                ..a
-            };
-            unsafe { max_body(&args, 0, c) };
-            assert!(same(&y).is_none(), "case {case}: portable path: {a:?}");
         }
     }
 

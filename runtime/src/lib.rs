@@ -42,6 +42,7 @@ macro_rules! unroll {
 mod conv;
 mod dwconv;
 pub mod gemm;
+mod maxpool;
 mod model;
 pub mod parallel;
 mod status;
@@ -51,13 +52,14 @@ pub mod weights;
 #[cfg(feature = "std")]
 pub use conv::pack_conv_filter;
 pub use conv::{CONV_CO_TILE, ConvArgs, conv_filter_len, conv_supported, nnefc_conv};
-pub use dwconv::{DwArgs, nnefc_dwconv, nnefc_maxpool};
+pub use dwconv::{DwArgs, nnefc_dwconv};
 pub use gemm::{
     GemmArgs, GemmEpilogue, nnefc_sgemm, nnefc_sgemm_batch_parallel, nnefc_sgemm_packed_a,
     nnefc_sgemm_parallel, packed_a_lanes_len, packed_a_len, sgemm_scratch_bytes,
 };
 #[cfg(feature = "std")]
 pub use gemm::{pack_a, pack_a_lanes, try_pack_a, try_pack_a_lanes};
+pub use maxpool::nnefc_maxpool;
 pub use model::{DType, ModelInfo, TensorInfo};
 pub use parallel::{Parallel, ParallelForFn, TaskFn};
 #[cfg(feature = "std")]

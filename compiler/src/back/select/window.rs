@@ -546,16 +546,12 @@ pub(super) fn max_pool(
     window_combine(lw, "max_pool", &p, &geo, Combine::Max, None, &[], out)
 }
 
-/// Narrowest output row [`max_pool_call`] takes: on 13-wide rows (squeezenet's last pool)
-/// the 16-lane kernel ran at 0.070 ms against the loop nests' 0.048; from 27 on it wins
-/// (0.094 against 0.112 ms, and 0.17 against 0.22–0.43 ms on 55- and 56-wide rows).
-const POOL_CALL_MIN_WIDTH: usize = 16;
-
 /// 2-D `max_pool` with the `ignore` border as one call of the runtime's vector kernel
 /// (`nnefc_maxpool`, [`Step::Window`] with [`WindowOp::Max`]) when the target has it:
-/// 3×3 windows with equal strides of 1 or 2 and no dilation over NCHW rows of at least
-/// [`POOL_CALL_MIN_WIDTH`] outputs, every window keeping a tap inside the input. Returns
-/// `false` (emitting nothing) otherwise.
+/// 3×3 windows with equal strides of 1 or 2 and no dilation over NCHW rows, every window
+/// keeping a tap inside the input. Returns `false` (emitting nothing) otherwise. Narrow
+/// rows take the call too: on squeezenet's last pool (13-wide rows) the kernel's strips
+/// ran at 0.018 ms against the loop nests' 0.048.
 fn max_pool_call(
     lw: &mut Lowering<'_>,
     src: &View,
@@ -577,8 +573,7 @@ fn max_pool_call(
         && geo.dilation[2..] == [1, 1]
         && geo.stride[2] == geo.stride[3]
         && (geo.stride[2] == 1 || geo.stride[2] == 2)
-        && src.strides[3] == 1
-        && geo.output[3] >= POOL_CALL_MIN_WIDTH;
+        && src.strides[3] == 1;
     if !fits {
         return Ok(false);
     }

@@ -23,7 +23,7 @@ pub(super) enum Arg {
 }
 
 /// Cases for one graph: each is an op and its operands.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct Batch {
     pub g: Graph,
     inputs: Vec<Tensor>,
@@ -920,7 +920,8 @@ fn cross_targets_build() {
 /// to the padded copy); every case against the interpreter.
 #[test]
 fn max_pool_ignore_regions() {
-    // The split is taken: no padded copy for resnet's pool.
+    // The split is taken: no padded copy for resnet's pool (in a self-contained object,
+    // which makes no runtime call; otherwise the pool is `nnefc_maxpool`).
     let mut g = crate::ir::Graph::new("m");
     let x = g.add_input("x", crate::ir::TensorType::new(DType::F32, &[1, 4, 12, 12]));
     let w = WindowAttrs {
@@ -938,7 +939,11 @@ fn max_pool_ignore_regions() {
     )[0];
     g.outputs.push(y);
     let plan = crate::passes::memory_plan::plan(&g).expect("plan");
-    let text = crate::back::kernels(&g, &plan, &opts("m"))
+    let contained = crate::back::BackendOptions {
+        self_contained: Some(true),
+        ..opts("m")
+    };
+    let text = crate::back::kernels(&g, &plan, &contained)
         .expect("kernels")
         .to_string();
     assert!(!text.contains("pad_copy"), "{text}");
@@ -1013,6 +1018,8 @@ fn max_pool_ignore_regions() {
             vec![Arg::In(x)],
         );
     }
+    // Both lowerings: the region split (self-contained) and `nnefc_maxpool`.
+    b.clone().check_with(&contained);
     b.check("mpr");
 }
 

@@ -1,0 +1,424 @@
+//! Window maximum (NNEF `max_pool` with the `ignore` border) over planes of an NCHW
+//! tensor: compiled models call [`nnefc_maxpool`] for 3×3 pools with strides of 1 or 2,
+//! the ones CNNs use after their first layers. It takes the depthwise convolution's
+//! argument struct ([`DwArgs`], filter and bias unused) and its split of planes over
+//! threads.
+//!
+//! # Semantics
+//! For every plane and output, `y = act(max over the window's taps inside the input
+//! (+ res))`, where the maximum is IEEE 754-2019 `maximum`: NaN if any tap is NaN, +0
+//! above −0. Taps outside the input are skipped; a window with none inside gives −∞.
+//! The result does not depend on the CPU or the number of threads (a maximum is exact).
+//!
+//! # The AVX-512 kernel
+//! The 3×3 maximum is separable: per 16-column strip of a plane it walks down the output
+//! rows keeping, in registers, the row-wise maxima of the input rows the next output row
+//! shares with this one (one of three at stride 2, two at stride 1), so each input row is
+//! loaded and reduced once per strip. The maxima are `vrangeps` (AVX-512DQ), which orders
+//! +0 above −0 but drops NaN; the loads are checked for NaN as they go, and an output row
+//! whose window held one is computed again, output by output, before it is stored.
+//!
+//! Not here: windows other than 3×3 or with dilation, unequal strides, strides above 2
+//! (a portable per-output loop, which the compiler does not call: it keeps loop nests
+//! for those), and borders other than `ignore`.
+
+use crate::DwArgs;
+use crate::dwconv::{plane_ptrs, run};
+use crate::gemm::{activate, maximum};
+use crate::parallel::Parallel;
+
+/// The window maximum `args` describes, in parallel over planes when `par` offers several
+/// workers (see the module doc for the semantics). `filter` and `bias` are not read (they
+/// may be null).
+///
+/// # Safety
+/// `args` points to a valid [`DwArgs`] whose pointers and strides address buffers of the
+/// described extents; `y` does not overlap `x` (`res` may equal `y`); `par` is null or a
+/// valid [`Parallel`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nnefc_maxpool(args: *const DwArgs, par: *const Parallel) {
+    // SAFETY: the caller's contract.
+    unsafe { run(args, par, planes) }
+}
+
+/// Planes `[lo, hi)` with the widest code the CPU supports.
+unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::gemm::KernelId;
+        if avx512::takes(a)
+            && has_avx512dq()
+            && matches!(
+                crate::gemm::selected_kernel(),
+                KernelId::Avx512 | KernelId::Avx512Wide
+            )
+        {
+            // SAFETY: the CPU has AVX-512F (that is what selected the kernel) and DQ.
+            return unsafe { avx512::planes(a, lo, hi) };
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { portable(a, lo, hi) }
+}
+
+/// AVX-512DQ (`vrangeps`, the maximum with +0 above −0), which every AVX-512 CPU since
+/// Skylake-SP has.
+#[cfg(target_arch = "x86_64")]
+fn has_avx512dq() -> bool {
+    #[cfg(feature = "std")]
+    {
+        std::is_x86_feature_detected!("avx512dq")
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        cfg!(target_feature = "avx512dq")
+    }
+}
+
+/// The portable window maximum: every output its own loop over the taps.
+unsafe fn portable(a: &DwArgs, lo: usize, hi: usize) {
+    for p in lo..hi {
+        // SAFETY: plane `p` of the caller's buffers.
+        let (x, y, res, _, _) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
+        for oy in 0..a.oh {
+            for ox in 0..a.ow {
+                // SAFETY: an output of this plane.
+                unsafe { output(a, x, y, res, oy, ox) };
+            }
+        }
+    }
+}
+
+/// Output `(oy, ox)` of one plane (`x`, `y`, `res` its pointers): the maximum of the taps
+/// inside the input, NaN if any is NaN, then the epilogue.
+///
+/// # Safety
+/// The pointers address the plane's buffers as `a` describes; `(oy, ox)` is an output.
+#[inline(always)]
+unsafe fn output(a: &DwArgs, x: *const f32, y: *mut f32, res: *const f32, oy: usize, ox: usize) {
+    let mut m = f32::NEG_INFINITY;
+    for ky in 0..a.kh {
+        let iy = (oy * a.sh + ky * a.dh) as isize - a.pt as isize;
+        if iy < 0 || iy >= a.h as isize {
+            continue;
+        }
+        for kx in 0..a.kw {
+            let ix = (ox * a.sw + kx * a.dw) as isize - a.pl as isize;
+            if ix < 0 || ix >= a.w as isize {
+                continue;
+            }
+            // SAFETY: an input element of this plane.
+            let v = unsafe { *x.offset(iy * a.x_sh + ix) };
+            m = maximum(m, v);
+        }
+    }
+    let at = oy as isize * a.y_sh + ox as isize;
+    let mut v = m;
+    if !res.is_null() {
+        // SAFETY: the residual element of this output.
+        v += unsafe { *res.offset(at) };
+    }
+    let v = activate(v, a.act as u32, a.lo, a.hi);
+    // SAFETY: this output.
+    unsafe { *y.offset(at) = v };
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{DwArgs, output};
+    use crate::dwconv::avx512::finish;
+    use crate::dwconv::{lanes, plane_ptrs};
+    use core::arch::x86_64::*;
+
+    /// 3×3 windows with equal strides of 1 or 2 and no dilation.
+    pub(super) fn takes(a: &DwArgs) -> bool {
+        a.kh == 3 && a.kw == 3 && a.dh == 1 && a.dw == 1 && a.sh == a.sw && matches!(a.sh, 1 | 2)
+    }
+
+    /// Range select 01: the maximum, its sign from the comparison (+0 above −0).
+    #[inline(always)]
+    fn max(p: __m512, q: __m512) -> __m512 {
+        // SAFETY: only called from functions compiled for AVX-512DQ.
+        unsafe { _mm512_range_ps::<0b0101>(p, q) }
+    }
+
+    /// One strip of 16 output columns: its first column, live lanes, the first input
+    /// column its windows read, and which of the (up to 48) input elements from there
+    /// are taps inside the row, as the masks of three 16-wide loads.
+    struct Strip {
+        ox0: usize,
+        live: u16,
+        ix0: isize,
+        m: [u16; 3],
+    }
+
+    impl Strip {
+        fn new(a: &DwArgs, ox0: usize) -> Strip {
+            let cnt = (a.ow - ox0).min(16) as isize;
+            let ix0 = (ox0 * a.sw) as isize - a.pl as isize;
+            // The windows read elements 0..(cnt − 1)·s + 3 from ix0.
+            let lo = (-ix0).max(0);
+            let hi = (a.w as isize - ix0).min((cnt - 1) * a.sw as isize + 3);
+            Strip {
+                ox0,
+                live: lanes(0, cnt),
+                ix0,
+                m: [
+                    lanes(lo, hi),
+                    lanes(lo - 16, hi - 16),
+                    lanes(lo - 32, hi - 32),
+                ],
+            }
+        }
+    }
+
+    /// Planes `[lo, hi)` of a pool [`takes`] accepts.
+    ///
+    /// # Safety
+    /// As for `nnefc_maxpool`; the CPU has AVX-512F and DQ.
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub(super) unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
+        for p in lo..hi {
+            // SAFETY: plane `p` of the caller's buffers.
+            let (x, y, res, _, _) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
+            let mut ox0 = 0;
+            while ox0 < a.ow {
+                let s = Strip::new(a, ox0);
+                // SAFETY: this strip of the plane.
+                unsafe {
+                    if a.sw == 1 {
+                        strip::<1>(a, &s, x, y, res)
+                    } else {
+                        strip::<2>(a, &s, x, y, res)
+                    }
+                }
+                ox0 += 16;
+            }
+        }
+    }
+
+    /// Every output row of strip `s` of one plane (`x`, `y`, `res` its pointers), stride
+    /// `S`: output row `oy` is the maximum of the row-wise maxima of input rows
+    /// `oy·S − pt + (0, 1, 2)`, the first one (stride 2) or two (stride 1) kept from the
+    /// previous output row.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    unsafe fn strip<const S: usize>(
+        a: &DwArgs,
+        s: &Strip,
+        x: *const f32,
+        y: *mut f32,
+        res: *const f32,
+    ) {
+        let ninf = _mm512_set1_ps(f32::NEG_INFINITY);
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+        let wide = S == 2 && s.m[2] != 0;
+        // The row-wise maxima of input row `iy` for the strip's 16 outputs (−∞ for rows
+        // outside the input, and in lanes whose taps are all outside), and the lanes of
+        // its loads that hold a NaN (nonzero iff one of its taps is NaN).
+        let row_max = |iy: isize| -> (__m512, u16) {
+            if iy < 0 || iy >= a.h as isize {
+                return (ninf, 0);
+            }
+            let src = x.wrapping_offset(iy * a.x_sh + s.ix0);
+            // SAFETY: masked-off lanes are not read; the others are taps in this row.
+            let (v0, v1) = unsafe {
+                (
+                    _mm512_mask_loadu_ps(ninf, s.m[0], src),
+                    _mm512_mask_loadu_ps(ninf, s.m[1], src.wrapping_add(16)),
+                )
+            };
+            let mut nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v0, v1);
+            if S == 1 {
+                let t1 = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
+                    _mm512_castps_si512(v1),
+                    _mm512_castps_si512(v0),
+                ));
+                let t2 = _mm512_castsi512_ps(_mm512_alignr_epi32::<2>(
+                    _mm512_castps_si512(v1),
+                    _mm512_castps_si512(v0),
+                ));
+                return (max(max(v0, t1), t2), nan);
+            }
+            // Stride 2: tap 0 reads the even elements, tap 1 the odd ones, tap 2 the even
+            // ones from element 2 (the last of which, element 32, only a full strip reads).
+            let e = _mm512_permutex2var_ps(v0, even, v1);
+            let o = _mm512_permutex2var_ps(v0, odd, v1);
+            let v2 = if wide {
+                // SAFETY: as above.
+                let v2 = unsafe { _mm512_mask_loadu_ps(ninf, s.m[2], src.wrapping_add(32)) };
+                nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v2, v2);
+                v2
+            } else {
+                ninf
+            };
+            let e2 = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
+                _mm512_castps_si512(v2),
+                _mm512_castps_si512(e),
+            ));
+            (max(max(e, o), e2), nan)
+        };
+        let iy0 = -(a.pt as isize);
+        // Stride 2 keeps `h1` (row oy·2 − pt); stride 1 keeps `h0` and `h1`.
+        let (mut h0, mut n0) = if S == 1 { row_max(iy0) } else { (ninf, 0) };
+        let (mut h1, mut n1) = row_max(iy0 + if S == 1 { 1 } else { 0 });
+        for oy in 0..a.oh {
+            let iy = iy0 + (oy * S) as isize;
+            let (v, nan) = if S == 1 {
+                let (h2, n2) = row_max(iy + 2);
+                let v = max(max(h0, h1), h2);
+                let nan = n0 | n1 | n2;
+                (h0, n0, h1, n1) = (h1, n1, h2, n2);
+                (v, nan)
+            } else {
+                let (hm, nm) = row_max(iy + 1);
+                let (h2, n2) = row_max(iy + 2);
+                let v = max(max(h1, hm), h2);
+                let nan = n1 | nm | n2;
+                (h1, n1) = (h2, n2);
+                (v, nan)
+            };
+            if nan == 0 {
+                let at = oy as isize * a.y_sh + s.ox0 as isize;
+                // SAFETY: the live lanes of this output row of the strip.
+                unsafe { finish(v, a, y, res, at, s.live) };
+            } else {
+                for ox in s.ox0..s.ox0 + s.live.count_ones() as usize {
+                    // SAFETY: an output of this strip.
+                    unsafe { output(a, x, y, res, oy, ox) };
+                }
+            }
+        }
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+    use crate::dwconv::tests::{Lcg, dense};
+
+    /// The window maximum by its definition (IEEE 754-2019 `maximum` over the taps inside
+    /// the input).
+    fn naive(a: &DwArgs, x: &[f32], res: Option<&[f32]>) -> Vec<f32> {
+        let mut y = vec![0.0; a.n * a.c * a.oh * a.ow];
+        for p in 0..a.n * a.c {
+            for oy in 0..a.oh {
+                for ox in 0..a.ow {
+                    let mut m = f32::NEG_INFINITY;
+                    for ky in 0..a.kh {
+                        for kx in 0..a.kw {
+                            let iy = (oy * a.sh + ky * a.dh) as isize - a.pt as isize;
+                            let ix = (ox * a.sw + kx * a.dw) as isize - a.pl as isize;
+                            if iy < 0 || ix < 0 || iy >= a.h as isize || ix >= a.w as isize {
+                                continue;
+                            }
+                            let v = x[(p * a.h + iy as usize) * a.w + ix as usize];
+                            m = if m.is_nan() || v.is_nan() {
+                                f32::NAN
+                            } else if m == v {
+                                f32::from_bits(m.to_bits() & v.to_bits())
+                            } else {
+                                m.max(v)
+                            };
+                        }
+                    }
+                    let o = (p * a.oh + oy) * a.ow + ox;
+                    if let Some(r) = res {
+                        m += r[o];
+                    }
+                    y[o] = activate(m, a.act as u32, a.lo, a.hi);
+                }
+            }
+        }
+        y
+    }
+
+    /// `nnefc_maxpool` on random shapes (3×3 with strides 1 and 2, the vector path, and
+    /// other windows, the portable one), inputs with NaNs, signed zeros and −∞, residuals
+    /// (also in place: `res == y`) and activations: bit for bit the definition, serial and
+    /// pooled.
+    #[test]
+    fn maxpool_matches_the_definition() {
+        let mut r = Lcg(5);
+        let mut u = |m: usize| ((r.next() + 1.0) * 0.5 * m as f32) as usize % m;
+        let pool = crate::ThreadPool::new(2).expect("pool");
+        for case in 0..400 {
+            let (k, s) = if case % 4 == 3 {
+                (1 + u(4), 1 + u(3))
+            } else {
+                (3, 1 + u(2))
+            };
+            let h = 1 + u(if case % 7 == 0 { 40 } else { 16 });
+            let w = 1 + u(if case % 5 == 0 { 300 } else { 70 });
+            // Every window keeps a tap inside: padding below the window size.
+            let (pt, pl, pb, pr) = (u(k), u(k), u(k), u(k));
+            let eh = (h + pt + pb) as isize - k as isize;
+            let ew = (w + pl + pr) as isize - k as isize;
+            if eh < 0 || ew < 0 {
+                continue;
+            }
+            let (oh, ow) = (eh as usize / s + 1, ew as usize / s + 1);
+            let c = 1 + u(5);
+            let mut g = Lcg(case as u64 + 9000);
+            // Every other case has no NaN, so the vector path's results are stored
+            // straight (with NaNs, rows holding one are recomputed output by output).
+            let nans = case % 2 == 0;
+            let x: Vec<f32> = (0..c * h * w)
+                .map(|_| match u(40) {
+                    0 if nans => f32::NAN,
+                    1 => -0.0,
+                    2 => 0.0,
+                    3 => f32::NEG_INFINITY,
+                    _ => g.next(),
+                })
+                .collect();
+            let res: Vec<f32> = (0..c * oh * ow).map(|_| g.next()).collect();
+            let with_res = case % 3 == 0;
+            let a = dense(
+                [1, c, h, w, oh, ow],
+                [k, k, s, s, 1, 1, pt, pl],
+                &x,
+                core::ptr::null(),
+                core::ptr::null(),
+                with_res.then_some(&res[..]),
+                case % 3,
+            );
+            let want = naive(&a, &x, with_res.then_some(&res[..]));
+            let same = |p: &[f32]| {
+                p.iter()
+                    .zip(&want)
+                    .position(|(p, q)| p.to_bits() != q.to_bits() && !(p.is_nan() && q.is_nan()))
+            };
+            for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
+                let mut y = vec![1.5f32; want.len()];
+                let args = DwArgs {
+                    y: y.as_mut_ptr(),
+                    ..a
+                };
+                unsafe { nnefc_maxpool(&args, par) };
+                if let Some(i) = same(&y) {
+                    panic!("case {case}: {a:?}: element {i}: {} vs {}", y[i], want[i]);
+                }
+            }
+            if with_res {
+                // In place: the residual is the output buffer.
+                let mut y = res.clone();
+                let args = DwArgs {
+                    y: y.as_mut_ptr(),
+                    res: y.as_ptr(),
+                    ..a
+                };
+                unsafe { nnefc_maxpool(&args, core::ptr::null()) };
+                assert!(same(&y).is_none(), "case {case}: in place: {a:?}");
+            }
+            let mut y = vec![1.5f32; want.len()];
+            let args = DwArgs {
+                y: y.as_mut_ptr(),
+                ..a
+            };
+            unsafe { portable(&args, 0, c) };
+            assert!(same(&y).is_none(), "case {case}: portable path: {a:?}");
+        }
+    }
+}
