@@ -324,6 +324,7 @@ pub(crate) mod avx512 {
 
     /// Output rows computed together.
     const ROWS: usize = 6;
+    const PREFETCH: bool = true;
 
     /// One block of 16 output columns of one plane.
     struct Block<'a> {
@@ -744,6 +745,41 @@ pub(crate) mod avx512 {
             let mut oy = 0;
             while oy < a.oh {
                 let r = step.min(a.oh - oy);
+                if PREFETCH {
+                    // The next band's input rows (or the next plane's first), which the
+                    // band below reads 16 columns at a time across a dozen rows: a
+                    // pattern the hardware prefetchers follow badly.
+                    let (nx, nrow0, nrows) = if oy + r < a.oh {
+                        (
+                            x,
+                            ((oy + r) * a.sh) as isize - a.pt as isize,
+                            step.min(a.oh - oy - r),
+                        )
+                    } else if c + 1 < a.c || n + 1 < a.n {
+                        let (nn, nc) = if c + 1 < a.c { (n, c + 1) } else { (n + 1, 0) };
+                        (
+                            unsafe { plane_ptrs(a, nn, nc) }.0,
+                            -(a.pt as isize),
+                            step.min(a.oh),
+                        )
+                    } else {
+                        (x, 0, 0)
+                    };
+                    let first = nrow0.max(0);
+                    let end =
+                        (nrow0 + ((nrows.max(1) - 1) * a.sh + a.kh) as isize).min(a.h as isize);
+                    let mut iy = first;
+                    while nrows > 0 && iy < end {
+                        let row = nx.wrapping_offset(iy * a.x_sh);
+                        let mut e = 0;
+                        while e < a.w {
+                            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(e).cast());
+                            e += 16;
+                        }
+                        _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(a.w - 1).cast());
+                        iy += 1;
+                    }
+                }
                 // Block i's columns: hoisted, or worked out here (wide rows).
                 #[allow(clippy::needless_range_loop)]
                 for i in 0..blocks {
