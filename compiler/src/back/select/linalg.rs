@@ -110,9 +110,16 @@ pub(crate) fn lanes_pay(m: usize, n: usize, k: usize) -> bool {
 /// to 16 columns, 32 up to 32, else whole 64-column tiles and, for the rest, the
 /// narrower 32- and 16-column tiles when they compute fewer lanes than a 64-column one
 /// (`kernels::for_width` and `driver::edge_columns` in the runtime).
+///
+/// Products at most 16 wide count double: their 6×16 tile holds six sums, too few to
+/// keep two 512-bit FMA pipes busy (4-cycle latency), so on AMD Zen 5 it runs at half
+/// the speed of the wider tiles (scratch benchmark, one core, GFLOP/s 6-row / lanes:
+/// 512×16×512 122/240, 256×16×256 121/227, 512×16×4608 113/244; resnet18's Winograd
+/// products on its 7×7 maps are 16 wide). On Zen 4 (one 512-bit FMA a cycle) the two
+/// routes are about even there, so lane panels lose nothing.
 fn six_row_lanes(n: usize) -> usize {
     if n <= 16 {
-        return 16;
+        return 32;
     }
     if n <= 32 {
         return 32;
@@ -402,8 +409,8 @@ mod tests {
     #[test]
     fn six_row_lanes_counts_the_runtime_tiles() {
         let cases = [
-            (1, 16),
-            (16, 16),
+            (1, 32),
+            (16, 32),
             (17, 32),
             (32, 32),
             (33, 48),

@@ -67,7 +67,12 @@ pub(super) fn worthwhile(cin: usize, cout: usize, tiles: usize) -> bool {
 }
 
 /// `U[t][co][ci]` for the 16 positions `t = 4a + b`, packed per `t` for the runtime GEMM.
-fn transformed_filter(filter: &[f32], cout: usize, cin: usize) -> Result<Vec<f32>, CodegenError> {
+fn transformed_filter(
+    filter: &[f32],
+    cout: usize,
+    cin: usize,
+    packing: APacking,
+) -> Result<Vec<f32>, CodegenError> {
     if filter.len() != cout * cin * 9 {
         return Err(CodegenError::Invalid("filter size for a 3×3 conv".into()));
     }
@@ -90,13 +95,11 @@ fn transformed_filter(filter: &[f32], cout: usize, cin: usize) -> Result<Vec<f32
             }
         }
     }
-    let plen = nnefc_runtime::packed_a_len(cout, cin);
+    let plen = super::linalg::packed_len(packing, cout, cin);
     let mut packed = Vec::with_capacity(16 * plen);
     for t in 0..16 {
         let part = &u[t * cout * cin..(t + 1) * cout * cin];
-        let pk = nnefc_runtime::try_pack_a(cout, cin, part, cin, 1)
-            .map_err(|e| CodegenError::Internal(format!("packing the filter: {e:?}")))?;
-        packed.extend(pk);
+        packed.extend(super::linalg::pack_const(packing, cout, cin, part, cin, 1)?);
     }
     Ok(packed)
 }
@@ -154,12 +157,15 @@ pub(super) fn conv3x3(
         }
     }
     // 16 GEMMs per batch item: M[n][t][co][tile] = U_t · V[n][t].
-    let packed = transformed_filter(filter, cout, cin)?;
-    let plen = nnefc_runtime::packed_a_len(cout, cin);
+    // The tap products are GEMMs like any other: lane panels where they pay (resnet18's
+    // 7×7 maps give 16-column products, which the 6-row tiles run at half speed).
+    let packing = super::linalg::a_packing(lw, cout, tiles, cin);
+    let packed = transformed_filter(filter, cout, cin, packing)?;
+    let plen = super::linalg::packed_len(packing, cout, cin);
     let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
     let abuf = lw.const_buf(bytes, f, packed.len());
     let m = lw.scratch(f, n * 16 * cout * tiles);
-    let scratch = lw.gemm_scratch(nnefc_runtime::sgemm_scratch_bytes(cout, tiles, cin));
+    let scratch = lw.gemm_scratch(super::linalg::scratch_bytes(packing, cout, tiles, cin));
     let mut batches = Vec::with_capacity(n * 16);
     for ni in 0..n {
         for t in 0..16 {
@@ -179,7 +185,7 @@ pub(super) fn conv3x3(
             rs: cin as i64,
             cs: 1,
         },
-        a_packing: APacking::Rows6,
+        a_packing: packing,
         b: Matrix {
             buf: v,
             rs: tiles as i64,

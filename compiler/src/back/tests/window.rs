@@ -373,7 +373,8 @@ fn depthwise_strided_random() {
 }
 
 /// 3×3 stride-1 convs big enough for the Winograd F(2×2, 3×3) path: odd and even
-/// sizes, batch 2, symmetric/asymmetric/no padding, constant and ignore borders.
+/// sizes, batch 2, symmetric/asymmetric/no padding, constant and ignore borders, tap
+/// products in 6-row and (on AVX-512 hosts) lane panels.
 #[test]
 fn winograd_random() {
     let mut r = Rng::new(21);
@@ -390,7 +391,14 @@ fn winograd_random() {
             2 => vec![(0, 0), (0, 0)],
             _ => vec![(0, 2), (2, 1)],
         };
-        let (n, cin, cout) = (1 + r.below(2), 64 + r.below(5), 16 + r.below(9));
+        // Odd cases have more than 24 filters: their tap products take lane panels on
+        // an AVX-512 host (the others the few-row route).
+        let cout = if case % 2 == 0 {
+            16 + r.below(9)
+        } else {
+            33 + r.below(8)
+        };
+        let (n, cin) = (1 + r.below(2), 64 + r.below(5));
         let (h, w) = (7 + r.below(8), 7 + r.below(8));
         let xs = vec![n, cin, h, w];
         let fs = vec![cout, cin, 3, 3];
@@ -409,8 +417,8 @@ fn winograd_random() {
     let mut g = Graph::new("wino1");
     let xt = r.tensor(DType::F32, &[1, 64, 12, 11], -1.0, 1.0);
     let x = g.add_input("x", xt.ty());
-    let f = g.add_const(r.tensor(DType::F32, &[20, 64, 3, 3], -1.0, 1.0), None, None);
-    let bias = g.add_const(r.tensor(DType::F32, &[1, 20], -1.0, 1.0), None, None);
+    let f = g.add_const(r.tensor(DType::F32, &[40, 64, 3, 3], -1.0, 1.0), None, None);
+    let bias = g.add_const(r.tensor(DType::F32, &[1, 40], -1.0, 1.0), None, None);
     let a = ConvAttrs {
         border: Border::Constant,
         padding: Vec::new(),
@@ -427,6 +435,10 @@ fn winograd_random() {
     let m = load(&g, &opts("wino1"));
     let k = &m.art.kernels;
     assert!(k.contains("_wino_in\n") && k.contains("batches=16"), "{k}");
+    if crate::back::object::target_has_avx512(&opts("wino1")).expect("host") {
+        // 40 filters over 30 tiles: lane panels (see `linalg::lanes_pay`).
+        assert!(k.contains("packed=lanes16"), "{k}");
+    }
     assert!(!k.contains("_relu\n"), "{k}");
     let got = m.run(&inputs).expect("status 0");
     assert_close("wino1", &got[0], &want[0]);
