@@ -327,12 +327,13 @@ mod avx512 {
         let g = &a.geo;
         let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
         let w = g.w as isize;
-        // Stride 1: groups of two or three blocks take the one-row kernel (each broadcast
-        // of a weight feeds one multiply-add per block); a last single block, and every
-        // block of a stride-2 conv, the band kernel below, which deinterleaves each input
-        // row once for all its taps and output rows. Measured on Zen 5 (`nnefc bench
-        // --profile`, best of four, one layer): 16→64 3×3 at 55×55 0.313 → 0.281 ms with
-        // the one-row kernel; 3→64 3×3 stride 2 at 111×111 0.303 → 0.321 (so not there).
+        // Groups of blocks take a one-row kernel in which each broadcast of a weight feeds
+        // one multiply-add per block: two or three blocks at stride 1, pairs at stride 2
+        // (which deinterleave each input row once per block and row); a last single
+        // block the band kernel below. Measured on Zen 5 (`nnefc bench --profile`, one
+        // layer, best of three or four): 16→64 3×3 at 55×55 0.313 → 0.281 ms; 3→64 3×3
+        // stride 2 at 111×111 0.303 → 0.290; resnet18's 7×7 stride 2 1.18 → 1.13. (At
+        // stride 2 three blocks with one permute per tap and block measured 0.321.)
         let blocks = g.ow.div_ceil(16);
         let mut bi = 0;
         while S == 1 && blocks - bi >= 2 {
@@ -369,6 +370,25 @@ mod avx512 {
                 }
             }
             bi += nb;
+        }
+        while S == 2 && blocks - bi >= 2 {
+            let t: [S2Taps; 2] = core::array::from_fn(|j| S2Taps::new(a, K, 16 * (bi + j)));
+            let next = 16 * (bi + 2);
+            for r in 0..R {
+                let oy = u.oy + r;
+                if next < g.ow {
+                    let at = u.n as isize * g.y_sn + next as isize + oy as isize * g.y_sh;
+                    for o in u.tile * CONV_CO_TILE..g.c.min((u.tile + 1) * CONV_CO_TILE) {
+                        let p = g.y.wrapping_offset(at + o as isize * g.y_sc);
+                        // A hint: never faults.
+                        _mm_prefetch::<_MM_HINT_ET0>(p.cast());
+                        _mm_prefetch::<_MM_HINT_ET0>(p.wrapping_add(16).cast());
+                    }
+                }
+                // SAFETY: row oy of these blocks of the unit.
+                unsafe { row_pair_s2::<K>(a, u, oy, &t, even) };
+            }
+            bi += 2;
         }
         let mut cols = [Col::default(); 7];
         let mut ox0 = 16 * bi;
@@ -551,6 +571,125 @@ mod avx512 {
             }
             t
         }
+    }
+
+    /// What one block of 16 output columns of a stride-2 conv reads from each input row
+    /// ([`row_pair_s2`]): from tap 0's first input column `ix0`, the elements of three
+    /// loads of 16 that are in the row and needed (below 2·count + K − 2).
+    #[derive(Clone, Copy, Default)]
+    struct S2Taps {
+        ox0: usize,
+        live: u16,
+        ix0: isize,
+        m: [u16; 3],
+    }
+
+    impl S2Taps {
+        fn new(a: &ConvArgs, k: usize, ox0: usize) -> S2Taps {
+            let g = &a.geo;
+            let cnt = (g.ow - ox0).min(16) as isize;
+            let ix0 = (2 * ox0) as isize - g.pl as isize;
+            let (lo, hi) = (
+                (-ix0).max(0),
+                (g.w as isize - ix0).min(2 * cnt + k as isize - 2),
+            );
+            S2Taps {
+                ox0,
+                live: lanes(0, cnt),
+                ix0,
+                m: [
+                    lanes(lo, hi),
+                    lanes(lo - 16, hi - 16),
+                    lanes(lo - 32, hi - 32),
+                ],
+            }
+        }
+    }
+
+    /// Output row `oy` of a stride-2 conv, the unit's 8 output channels over two blocks of
+    /// 16 columns: each input row is loaded and deinterleaved once per block (as in
+    /// [`block`]), and each weight broadcast feeds both blocks. Same `(c, ky, kx)` order,
+    /// so the same bits as [`block`].
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn row_pair_s2<const K: usize>(
+        a: &ConvArgs,
+        u: Unit,
+        oy: usize,
+        t: &[S2Taps; 2],
+        even: __m512i,
+    ) {
+        let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+        let g = &a.geo;
+        let taps = a.cin * K * K;
+        let wt = g
+            .filter
+            .wrapping_offset(u.n as isize * a.filter_sn + (u.tile * taps * CONV_CO_TILE) as isize);
+        let iy0 = (2 * oy) as isize - g.pt as isize;
+        let mut acc = [[_mm512_setzero_ps(); 2]; CONV_CO_TILE];
+        for c in 0..a.cin {
+            let xc =
+                g.x.wrapping_offset(u.n as isize * g.x_sn + c as isize * g.x_sc);
+            let wc = wt.wrapping_add(c * K * K * CONV_CO_TILE);
+            unroll!(ky in [0, 1, 2, 3, 4, 5, 6] {
+                let iy = iy0 + ky as isize;
+                if ky < K && iy >= 0 && iy < g.h as isize {
+                    let row = xc.wrapping_offset(iy * g.x_sh);
+                    let mut d = [[_mm512_setzero_si512(); 4]; 2];
+                    unroll!(b in [0, 1] {
+                        let src = row.wrapping_offset(t[b].ix0);
+                        let m = t[b].m;
+                        // SAFETY: masked-off lanes are not read; the others are in the row.
+                        let (v0, v1, v2) = unsafe {
+                            (
+                                _mm512_maskz_loadu_ps(m[0], src),
+                                _mm512_maskz_loadu_ps(m[1], src.wrapping_add(16)),
+                                _mm512_maskz_loadu_ps(m[2], src.wrapping_add(32)),
+                            )
+                        };
+                        d[b] = [
+                            _mm512_castps_si512(_mm512_permutex2var_ps(v0, even, v1)),
+                            _mm512_castps_si512(_mm512_permutex2var_ps(v0, odd, v1)),
+                            _mm512_castps_si512(_mm512_permutexvar_ps(even, v2)),
+                            _mm512_castps_si512(_mm512_permutexvar_ps(odd, v2)),
+                        ];
+                    });
+                    unroll!(kx in [0, 1, 2, 3, 4, 5, 6] {
+                      if kx < K {
+                        let mut tv = [_mm512_setzero_ps(); 2];
+                        unroll!(b in [0, 1] {
+                            let [e0, o0, eh, oh] = d[b];
+                            tv[b] = _mm512_castsi512_ps(match kx {
+                                0 => e0,
+                                1 => o0,
+                                2 => _mm512_alignr_epi32::<1>(eh, e0),
+                                3 => _mm512_alignr_epi32::<1>(oh, o0),
+                                4 => _mm512_alignr_epi32::<2>(eh, e0),
+                                5 => _mm512_alignr_epi32::<2>(oh, o0),
+                                _ => _mm512_alignr_epi32::<3>(eh, e0),
+                            });
+                        });
+                        let wp = wc.wrapping_add((ky * K + kx) * CONV_CO_TILE);
+                        unroll!(o in [0, 1, 2, 3, 4, 5, 6, 7] {
+                            // SAFETY: a tap of the packed filter.
+                            let wv = _mm512_set1_ps(unsafe { *wp.add(o) });
+                            acc[o][0] = _mm512_fmadd_ps(wv, tv[0], acc[o][0]);
+                            acc[o][1] = _mm512_fmadd_ps(wv, tv[1], acc[o][1]);
+                        });
+                      }
+                    });
+                }
+            });
+        }
+        let o0 = u.tile * CONV_CO_TILE;
+        unroll!(o in [0, 1, 2, 3, 4, 5, 6, 7] {
+            if o0 + o < g.c {
+                unroll!(b in [0, 1] {
+                    // SAFETY: this block's live outputs.
+                    unsafe { store(a, u.n, o0 + o, oy, t[b].ox0, t[b].live, acc[o][b]) };
+                });
+            }
+        });
     }
 
     /// Output row `oy` of the unit's 8 output channels over the `NB` blocks of 16
