@@ -379,6 +379,8 @@ unsafe fn axpy_avx2(g: &Gemv) {
 ///
 /// # Safety
 /// The CPU has AVX2 + FMA; `g` describes valid memory, `g.stride_k == 1`, `g.incx == 1`.
+const DOT_PF: usize = 512;
+
 #[target_feature(enable = "avx2,fma")]
 unsafe fn dot_avx2(g: &Gemv) {
     const COLS: usize = 4;
@@ -396,6 +398,9 @@ unsafe fn dot_avx2(g: &Gemv) {
                 let x0 = _mm256_loadu_ps(g.x.add(kk));
                 let x1 = _mm256_loadu_ps(g.x.add(kk + 8));
                 for (a, p) in acc.iter_mut().zip(ptrs) {
+                    if DOT_PF > 0 {
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(kk + DOT_PF).cast());
+                    }
                     a[0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(p.add(kk)), a[0]);
                     a[1] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(p.add(kk + 8)), a[1]);
                 }
