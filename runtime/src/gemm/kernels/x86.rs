@@ -379,6 +379,11 @@ unsafe fn axpy_avx2(g: &Gemv) {
 ///
 /// # Safety
 /// The CPU has AVX2 + FMA; `g` describes valid memory, `g.stride_k == 1`, `g.incx == 1`.
+/// How far ahead (in floats) [`dot_avx2`] prefetches each of its four columns: a linear
+/// layer's weights are read once per inference, usually from memory, and four streams
+/// 4·k bytes apart get too few lines in flight from the hardware prefetchers alone.
+/// mobilenet_v2's 1000×1280 classifier (Zen 5, in the network, `nnefc bench
+/// --profile`): 0.21 ms without, 0.20 at 128, 0.18 at 256, 0.175 at 512, 0.22 at 1024.
 const DOT_PF: usize = 512;
 
 #[target_feature(enable = "avx2,fma")]
@@ -398,9 +403,8 @@ unsafe fn dot_avx2(g: &Gemv) {
                 let x0 = _mm256_loadu_ps(g.x.add(kk));
                 let x1 = _mm256_loadu_ps(g.x.add(kk + 8));
                 for (a, p) in acc.iter_mut().zip(ptrs) {
-                    if DOT_PF > 0 {
-                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(kk + DOT_PF).cast());
-                    }
+                    // A hint: it never faults, whatever the address.
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(kk + DOT_PF).cast());
                     a[0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(p.add(kk)), a[0]);
                     a[1] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(p.add(kk + 8)), a[1]);
                 }
