@@ -178,21 +178,36 @@ mod avx512 {
     /// As for `nnefc_maxpool`; the CPU has AVX-512F and DQ.
     #[target_feature(enable = "avx512f,avx512dq")]
     pub(super) unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
+        let strips = a.ow.div_ceil(16);
         for p in lo..hi {
             // SAFETY: plane `p` of the caller's buffers.
             let (x, y, res, _, _) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
+            // The next plane (the first of the next call's range, at the end of this one),
+            // prefetched into L2 as this one is computed: a strip walks down the rows a
+            // row stride apart, which the hardware prefetchers follow badly, and the
+            // input (a first layer's output) is usually in L3 or memory.
+            let next = if p + 1 < a.n * a.c {
+                // SAFETY: plane p + 1 of the caller's buffers (its pointers only).
+                Some(unsafe { plane_ptrs(a, (p + 1) / a.c, (p + 1) % a.c) }.0)
+            } else {
+                None
+            };
             let mut ox0 = 0;
+            let mut si = 0;
             while ox0 < a.ow {
                 let s = Strip::new(a, ox0);
+                // This strip's share of the next plane's rows.
+                let pf = next.map(|nx| (nx, si * a.h / strips, (si + 1) * a.h / strips));
                 // SAFETY: this strip of the plane.
                 unsafe {
                     if a.sw == 1 {
-                        strip::<1>(a, &s, x, y, res)
+                        strip::<1>(a, &s, x, y, res, pf)
                     } else {
-                        strip::<2>(a, &s, x, y, res)
+                        strip::<2>(a, &s, x, y, res, pf)
                     }
                 }
                 ox0 += 16;
+                si += 1;
             }
         }
     }
@@ -209,6 +224,7 @@ mod avx512 {
         x: *const f32,
         y: *mut f32,
         res: *const f32,
+        pf: Option<(*const f32, usize, usize)>,
     ) {
         let ninf = _mm512_set1_ps(f32::NEG_INFINITY);
         let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -264,6 +280,19 @@ mod avx512 {
         let (mut h0, mut n0) = if S == 1 { row_max(iy0) } else { (ninf, 0) };
         let (mut h1, mut n1) = row_max(iy0 + if S == 1 { 1 } else { 0 });
         for oy in 0..a.oh {
+            if let Some((nx, lo, hi)) = pf {
+                // Rows lo.. hi of the next plane, spread over this strip's output rows.
+                for r in lo + oy * (hi - lo) / a.oh..lo + (oy + 1) * (hi - lo) / a.oh {
+                    let row = nx.wrapping_offset(r as isize * a.x_sh);
+                    let mut e = 0;
+                    // Hints: they never fault, whatever the address.
+                    while e < a.w {
+                        _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(e).cast());
+                        e += 16;
+                    }
+                    _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(a.w - 1).cast());
+                }
+            }
             let iy = iy0 + (oy * S) as isize;
             let (v, nan) = if S == 1 {
                 let (h2, n2) = row_max(iy + 2);
