@@ -4,9 +4,12 @@
 //! resnet18's first layer), is written once and packed again, and its short reduction
 //! (27 or 147) leaves the GEMM tiles little work per load and store of C. Here the image
 //! is read in place: 16 output columns per vector register (stride 2 deinterleaved with a
-//! permute), each input row loaded once per tap column for the rows of a band it feeds,
-//! and every tap vector multiplied into the sums of 8 output channels at once with
-//! weights broadcast from a filter packed at compile time ([`pack_conv_filter`]).
+//! permute) and weights broadcast from a filter packed at compile time
+//! ([`pack_conv_filter`]) into the sums of 8 output channels at once. Groups of two or
+//! three column blocks run one output row at a time, each weight broadcast feeding every
+//! block of the group (a core with two 512-bit FMA pipes runs out of loads otherwise); a
+//! block left alone runs in bands of 3 rows, each input row loaded once per tap column
+//! for the rows it feeds.
 //!
 //! # Semantics
 //! For every sample `n`, output channel `o` and output `(oy, ox)`:
