@@ -291,7 +291,7 @@ unsafe fn unit_body(a: &ConvArgs, u: Unit) {
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{CONV_CO_TILE, ConvArgs, Unit};
-    use crate::dwconv::lanes;
+    use crate::dwconv::{lanes, lanes3};
     use core::arch::x86_64::*;
 
     /// What tap column `kx` reads for a block of 16 output columns: the first input column
@@ -389,16 +389,7 @@ mod avx512 {
             let plain = t[..nb].iter().all(|t| t.plain);
             for r in 0..R {
                 let oy = u.oy + r;
-                if next < g.ow {
-                    // The next group's first output lines (see below).
-                    let at = u.n as isize * g.y_sn + next as isize + oy as isize * g.y_sh;
-                    for o in u.tile * CONV_CO_TILE..g.c.min((u.tile + 1) * CONV_CO_TILE) {
-                        let p = g.y.wrapping_offset(at + o as isize * g.y_sc);
-                        // A hint: never faults.
-                        _mm_prefetch::<_MM_HINT_ET0>(p.cast());
-                        _mm_prefetch::<_MM_HINT_ET0>(p.wrapping_add(16).cast());
-                    }
-                }
+                prefetch_out(a, u, oy, next);
                 // SAFETY: row oy of these blocks of the unit.
                 unsafe {
                     match (nb, plain) {
@@ -416,15 +407,7 @@ mod avx512 {
             let next = 16 * (bi + 2);
             for r in 0..R {
                 let oy = u.oy + r;
-                if next < g.ow {
-                    let at = u.n as isize * g.y_sn + next as isize + oy as isize * g.y_sh;
-                    for o in u.tile * CONV_CO_TILE..g.c.min((u.tile + 1) * CONV_CO_TILE) {
-                        let p = g.y.wrapping_offset(at + o as isize * g.y_sc);
-                        // A hint: never faults.
-                        _mm_prefetch::<_MM_HINT_ET0>(p.cast());
-                        _mm_prefetch::<_MM_HINT_ET0>(p.wrapping_add(16).cast());
-                    }
-                }
+                prefetch_out(a, u, oy, next);
                 // SAFETY: row oy of these blocks of the unit.
                 unsafe { row_pair_s2::<K>(a, u, oy, &t, even) };
             }
@@ -445,11 +428,7 @@ mod avx512 {
             // the row, in three loads of 16 (see `block`).
             let ix0 = (ox0 * S) as isize - g.pl as isize;
             let (lo, hi) = ((-ix0).max(0), (w - ix0).min(2 * cnt + K as isize - 2));
-            let s2 = [
-                lanes(lo, hi),
-                lanes(lo - 16, hi - 16),
-                lanes(lo - 32, hi - 32),
-            ];
+            let s2 = lanes3(lo, hi);
             // The next block's output lines, for writing: a model's outputs are usually out
             // of cache (the arena is larger than L3), and a store that misses waits for
             // the line to be read (resnet18's first layer: 2.2 ms warm, 2.6 ms cold).
@@ -576,6 +555,24 @@ mod avx512 {
         });
     }
 
+    /// The first two lines of output row `oy` from column `next` (the next group's), for
+    /// writing, in each of the unit's channels (see [`blocks`] on why).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn prefetch_out(a: &ConvArgs, u: Unit, oy: usize, next: usize) {
+        let g = &a.geo;
+        if next >= g.ow {
+            return;
+        }
+        let at = u.n as isize * g.y_sn + next as isize + oy as isize * g.y_sh;
+        for o in u.tile * CONV_CO_TILE..g.c.min((u.tile + 1) * CONV_CO_TILE) {
+            let p = g.y.wrapping_offset(at + o as isize * g.y_sc);
+            // Hints: they never fault.
+            _mm_prefetch::<_MM_HINT_ET0>(p.cast());
+            _mm_prefetch::<_MM_HINT_ET0>(p.wrapping_add(16).cast());
+        }
+    }
+
     /// What each tap column reads for one block of 16 output columns in the one-row
     /// kernel ([`row_blocks`], stride 1).
     #[derive(Clone, Copy, Default)]
@@ -637,11 +634,7 @@ mod avx512 {
                 ox0,
                 live: lanes(0, cnt),
                 ix0,
-                m: [
-                    lanes(lo, hi),
-                    lanes(lo - 16, hi - 16),
-                    lanes(lo - 32, hi - 32),
-                ],
+                m: lanes3(lo, hi),
             }
         }
     }

@@ -224,7 +224,7 @@ pub(crate) unsafe fn plane_ptrs(
 /// columns and short rows need no scalar code.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512 {
-    use super::{DwArgs, lanes, plane_ptrs};
+    use super::{DwArgs, lanes, lanes3, plane_ptrs};
     use core::arch::x86_64::*;
 
     /// Widest filter row the AVX-512 path takes (its per-column masks live on the stack).
@@ -313,11 +313,7 @@ pub(crate) mod avx512 {
             // Elements e < 2·count + 1 from tap 0's first column that are in the row.
             let ix0 = (ox0 * a.sw) as isize - a.pl as isize;
             let (lo, hi) = ((-ix0).max(0), (w - ix0).min(2 * cnt + 1));
-            out.s2 = [
-                lanes(lo, hi),
-                lanes(lo - 16, hi - 16),
-                lanes(lo - 32, hi - 32),
-            ];
+            out.s2 = lanes3(lo, hi);
             out
         }
     }
@@ -932,6 +928,17 @@ fn in_bounds(col0: usize, len: usize, off: isize, sw: usize, w: usize) -> (usize
         (last / sw_i + 1) as usize
     };
     (first.max(col0), end.min(col0 + len))
+}
+
+/// The masks of three consecutive 16-lane loads covering elements `lo..hi` from the first
+/// load's start: [`lanes`] of `[lo, hi)`, shifted by 0, 16 and 32.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn lanes3(lo: isize, hi: isize) -> [u16; 3] {
+    [
+        lanes(lo, hi),
+        lanes(lo - 16, hi - 16),
+        lanes(lo - 32, hi - 32),
+    ]
 }
 
 /// Lanes `l` in `[lo, hi)` (clamped to 0..16) as a 16-lane mask.

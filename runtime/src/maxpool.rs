@@ -127,7 +127,7 @@ unsafe fn output(a: &DwArgs, x: *const f32, y: *mut f32, res: *const f32, oy: us
 mod avx512 {
     use super::{DwArgs, output};
     use crate::dwconv::avx512::finish;
-    use crate::dwconv::{lanes, plane_ptrs};
+    use crate::dwconv::{lanes, lanes3, plane_ptrs};
     use core::arch::x86_64::*;
 
     /// 3×3 windows with equal strides of 1 or 2 and no dilation.
@@ -163,11 +163,7 @@ mod avx512 {
                 ox0,
                 live: lanes(0, cnt),
                 ix0,
-                m: [
-                    lanes(lo, hi),
-                    lanes(lo - 16, hi - 16),
-                    lanes(lo - 32, hi - 32),
-                ],
+                m: lanes3(lo, hi),
             }
         }
     }

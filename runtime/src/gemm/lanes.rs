@@ -528,7 +528,21 @@ mod avx512 {
                 ap = ap.add(LANES);
                 bp = bp.offset(rsb);
             }
-            for (j, &s) in acc.iter().enumerate() {
+            store_sums(buf, &acc, add);
+        }
+    }
+
+    /// Column `j` of a tile's k-block sums into the stack tile at `buf + 16·j`, added to
+    /// what is there when `add`.
+    ///
+    /// # Safety
+    /// `buf` holds `16·W` floats, 64-byte aligned; the CPU has AVX-512F.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn store_sums<const W: usize>(buf: *mut f32, acc: &[__m512; W], add: bool) {
+        for (j, &s) in acc.iter().enumerate() {
+            // SAFETY: column j of the caller's buffer.
+            unsafe {
                 let dst = buf.add(j * LANES);
                 let v = if add {
                     _mm512_add_ps(_mm512_load_ps(dst), s)
@@ -580,17 +594,8 @@ mod avx512 {
                 ap = ap.add(LANES);
                 bp = bp.offset(rsb);
             }
-            for (buf, acc) in [(buf0, &acc0), (buf1, &acc1)] {
-                for (j, &s) in acc.iter().enumerate() {
-                    let dst = buf.add(j * LANES);
-                    let v = if add {
-                        _mm512_add_ps(_mm512_load_ps(dst), s)
-                    } else {
-                        s
-                    };
-                    _mm512_store_ps(dst, v);
-                }
-            }
+            store_sums(buf0, &acc0, add);
+            store_sums(buf1, &acc1, add);
         }
     }
 
