@@ -176,6 +176,21 @@ struct Unit {
 }
 
 impl Unit {
+    /// Input channel `c` of the unit's sample.
+    fn input(self, a: &ConvArgs, c: usize) -> *const f32 {
+        let g = &a.geo;
+        g.x.wrapping_offset(self.n as isize * g.x_sn + c as isize * g.x_sc)
+    }
+
+    /// The unit's packed filter taps for input channel `c` of a `k`×`k` filter: `k·k`
+    /// taps of its tile's 8 output channels ([`pack_conv_filter`]).
+    fn taps(self, a: &ConvArgs, c: usize, k: usize) -> *const f32 {
+        a.geo.filter.wrapping_offset(
+            self.n as isize * a.filter_sn
+                + ((self.tile * a.cin + c) * k * k * CONV_CO_TILE) as isize,
+        )
+    }
+
     /// Unit `u` of `a`, in (sample, tile, band) order.
     fn of(a: &ConvArgs, u: usize) -> Unit {
         let g = &a.geo;
@@ -201,17 +216,22 @@ unsafe fn run_units(a: &ConvArgs, lo: usize, hi: usize) {
             crate::gemm::selected_kernel(),
             KernelId::Avx512 | KernelId::Avx512Wide
         ) {
+            let mut unit = Unit::of(a, lo);
             for u in lo..hi {
+                let next = (u + 1 < hi).then(|| Unit::of(a, u + 1));
                 // The next unit's input rows, into L2 while this unit runs: the input (a
                 // model's image) is usually in memory, and a band reads a dozen rows a
                 // row stride apart, 16 columns at a time. First layers (Zen 5, in the
                 // networks, `nnefc bench --profile`): resnet18 1.59–1.72 → 1.33–1.43 ms,
                 // mobilenet_v2 0.33–0.40 → 0.26–0.32.
-                if u + 1 < hi {
-                    avx512::prefetch_input(a, Unit::of(a, u + 1));
+                if let Some(n) = next {
+                    avx512::prefetch_input(a, n);
                 }
                 // SAFETY: the CPU has AVX-512F (that is what selected the kernel).
-                unsafe { avx512::unit(a, Unit::of(a, u)) };
+                unsafe { avx512::unit(a, unit) };
+                if let Some(n) = next {
+                    unit = n;
+                }
             }
             return;
         }
@@ -291,16 +311,8 @@ unsafe fn unit_body(a: &ConvArgs, u: Unit) {
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{CONV_CO_TILE, ConvArgs, Unit};
-    use crate::dwconv::{lanes, lanes3};
+    use crate::dwconv::{lanes, lanes3, prefetch_row};
     use core::arch::x86_64::*;
-
-    /// What tap column `kx` reads for a block of 16 output columns: the first input column
-    /// and (stride 1) the lanes inside the row.
-    #[derive(Clone, Copy, Default)]
-    struct Col {
-        ix0: isize,
-        lo: u16,
-    }
 
     /// Prefetches into L2 the input rows unit `u` reads (every input channel).
     #[inline]
@@ -310,19 +322,9 @@ mod avx512 {
         let end = ((u.oy * g.sh) as isize - g.pt as isize + ((u.rows - 1) * g.sh + g.kh) as isize)
             .min(g.h as isize);
         for c in 0..a.cin {
-            let xc =
-                g.x.wrapping_offset(u.n as isize * g.x_sn + c as isize * g.x_sc);
+            let xc = u.input(a, c);
             for iy in first..end {
-                let row = xc.wrapping_offset(iy * g.x_sh);
-                let mut e = 0;
-                // Hints: they never fault, whatever the address.
-                while e < g.w {
-                    // SAFETY: SSE is part of x86_64.
-                    unsafe { _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(e).cast()) };
-                    e += 16;
-                }
-                // SAFETY: as above.
-                unsafe { _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(g.w - 1).cast()) };
+                prefetch_row::<_MM_HINT_T1>(xc.wrapping_offset(iy * g.x_sh), g.w);
             }
         }
     }
@@ -362,7 +364,6 @@ mod avx512 {
     unsafe fn blocks<const K: usize, const S: usize, const R: usize>(a: &ConvArgs, u: Unit) {
         let g = &a.geo;
         let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        let w = g.w as isize;
         // Groups of blocks take a one-row kernel in which each broadcast of a weight feeds
         // one multiply-add per block: two or three blocks at stride 1, pairs at stride 2
         // (which deinterleave each input row once per block and row); a last single
@@ -380,7 +381,7 @@ mod avx512 {
             let nb = if left % 2 == 1 { 3 } else { 2 };
             let t: [Taps; 3] = core::array::from_fn(|j| {
                 if j < nb {
-                    Taps::new(a, K, 16 * (bi + j))
+                    Taps::new(a, K, 1, 16 * (bi + j))
                 } else {
                     Taps::default()
                 }
@@ -403,7 +404,7 @@ mod avx512 {
             bi += nb;
         }
         while S == 2 && blocks - bi >= 2 {
-            let t: [S2Taps; 2] = core::array::from_fn(|j| S2Taps::new(a, K, 16 * (bi + j)));
+            let t: [Taps; 2] = core::array::from_fn(|j| Taps::new(a, K, 2, 16 * (bi + j)));
             let next = 16 * (bi + 2);
             for r in 0..R {
                 let oy = u.oy + r;
@@ -413,71 +414,36 @@ mod avx512 {
             }
             bi += 2;
         }
-        let mut cols = [Col::default(); 7];
         let mut ox0 = 16 * bi;
         while ox0 < g.ow {
-            let cnt = (g.ow - ox0).min(16) as isize;
-            for (kx, col) in cols.iter_mut().enumerate().take(K) {
-                let ix0 = (ox0 * S + kx) as isize - g.pl as isize;
-                *col = Col {
-                    ix0,
-                    lo: lanes(-ix0, (w - ix0).min(cnt)),
-                };
-            }
-            // Stride 2: elements e < 2·count + K − 2 from tap 0's first column that are in
-            // the row, in three loads of 16 (see `block`).
-            let ix0 = (ox0 * S) as isize - g.pl as isize;
-            let (lo, hi) = ((-ix0).max(0), (w - ix0).min(2 * cnt + K as isize - 2));
-            let s2 = lanes3(lo, hi);
-            // The next block's output lines, for writing: a model's outputs are usually out
-            // of cache (the arena is larger than L3), and a store that misses waits for
-            // the line to be read (resnet18's first layer: 2.2 ms warm, 2.6 ms cold).
-            if ox0 + 16 < g.ow {
-                let at = u.n as isize * g.y_sn + (ox0 + 16) as isize;
-                for o in u.tile * CONV_CO_TILE..g.c.min((u.tile + 1) * CONV_CO_TILE) {
-                    for r in 0..R {
-                        let p = g.y.wrapping_offset(
-                            at + o as isize * g.y_sc + (u.oy + r) as isize * g.y_sh,
-                        );
-                        // A hint: never faults. 16 floats span two lines unless aligned.
-                        _mm_prefetch::<_MM_HINT_ET0>(p.cast());
-                        _mm_prefetch::<_MM_HINT_ET0>(p.wrapping_add(15).cast());
-                    }
-                }
+            let t = Taps::new(a, K, S, ox0);
+            for r in 0..R {
+                prefetch_out(a, u, u.oy + r, ox0 + 16);
             }
             // SAFETY: this block of the unit.
-            unsafe { block::<K, S, R>(a, u, ox0, lanes(0, cnt), &cols, s2, even) };
+            unsafe { block::<K, S, R>(a, u, &t, even) };
             ox0 += 16;
         }
     }
 
-    /// Output rows `u.oy..u.oy + R`, columns `ox0..ox0 + 16` (`live` lanes), of the unit's
-    /// 8 output channels: input row `i` of the band (all `cin` channels in turn), loaded
+    /// Output rows `u.oy..u.oy + R` of the block of 16 columns `t` describes, the unit's 8
+    /// output channels: input row `i` of the band (all `cin` channels in turn), loaded
     /// once per tap column, feeds output row `r` through filter row `i − r·S`.
     #[inline]
     #[target_feature(enable = "avx512f")]
     unsafe fn block<const K: usize, const S: usize, const R: usize>(
         a: &ConvArgs,
         u: Unit,
-        ox0: usize,
-        live: u16,
-        cols: &[Col; 7],
-        s2: [u16; 3],
+        t: &Taps,
         even: __m512i,
     ) {
         let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
         let g = &a.geo;
         let n_in = (R - 1) * S + K;
-        let taps = a.cin * K * K;
-        let wt = g
-            .filter
-            .wrapping_offset(u.n as isize * a.filter_sn + (u.tile * taps * CONV_CO_TILE) as isize);
         let iy0 = (u.oy * S) as isize - g.pt as isize;
         let mut acc = [[_mm512_setzero_ps(); R]; CONV_CO_TILE];
         for c in 0..a.cin {
-            let xc =
-                g.x.wrapping_offset(u.n as isize * g.x_sn + c as isize * g.x_sc);
-            let wc = wt.wrapping_add(c * K * K * CONV_CO_TILE);
+            let (xc, wc) = (u.input(a, c), u.taps(a, c, K));
             // Unrolled by hand so that the sums, indexed by the row, stay in registers.
             unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10] {
                 let iy = iy0 + i as isize;
@@ -486,43 +452,22 @@ mod avx512 {
                     // Stride 2: the row's elements e (from tap 0's first column) in three
                     // loads, deinterleaved once; tap kx = 2m reads evens m.., kx = 2m + 1
                     // odds m.. (a lane shift of the first 16 with the next few).
-                    let (e0, o0, eh, oh) = if S == 2 {
-                        let src = row.wrapping_offset(cols[0].ix0);
-                        // SAFETY: masked-off lanes are not read; the others are in the row.
-                        let (v0, v1, v2) = unsafe {
-                            (
-                                _mm512_maskz_loadu_ps(s2[0], src),
-                                _mm512_maskz_loadu_ps(s2[1], src.wrapping_add(16)),
-                                _mm512_maskz_loadu_ps(s2[2], src.wrapping_add(32)),
-                            )
-                        };
-                        (
-                            _mm512_castps_si512(_mm512_permutex2var_ps(v0, even, v1)),
-                            _mm512_castps_si512(_mm512_permutex2var_ps(v0, odd, v1)),
-                            _mm512_castps_si512(_mm512_permutexvar_ps(even, v2)),
-                            _mm512_castps_si512(_mm512_permutexvar_ps(odd, v2)),
-                        )
+                    let d = if S == 2 {
+                        // SAFETY: a row of the input.
+                        unsafe { deinterleave(row, t, even, odd) }
                     } else {
-                        let z = _mm512_setzero_si512();
-                        (z, z, z, z)
+                        [_mm512_setzero_si512(); 4]
                     };
                     unroll!(kx in [0, 1, 2, 3, 4, 5, 6] {
                       if kx < K {
-                        let col = &cols[kx];
-                        let t = if S == 1 {
+                        let tv = if S == 1 {
                             // SAFETY: masked-off lanes are not read; the others are in
                             // the row.
-                            unsafe { _mm512_maskz_loadu_ps(col.lo, row.wrapping_offset(col.ix0)) }
+                            unsafe {
+                                _mm512_maskz_loadu_ps(t.m[kx], row.wrapping_offset(t.ix0 + kx as isize))
+                            }
                         } else {
-                            _mm512_castsi512_ps(match kx {
-                                0 => e0,
-                                1 => o0,
-                                2 => _mm512_alignr_epi32::<1>(eh, e0),
-                                3 => _mm512_alignr_epi32::<1>(oh, o0),
-                                4 => _mm512_alignr_epi32::<2>(eh, e0),
-                                5 => _mm512_alignr_epi32::<2>(oh, o0),
-                                _ => _mm512_alignr_epi32::<3>(eh, e0),
-                            })
+                            s2_tap(&d, kx)
                         };
                         unroll!(r in [0, 1, 2] {
                             if r < R && i >= r * S && i - r * S < K {
@@ -531,7 +476,7 @@ mod avx512 {
                                 unroll!(o in [0, 1, 2, 3, 4, 5, 6, 7] {
                                     // SAFETY: a tap of the packed filter.
                                     let wv = _mm512_set1_ps(unsafe { *wp.add(o) });
-                                    acc[o][r] = _mm512_fmadd_ps(wv, t, acc[o][r]);
+                                    acc[o][r] = _mm512_fmadd_ps(wv, tv, acc[o][r]);
                                 });
                             }
                         });
@@ -548,15 +493,17 @@ mod avx512 {
                 unroll!(r in [0, 1, 2] {
                     if r < R {
                         // SAFETY: this block's live outputs.
-                        unsafe { store(a, u.n, o0 + o, u.oy + r, ox0, live, acc[o][r]) };
+                        unsafe { store(a, u.n, o0 + o, u.oy + r, t.ox0, t.live, acc[o][r]) };
                     }
                 });
             }
         });
     }
 
-    /// The first two lines of output row `oy` from column `next` (the next group's), for
-    /// writing, in each of the unit's channels (see [`blocks`] on why).
+    /// The lines of output row `oy`, columns `next..next + 16` (the next block's), in each
+    /// of the unit's channels, for writing: a model's outputs are usually out of cache
+    /// (the arena is larger than L3), and a store that misses waits for the line to be
+    /// read (resnet18's first layer: 2.2 ms warm, 2.6 ms cold).
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn prefetch_out(a: &ConvArgs, u: Unit, oy: usize, next: usize) {
@@ -567,14 +514,14 @@ mod avx512 {
         let at = u.n as isize * g.y_sn + next as isize + oy as isize * g.y_sh;
         for o in u.tile * CONV_CO_TILE..g.c.min((u.tile + 1) * CONV_CO_TILE) {
             let p = g.y.wrapping_offset(at + o as isize * g.y_sc);
-            // Hints: they never fault.
+            // Hints: they never fault. 16 floats span two lines unless aligned.
             _mm_prefetch::<_MM_HINT_ET0>(p.cast());
-            _mm_prefetch::<_MM_HINT_ET0>(p.wrapping_add(16).cast());
+            _mm_prefetch::<_MM_HINT_ET0>(p.wrapping_add(15).cast());
         }
     }
 
-    /// What each tap column reads for one block of 16 output columns in the one-row
-    /// kernel ([`row_blocks`], stride 1).
+    /// What one block of 16 output columns reads from each input row, for every kernel
+    /// here.
     #[derive(Clone, Copy, Default)]
     struct Taps {
         /// The block's first output column and its live lanes.
@@ -582,66 +529,89 @@ mod avx512 {
         live: u16,
         /// Input column of tap 0's lane 0 (may be negative).
         ix0: isize,
-        /// The lanes of tap `kx`'s load from `ix0 + kx` that are in the row.
-        m0: [u16; 7],
-        /// Every load of every tap (16 elements from `ix0 + kx`) is inside the row: loads
-        /// need no masks.
+        /// Stride 1: `m[kx]`, the lanes of tap `kx`'s load from `ix0 + kx` that are in the
+        /// row. Stride 2: `m[..3]`, the elements of three loads of 16 from `ix0` that are
+        /// in the row and needed (below 2·count + K − 2), which [`deinterleave`] reads.
+        m: [u16; 7],
+        /// Stride 1: every load of every tap (16 elements from `ix0 + kx`) is inside the
+        /// row, so loads need no masks.
         plain: bool,
     }
 
     impl Taps {
-        fn new(a: &ConvArgs, k: usize, ox0: usize) -> Taps {
+        /// The block from output column `ox0` of a `k`-wide filter with stride `s`.
+        fn new(a: &ConvArgs, k: usize, s: usize, ox0: usize) -> Taps {
             let g = &a.geo;
             let w = g.w as isize;
             let cnt = (g.ow - ox0).min(16) as isize;
-            let ix0 = ox0 as isize - g.pl as isize;
+            let ix0 = (ox0 * s) as isize - g.pl as isize;
             let mut t = Taps {
                 ox0,
                 live: lanes(0, cnt),
                 ix0,
                 ..Taps::default()
             };
-            t.plain = ix0 >= 0 && ix0 + (k - 1) as isize + 16 <= w;
-            for kx in 0..k {
-                let e0 = ix0 + kx as isize;
-                t.m0[kx] = lanes(-e0, (w - e0).min(cnt));
+            if s == 1 {
+                t.plain = ix0 >= 0 && ix0 + (k - 1) as isize + 16 <= w;
+                for kx in 0..k {
+                    let e0 = ix0 + kx as isize;
+                    t.m[kx] = lanes(-e0, (w - e0).min(cnt));
+                }
+            } else {
+                let (lo, hi) = ((-ix0).max(0), (w - ix0).min(2 * cnt + k as isize - 2));
+                t.m[..3].copy_from_slice(&lanes3(lo, hi));
             }
             t
         }
     }
 
-    /// What one block of 16 output columns of a stride-2 conv reads from each input row
-    /// ([`row_pair_s2`]): from tap 0's first input column `ix0`, the elements of three
-    /// loads of 16 that are in the row and needed (below 2·count + K − 2).
-    #[derive(Clone, Copy, Default)]
-    struct S2Taps {
-        ox0: usize,
-        live: u16,
-        ix0: isize,
-        m: [u16; 3],
+    /// Stride 2: the elements of input row `row` that block `t` reads, in three loads,
+    /// deinterleaved once: the even ones from `ix0`, the odd ones, and the even and odd
+    /// ones past the first 32 (for [`s2_tap`]).
+    ///
+    /// # Safety
+    /// `row` is an input row of the convolution `t` was made for.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn deinterleave(row: *const f32, t: &Taps, even: __m512i, odd: __m512i) -> [__m512i; 4] {
+        let src = row.wrapping_offset(t.ix0);
+        // SAFETY: masked-off lanes are not read; the others are in the row.
+        let (v0, v1, v2) = unsafe {
+            (
+                _mm512_maskz_loadu_ps(t.m[0], src),
+                _mm512_maskz_loadu_ps(t.m[1], src.wrapping_add(16)),
+                _mm512_maskz_loadu_ps(t.m[2], src.wrapping_add(32)),
+            )
+        };
+        [
+            _mm512_castps_si512(_mm512_permutex2var_ps(v0, even, v1)),
+            _mm512_castps_si512(_mm512_permutex2var_ps(v0, odd, v1)),
+            _mm512_castps_si512(_mm512_permutexvar_ps(even, v2)),
+            _mm512_castps_si512(_mm512_permutexvar_ps(odd, v2)),
+        ]
     }
 
-    impl S2Taps {
-        fn new(a: &ConvArgs, k: usize, ox0: usize) -> S2Taps {
-            let g = &a.geo;
-            let cnt = (g.ow - ox0).min(16) as isize;
-            let ix0 = (2 * ox0) as isize - g.pl as isize;
-            let (lo, hi) = (
-                (-ix0).max(0),
-                (g.w as isize - ix0).min(2 * cnt + k as isize - 2),
-            );
-            S2Taps {
-                ox0,
-                live: lanes(0, cnt),
-                ix0,
-                m: lanes3(lo, hi),
-            }
-        }
+    /// Stride 2: what tap column `kx` reads, from [`deinterleave`]'s vectors: tap `2m`
+    /// the even elements from `m`, tap `2m + 1` the odd ones (a lane shift of the first
+    /// 16 with the next few).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn s2_tap(d: &[__m512i; 4], kx: usize) -> __m512 {
+        let [e0, o0, eh, oh] = *d;
+        _mm512_castsi512_ps(match kx {
+            0 => e0,
+            1 => o0,
+            2 => _mm512_alignr_epi32::<1>(eh, e0),
+            3 => _mm512_alignr_epi32::<1>(oh, o0),
+            4 => _mm512_alignr_epi32::<2>(eh, e0),
+            5 => _mm512_alignr_epi32::<2>(oh, o0),
+            _ => _mm512_alignr_epi32::<3>(eh, e0),
+        })
     }
 
     /// Output row `oy` of a stride-2 conv, the unit's 8 output channels over two blocks of
-    /// 16 columns: each input row is loaded and deinterleaved once per block (as in
-    /// [`block`]), and each weight broadcast feeds both blocks. Same `(c, ky, kx)` order,
+    /// 16 columns: each input row is loaded and deinterleaved once per block
+    /// ([`deinterleave`]), and each weight broadcast feeds both blocks. Same `(c, ky, kx)` order,
     /// so the same bits as [`block`].
     #[inline]
     #[target_feature(enable = "avx512f")]
@@ -649,59 +619,26 @@ mod avx512 {
         a: &ConvArgs,
         u: Unit,
         oy: usize,
-        t: &[S2Taps; 2],
+        t: &[Taps; 2],
         even: __m512i,
     ) {
         let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
         let g = &a.geo;
-        let taps = a.cin * K * K;
-        let wt = g
-            .filter
-            .wrapping_offset(u.n as isize * a.filter_sn + (u.tile * taps * CONV_CO_TILE) as isize);
         let iy0 = (2 * oy) as isize - g.pt as isize;
         let mut acc = [[_mm512_setzero_ps(); 2]; CONV_CO_TILE];
         for c in 0..a.cin {
-            let xc =
-                g.x.wrapping_offset(u.n as isize * g.x_sn + c as isize * g.x_sc);
-            let wc = wt.wrapping_add(c * K * K * CONV_CO_TILE);
+            let (xc, wc) = (u.input(a, c), u.taps(a, c, K));
             unroll!(ky in [0, 1, 2, 3, 4, 5, 6] {
                 let iy = iy0 + ky as isize;
                 if ky < K && iy >= 0 && iy < g.h as isize {
                     let row = xc.wrapping_offset(iy * g.x_sh);
-                    let mut d = [[_mm512_setzero_si512(); 4]; 2];
-                    unroll!(b in [0, 1] {
-                        let src = row.wrapping_offset(t[b].ix0);
-                        let m = t[b].m;
-                        // SAFETY: masked-off lanes are not read; the others are in the row.
-                        let (v0, v1, v2) = unsafe {
-                            (
-                                _mm512_maskz_loadu_ps(m[0], src),
-                                _mm512_maskz_loadu_ps(m[1], src.wrapping_add(16)),
-                                _mm512_maskz_loadu_ps(m[2], src.wrapping_add(32)),
-                            )
-                        };
-                        d[b] = [
-                            _mm512_castps_si512(_mm512_permutex2var_ps(v0, even, v1)),
-                            _mm512_castps_si512(_mm512_permutex2var_ps(v0, odd, v1)),
-                            _mm512_castps_si512(_mm512_permutexvar_ps(even, v2)),
-                            _mm512_castps_si512(_mm512_permutexvar_ps(odd, v2)),
-                        ];
-                    });
+                    // SAFETY: a row of the input.
+                    let d = unsafe {
+                        [deinterleave(row, &t[0], even, odd), deinterleave(row, &t[1], even, odd)]
+                    };
                     unroll!(kx in [0, 1, 2, 3, 4, 5, 6] {
                       if kx < K {
-                        let mut tv = [_mm512_setzero_ps(); 2];
-                        unroll!(b in [0, 1] {
-                            let [e0, o0, eh, oh] = d[b];
-                            tv[b] = _mm512_castsi512_ps(match kx {
-                                0 => e0,
-                                1 => o0,
-                                2 => _mm512_alignr_epi32::<1>(eh, e0),
-                                3 => _mm512_alignr_epi32::<1>(oh, o0),
-                                4 => _mm512_alignr_epi32::<2>(eh, e0),
-                                5 => _mm512_alignr_epi32::<2>(oh, o0),
-                                _ => _mm512_alignr_epi32::<3>(eh, e0),
-                            });
-                        });
+                        let tv = [s2_tap(&d[0], kx), s2_tap(&d[1], kx)];
                         let wp = wc.wrapping_add((ky * K + kx) * CONV_CO_TILE);
                         unroll!(o in [0, 1, 2, 3, 4, 5, 6, 7] {
                             // SAFETY: a tap of the packed filter.
@@ -729,7 +666,7 @@ mod avx512 {
     /// columns `t` describes: per `(c, ky, kx)` one tap vector per block, and each weight
     /// broadcast once for all blocks (24 sums for three blocks). The sums take the same
     /// `(c, ky, kx)` order as in [`block`], so the two kernels agree bit for bit. `PLAIN`:
-    /// no load needs a mask ([`Taps::plain`]).
+    /// no load needs a mask ([`Taps::plain`]). Stride 1 only.
     #[inline]
     #[target_feature(enable = "avx512f")]
     unsafe fn row_blocks<const K: usize, const NB: usize, const PLAIN: bool>(
@@ -739,16 +676,10 @@ mod avx512 {
         t: &[Taps; 3],
     ) {
         let g = &a.geo;
-        let taps = a.cin * K * K;
-        let wt = g
-            .filter
-            .wrapping_offset(u.n as isize * a.filter_sn + (u.tile * taps * CONV_CO_TILE) as isize);
         let iy0 = oy as isize - g.pt as isize;
         let mut acc = [[_mm512_setzero_ps(); NB]; CONV_CO_TILE];
         for c in 0..a.cin {
-            let xc =
-                g.x.wrapping_offset(u.n as isize * g.x_sn + c as isize * g.x_sc);
-            let wc = wt.wrapping_add(c * K * K * CONV_CO_TILE);
+            let (xc, wc) = (u.input(a, c), u.taps(a, c, K));
             // Unrolled by hand so that the sums, indexed by block and channel, stay in
             // registers.
             unroll!(ky in [0, 1, 2, 3, 4, 5, 6] {
@@ -767,7 +698,7 @@ mod avx512 {
                                     if PLAIN {
                                         _mm512_loadu_ps(src)
                                     } else {
-                                        _mm512_maskz_loadu_ps(t[b].m0[kx], src)
+                                        _mm512_maskz_loadu_ps(t[b].m[kx], src)
                                     }
                                 };
                             }

@@ -224,7 +224,7 @@ pub(crate) unsafe fn plane_ptrs(
 /// columns and short rows need no scalar code.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512 {
-    use super::{DwArgs, lanes, lanes3, plane_ptrs};
+    use super::{DwArgs, lanes, lanes3, plane_ptrs, prefetch_row};
     use core::arch::x86_64::*;
 
     /// Widest filter row the AVX-512 path takes (its per-column masks live on the stack).
@@ -730,14 +730,7 @@ pub(crate) mod avx512 {
                 + ((rows - 1) * a.sh + (a.kh - 1) * a.dh + 1) as isize)
                 .min(a.h as isize);
             for iy in first..end {
-                let row = x.wrapping_offset(iy * a.x_sh);
-                // Hints: they never fault, whatever the address.
-                let mut e = 0;
-                while e < a.w {
-                    _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(e).cast());
-                    e += 16;
-                }
-                _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(a.w - 1).cast());
+                prefetch_row::<_MM_HINT_T0>(x.wrapping_offset(iy * a.x_sh), a.w);
             }
             self.oy += rows;
             if self.oy >= a.oh {
@@ -928,6 +921,22 @@ fn in_bounds(col0: usize, len: usize, off: isize, sw: usize, w: usize) -> (usize
         (last / sw_i + 1) as usize
     };
     (first.max(col0), end.min(col0 + len))
+}
+
+/// Prefetches, with hint `HINT`, every cache line of the `w` floats from `row`: the input
+/// rows the window kernels here, in `maxpool` and in `conv` read ahead of time.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) fn prefetch_row<const HINT: i32>(row: *const f32, w: usize) {
+    use core::arch::x86_64::_mm_prefetch;
+    let mut e = 0;
+    while e < w {
+        // SAFETY: a hint: it never faults, whatever the address (SSE is part of x86_64).
+        unsafe { _mm_prefetch::<HINT>(row.wrapping_add(e).cast()) };
+        e += 16;
+    }
+    // SAFETY: as above (the row's last line, when it does not start a line).
+    unsafe { _mm_prefetch::<HINT>(row.wrapping_add(w.saturating_sub(1)).cast()) };
 }
 
 /// The masks of three consecutive 16-lane loads covering elements `lo..hi` from the first

@@ -127,7 +127,7 @@ unsafe fn output(a: &DwArgs, x: *const f32, y: *mut f32, res: *const f32, oy: us
 mod avx512 {
     use super::{DwArgs, output};
     use crate::dwconv::avx512::finish;
-    use crate::dwconv::{lanes, lanes3, plane_ptrs};
+    use crate::dwconv::{lanes, lanes3, plane_ptrs, prefetch_row};
     use core::arch::x86_64::*;
 
     /// 3×3 windows with equal strides of 1 or 2 and no dilation.
@@ -279,14 +279,7 @@ mod avx512 {
             if let Some((nx, lo, hi)) = pf {
                 // Rows lo.. hi of the next plane, spread over this strip's output rows.
                 for r in lo + oy * (hi - lo) / a.oh..lo + (oy + 1) * (hi - lo) / a.oh {
-                    let row = nx.wrapping_offset(r as isize * a.x_sh);
-                    let mut e = 0;
-                    // Hints: they never fault, whatever the address.
-                    while e < a.w {
-                        _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(e).cast());
-                        e += 16;
-                    }
-                    _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(a.w - 1).cast());
+                    prefetch_row::<_MM_HINT_T1>(nx.wrapping_offset(r as isize * a.x_sh), a.w);
                 }
             }
             let iy = iy0 + (oy * S) as isize;

@@ -201,7 +201,6 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
     };
     // Zeroed once: a tile reads columns past its width only into lanes it never stores.
     let mut buf = TileBuf([0.0; LANES * BUF_COLS]);
-    let mut buf2 = TileBuf([0.0; LANES * BUF_COLS]);
     let panels = m.div_ceil(LANES);
     // AVX-512 runs panels in pairs (each broadcast of B feeds two multiply-adds, so a
     // core with two 512-bit FMA pipes is not held back by its loads); an odd last panel
@@ -236,21 +235,22 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
             }
         }
     };
-    let mut tile_at = |panel: usize, t: usize| {
+    // Both take the stack tile as an argument, so that they can share it.
+    let tile_at = |buf: &mut TileBuf, panel: usize, t: usize| {
         let (j0, j1) = (t * n / tiles, (t + 1) * n / tiles);
         // SAFETY: a tile inside the problem.
-        unsafe { run_tile(imp, &mut buf, &tile(panel, j0, j1), k, epi) };
+        unsafe { run_tile(imp, buf, &tile(panel, j0, j1), k, epi) };
     };
-    let mut pair_at = |pair: usize, t: usize| {
+    let pair_at = |buf: &mut TileBuf, pair: usize, t: usize| {
         let (j0, j1) = (t * n / tiles2, (t + 1) * n / tiles2);
         let (t0, t1) = (tile(2 * pair, j0, j1), tile(2 * pair + 1, j0, j1));
         // SAFETY: two tiles inside the problem; pairs exist only on AVX-512.
         #[cfg(target_arch = "x86_64")]
         unsafe {
-            run_pair(&mut buf2, &t0, &t1, k, epi)
+            run_pair(buf, &t0, &t1, k, epi)
         };
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (t0, t1);
+        let _ = (buf, t0, t1);
     };
     // Each order streams one operand once per tile of the other: panel-major reads all of
     // B per panel (a panel, 16·k floats, stays in L1 across its column tiles), column-
@@ -262,23 +262,23 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
     if panels > 1 && !fits_l2(k.saturating_mul(n)) && fits_l2(m.saturating_mul(k)) {
         for t in 0..tiles2 {
             for pair in 0..pairs {
-                pair_at(pair, t);
+                pair_at(&mut buf, pair, t);
             }
         }
         for t in 0..tiles {
             for panel in 2 * pairs..panels {
-                tile_at(panel, t);
+                tile_at(&mut buf, panel, t);
             }
         }
     } else {
         for pair in 0..pairs {
             for t in 0..tiles2 {
-                pair_at(pair, t);
+                pair_at(&mut buf, pair, t);
             }
         }
         for panel in 2 * pairs..panels {
             for t in 0..tiles {
-                tile_at(panel, t);
+                tile_at(&mut buf, panel, t);
             }
         }
     }
@@ -304,14 +304,15 @@ unsafe fn run_pair(buf: &mut TileBuf, t0: &Tile, t1: &Tile, k: usize, epi: &Gemm
             avx512::load_c_at(b1.as_mut_ptr(), t1);
         }
         let kc_step = k.div_ceil(k.div_ceil(KC));
+        let (o0, o1) = (b0.as_mut_ptr(), b1.as_mut_ptr());
+        // Floats from t0's panel to t1's.
+        let pk = k * LANES;
         let mut pc = 0;
         while pc < k {
             let kc = kc_step.min(k - pc);
             let a = t0.a.add(pc * LANES);
             let b = t0.b.offset(pc as isize * t0.rsb);
             let add = accumulate || pc > 0;
-            let (o0, o1) = (b0.as_mut_ptr(), b1.as_mut_ptr());
-            let pk = k * LANES;
             if t0.csb == 1 {
                 by_width2!(
                     t0.cols,
