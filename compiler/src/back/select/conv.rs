@@ -716,7 +716,7 @@ fn conv_call(
 /// | 16→64, 3×3 s1, 55² (squeezenet1_1 fire) | 0.57 ms | 0.63 ms |
 ///
 /// Stride 1 keeps the kernel at 95–100 GFLOP/s up to 16 input channels (a load per tap
-/// column); stride 2 costs a permute per tap and is only taken for image inputs. Beyond,
+/// column); stride 2 splits the input rows first and is only taken for image inputs. Beyond,
 /// the GEMM (and from 32 channels Winograd) wins on reduction length.
 fn few_channels(cin: usize, stride: &[usize]) -> bool {
     cin <= 4 || (cin <= 16 && stride.iter().all(|&s| s == 1))
