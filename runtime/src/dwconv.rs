@@ -393,21 +393,22 @@ pub(crate) mod avx512 {
             }
         }
 
-        /// [`Self::band3_rows`] for the `r ≤ 8` output rows from `oy`.
+        /// [`Self::band3_rows`] for the `r ≤ 8` output rows from `oy` of the column
+        /// blocks `cols`.
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn band3_any<const S: usize>(&self, oy: usize, r: usize) {
+        unsafe fn band3_any<const S: usize>(&self, oy: usize, r: usize, cols: &[Cols]) {
             // SAFETY: rows of this plane.
             unsafe {
                 match r {
-                    1 => self.band3_rows::<1, S>(oy),
-                    2 => self.band3_rows::<2, S>(oy),
-                    3 => self.band3_rows::<3, S>(oy),
-                    4 => self.band3_rows::<4, S>(oy),
-                    5 => self.band3_rows::<5, S>(oy),
-                    6 => self.band3_rows::<6, S>(oy),
-                    7 => self.band3_rows::<7, S>(oy),
-                    _ => self.band3_rows::<8, S>(oy),
+                    1 => self.band3_rows::<1, S>(oy, cols),
+                    2 => self.band3_rows::<2, S>(oy, cols),
+                    3 => self.band3_rows::<3, S>(oy, cols),
+                    4 => self.band3_rows::<4, S>(oy, cols),
+                    5 => self.band3_rows::<5, S>(oy, cols),
+                    6 => self.band3_rows::<6, S>(oy, cols),
+                    7 => self.band3_rows::<7, S>(oy, cols),
+                    _ => self.band3_rows::<8, S>(oy, cols),
                 }
             }
         }
@@ -442,7 +443,7 @@ pub(crate) mod avx512 {
         /// block but the edge ones) where it can.
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn band3_rows<const R: usize, const S: usize>(&self, oy: usize) {
+        unsafe fn band3_rows<const R: usize, const S: usize>(&self, oy: usize, cols: &[Cols]) {
             // Input rows iy0 + i (i < n_in), row i at base + i·x_sh; `keep` has bit i set
             // for the rows inside the input. No arrays: building them cost as much as the
             // arithmetic of a short band.
@@ -458,35 +459,70 @@ pub(crate) mod avx512 {
                 ((1u32 << end) - 1) & !((1u32 << first) - 1)
             };
             let full = first == 0 && end == n_in;
+            // The block loop inside each variant: a call per block and band (with its
+            // dispatch and the filter's broadcasts) cost as much as the block's 54
+            // multiply-adds. Zen 5, one thread, warm caches (scratch benchmark of
+            // `nnefc_dwconv`, with the unmasked store of full vectors in `finish`), cycles
+            // per output vector: 32×112² 15.8–17.2 → 12.1–12.3, 144×56² 16.2–17.2 →
+            // 12.9–13.0, 96×112² stride 2 24.9–28.5 → 20.4–20.8, 192×28² 16.6 → 14.2.
             // SAFETY: forwarded.
             unsafe {
-                match (full, self.c.plain) {
-                    (true, true) => self.band3::<R, S, true, true>(oy, base, keep),
-                    (true, false) => self.band3::<R, S, true, false>(oy, base, keep),
-                    (false, true) => self.band3::<R, S, false, true>(oy, base, keep),
-                    (false, false) => self.band3::<R, S, false, false>(oy, base, keep),
+                if full {
+                    self.band3::<R, S, true>(oy, base, keep, cols)
+                } else {
+                    self.band3::<R, S, false>(oy, base, keep, cols)
                 }
             }
         }
 
-        /// Output rows `oy..oy + R` of a 3×3 filter with stride `S` in both directions:
-        /// input row `i` of the band is loaded once (for stride 2: two loads and three
-        /// permutes give all three tap columns) and feeds output `r` through filter row
-        /// `i − r·S`. Each sum thus takes its taps in `(ky, kx)` order. `FULL`: every row
-        /// is inside the input; `PLAIN`: no live lane reads outside the row, so the
-        /// multiply-adds need no masks.
+        /// Output rows `oy..oy + R` of a 3×3 filter with stride `S` in both directions,
+        /// in each column block of `cols` ([`Self::band3_block`]). `FULL`: every row is
+        /// inside the input.
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn band3<const R: usize, const S: usize, const FULL: bool, const PLAIN: bool>(
+        unsafe fn band3<const R: usize, const S: usize, const FULL: bool>(
             &self,
             oy: usize,
             base: *const f32,
             keep: u32,
+            cols: &[Cols],
         ) {
-            let n_in = (R - 1) * S + 3;
             // SAFETY: the nine taps of this channel's filter.
             let w: [__m512; 9] =
                 core::array::from_fn(|t| _mm512_set1_ps(unsafe { *self.f.add(t) }));
+            for c in cols {
+                // SAFETY: forwarded.
+                unsafe {
+                    if c.plain {
+                        self.band3_block::<R, S, FULL, true>(oy, base, keep, &w, c)
+                    } else {
+                        self.band3_block::<R, S, FULL, false>(oy, base, keep, &w, c)
+                    }
+                }
+            }
+        }
+
+        /// Output rows `oy..oy + R` of column block `c`: input row `i` of the band is
+        /// loaded once (for stride 2: two loads and three permutes give all three tap
+        /// columns) and feeds output `r` through filter row `i − r·S`. Each sum thus takes
+        /// its taps in `(ky, kx)` order. `PLAIN`: no live lane reads outside the row, so
+        /// the multiply-adds need no masks.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn band3_block<
+            const R: usize,
+            const S: usize,
+            const FULL: bool,
+            const PLAIN: bool,
+        >(
+            &self,
+            oy: usize,
+            base: *const f32,
+            keep: u32,
+            w: &[__m512; 9],
+            c: &Cols,
+        ) {
+            let n_in = (R - 1) * S + 3;
             let mut acc = [_mm512_set1_ps(self.b); R];
             // Unrolled by hand: LLVM leaves a loop this long rolled, and the sums, indexed
             // by the row, then live in memory.
@@ -494,7 +530,7 @@ pub(crate) mod avx512 {
                 if i < n_in && (FULL || keep & (1 << i) != 0) {
                     let row = base.wrapping_offset(i as isize * self.a.x_sh);
                     // SAFETY: a row of this plane.
-                    let t = unsafe { self.taps3::<S, PLAIN>(row) };
+                    let t = unsafe { self.taps3::<S>(c, row) };
                     unroll!(ky in [0, 1, 2] {
                         if i >= ky && (i - ky).is_multiple_of(S) && (i - ky) / S < R {
                             let r = (i - ky) / S;
@@ -503,7 +539,7 @@ pub(crate) mod avx512 {
                                 acc[r] = if PLAIN {
                                     _mm512_fmadd_ps(wv, t[kx], acc[r])
                                 } else {
-                                    _mm512_mask3_fmadd_ps(wv, t[kx], acc[r], self.c.col[kx].m)
+                                    _mm512_mask3_fmadd_ps(wv, t[kx], acc[r], c.col[kx].m)
                                 };
                             });
                         }
@@ -512,7 +548,7 @@ pub(crate) mod avx512 {
             });
             for (r, v) in acc.into_iter().enumerate() {
                 // SAFETY: row oy + r of this block.
-                unsafe { self.store(v, oy + r) };
+                unsafe { self.store(c, v, oy + r) };
             }
         }
 
@@ -520,15 +556,15 @@ pub(crate) mod avx512 {
         /// (lanes that would read outside the row zero and not read).
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn taps3<const S: usize, const PLAIN: bool>(&self, row: *const f32) -> [__m512; 3] {
-            let c = &self.c.col;
+        unsafe fn taps3<const S: usize>(&self, c: &Cols, row: *const f32) -> [__m512; 3] {
+            let m = c.s2;
+            let c = &c.col;
             if S == 2 {
                 // Elements e = 0..=2·count of tap 0's columns: tap 0 reads the even ones,
                 // tap 1 the odd ones, tap 2 the even ones from e = 2. Elements outside the
                 // row are zero (and lanes reading them are masked out of the sums unless
                 // the block is plain).
                 let src = row.wrapping_offset(c[0].ix0);
-                let m = self.c.s2;
                 // SAFETY: masked-off lanes are not read; the others are in the row.
                 let (v0, v1, v2) = unsafe {
                     (
@@ -615,7 +651,7 @@ pub(crate) mod avx512 {
             }
             for (r, v) in acc.into_iter().enumerate() {
                 // SAFETY: row oy + r of this block.
-                unsafe { self.store(v, oy + r) };
+                unsafe { self.store(self.c, v, oy + r) };
             }
         }
 
@@ -656,19 +692,19 @@ pub(crate) mod avx512 {
             }
             // SAFETY: rows oy..oy + R of this block.
             for (r, v) in acc.into_iter().enumerate() {
-                unsafe { self.store(v, oy + r) };
+                unsafe { self.store(self.c, v, oy + r) };
             }
         }
 
-        /// Adds the residual, applies the activation and stores output row `oy` of the
-        /// block (its live lanes only). One vector per call: an array of sums passed by
+        /// Adds the residual, applies the activation and stores output row `oy` of block
+        /// `c` (its live lanes only). One vector per call: an array of sums passed by
         /// value would live in memory, and every multiply-add of the caller with it.
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn store(&self, v: __m512, oy: usize) {
-            let at = oy as isize * self.a.y_sh + self.c.ox0 as isize;
+        unsafe fn store(&self, c: &Cols, v: __m512, oy: usize) {
+            let at = oy as isize * self.a.y_sh + c.ox0 as isize;
             // SAFETY: the live lanes of this output row block.
-            unsafe { finish(v, self.a, self.y, self.res, at, self.c.live) };
+            unsafe { finish(v, self.a, self.y, self.res, at, c.live) };
         }
     }
 
@@ -697,8 +733,16 @@ pub(crate) mod avx512 {
         let (lo, hi) = (_mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi));
         // SAFETY: the caller runs on AVX-512F.
         v = unsafe { crate::gemm::activate_avx512(v, a.act as u32, lo, hi) };
+        // A full vector takes a plain store: AVX-512 masked stores are slower on AMD
+        // cores, and the loads that follow wait on them longer.
         // SAFETY: the caller's contract.
-        unsafe { _mm512_mask_storeu_ps(y.wrapping_offset(at), live, v) };
+        unsafe {
+            if live == 0xFFFF {
+                _mm512_storeu_ps(y.wrapping_offset(at), v)
+            } else {
+                _mm512_mask_storeu_ps(y.wrapping_offset(at), live, v)
+            }
+        };
     }
 
     /// The prefetch distance plus one: band `i` prefetches band `i + AHEAD − 1`. (1, 2
@@ -793,6 +837,30 @@ pub(crate) mod avx512 {
                 // stride-2 layer after its 4.8 MB expansion (Zen 5, in the network,
                 // `nnefc bench --profile`): 0.53 ms without, 0.21 one band ahead.
                 pf.next(a, step);
+                // 3×3 windows: every block of the band in one call, the columns hoisted.
+                if banded && hoisted {
+                    let k = Block {
+                        a,
+                        x,
+                        y,
+                        res,
+                        f,
+                        b,
+                        c: &pre[0],
+                        even,
+                        odd,
+                        steps,
+                    };
+                    // SAFETY: rows oy..oy + r of every block of this plane.
+                    unsafe {
+                        match a.sw {
+                            1 => k.band3_any::<1>(oy, r, &pre[..blocks]),
+                            _ => k.band3_any::<2>(oy, r, &pre[..blocks]),
+                        }
+                    }
+                    oy += r;
+                    continue;
+                }
                 // Block i's columns: hoisted, or worked out here (wide rows).
                 #[allow(clippy::needless_range_loop)]
                 for i in 0..blocks {
@@ -818,8 +886,8 @@ pub(crate) mod avx512 {
                     // SAFETY: rows oy..oy + r of this block of this plane.
                     unsafe {
                         match (banded, a.sw) {
-                            (true, 1) => k.band3_any::<1>(oy, r),
-                            (true, _) => k.band3_any::<2>(oy, r),
+                            (true, 1) => k.band3_any::<1>(oy, r, core::slice::from_ref(cols)),
+                            (true, _) => k.band3_any::<2>(oy, r, core::slice::from_ref(cols)),
                             (false, 1) => k.all_rows::<1>(),
                             (false, 2) => k.all_rows::<2>(),
                             (false, _) => k.all_rows::<0>(),
