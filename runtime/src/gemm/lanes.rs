@@ -729,7 +729,11 @@ mod avx512 {
                 transpose(&mut v);
                 let mask = first(w);
                 for (r, &vr) in v.iter().enumerate().take(t.rows) {
-                    _mm512_mask_storeu_ps(t.c.offset(r as isize * t.rsc).add(j0), mask, vr);
+                    crate::dwconv::avx512::store16(
+                        t.c.offset(r as isize * t.rsc).add(j0),
+                        mask,
+                        vr,
+                    );
                 }
                 j0 += LANES;
             }

@@ -135,7 +135,7 @@ unsafe fn tile<const P: usize>(p: &Problem, ap: *const f32, epi: &GemmEpilogue, 
                             }
                             v = activate_avx512(v, epi.activation, lo, hi);
                         }
-                        _mm512_mask_storeu_ps(cp, t.mask, v);
+                        crate::dwconv::avx512::store16(cp, t.mask, v);
                     }
                 });
             }
