@@ -333,8 +333,9 @@ fn lanes_split_bit_identical_to_serial() {
         parallel_for: Some(reverse_for),
     };
     let mut rng = Lcg(21);
-    // Rows for the first three; (50, 30, 700) has 4 panels, so 5 workers cut its columns;
-    // (9, 2000, 40) has one panel.
+    // 1280 rows are 40 pairs of panels: rows for any count; 160 rows, 5 pairs: rows for 5
+    // workers, columns for 2 and 3; 50 rows, 2 pairs: rows for 2 workers; 17 and 9 rows,
+    // one pair: columns.
     let shapes = [
         (1280, 49, 320),
         (160, 49, 960),
@@ -401,11 +402,11 @@ fn lanes_split_bit_identical_to_serial() {
                     "m={m} n={n} k={k}: not cut for {workers} workers"
                 );
             }
-            // One panel, or fewer panels than parts: columns.
-            let want_axis = if m == 9 || (m == 50 && workers == 5) {
-                Axis::Cols
-            } else {
-                Axis::Rows
+            // Rows in whole pairs of panels when the pairs share out evenly (a multiple
+            // of the parts, or at least four per part), else columns.
+            let want_axis = match (m, workers) {
+                (1280, _) | (160, 5) | (50, 2) => Axis::Rows,
+                _ => Axis::Cols,
             };
             if workers > 1 {
                 assert_eq!(plan.axis, want_axis, "m={m} n={n} k={k}, {workers} workers");
