@@ -756,6 +756,9 @@ pub(crate) mod avx512 {
         }
     }
 
+    /// Input planes of at most this many bytes are not prefetched by [`Ahead`].
+    const PREFETCH_MIN_PLANE_BYTES: usize = 4096;
+
     /// The prefetch distance plus one: band `i` prefetches band `i + AHEAD − 1`. (1, 2
     /// and 4 bands ahead measured alike in mobilenet_v2 within this machine's noise.)
     const AHEAD: usize = 3;
@@ -830,8 +833,16 @@ pub(crate) mod avx512 {
         let (mut n, mut c) = (lo / a.c, lo % a.c);
         let step = if banded && a.oh > 8 { ROWS } else { a.oh };
         let mut pf = Ahead { n, c, oy: 0 };
+        // Planes of a few lines, one after the other in memory, stream well through the
+        // hardware prefetchers; prefetching them cost more than it saved. Zen 5, one
+        // thread: 960 planes of 7×7 18.4 → 15.3 cycles per output vector (scratch
+        // benchmark); in mobilenet_v2 (`nnefc bench --profile`) its 7×7 layers 0.031–0.033
+        // → 0.026–0.028 ms, 14×14 0.028–0.029 → 0.023–0.024, 28×28 0.045–0.047 → 0.041.
+        let prefetch = a.h * a.w * 4 > PREFETCH_MIN_PLANE_BYTES;
         for _ in 1..AHEAD {
-            pf.next(a, step);
+            if prefetch {
+                pf.next(a, step);
+            }
         }
         for _ in lo..hi {
             // SAFETY: plane (n, c) of the caller's buffers.
@@ -847,7 +858,9 @@ pub(crate) mod avx512 {
                 // rows: a pattern the hardware prefetchers follow badly. mobilenet_v2's
                 // stride-2 layer after its 4.8 MB expansion (Zen 5, in the network,
                 // `nnefc bench --profile`): 0.53 ms without, 0.21 one band ahead.
-                pf.next(a, step);
+                if prefetch {
+                    pf.next(a, step);
+                }
                 // 3×3 windows: every block of the band in one call, the columns hoisted.
                 if banded && hoisted {
                     let k = Block {
