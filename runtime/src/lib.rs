@@ -48,6 +48,7 @@ pub mod parallel;
 mod status;
 mod tensor;
 pub mod weights;
+mod winograd;
 
 #[cfg(feature = "std")]
 pub use conv::pack_conv_filter;
@@ -70,3 +71,4 @@ pub use tensor::Tensor;
 pub use tensor::{Element, TensorView, TensorViewMut};
 #[cfg(feature = "std")]
 pub use weights::Weights;
+pub use winograd::nnefc_winograd_in;

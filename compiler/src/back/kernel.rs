@@ -337,6 +337,11 @@ pub enum WindowOp {
     /// `max_pool` with the `ignore` border (`nnefc_maxpool`): taps outside the input are
     /// skipped.
     Max,
+    /// The Winograd F(2×2, 3×3) input transform (`nnefc_winograd_in`): the input is the
+    /// zero-padded view (`h = 2·oh + 2` rows, `w = 2·ow + 2` columns), `oh × ow` the
+    /// tiles; the output holds the 16 transformed elements of every tile, element `t` of
+    /// channel `c` at plane `t·channels + c` (`y` strides: sample, plane, tile row).
+    WinogradIn,
 }
 
 impl WindowCall {
@@ -346,7 +351,7 @@ impl WindowCall {
             WindowOp::Conv { filter, bias } | WindowOp::Dense { filter, bias, .. } => {
                 (Some(filter), Some(bias.0))
             }
-            WindowOp::Max => (None, None),
+            WindowOp::Max | WindowOp::WinogradIn => (None, None),
         };
         [Some(self.x.0), filter, bias, self.residual, Some(self.y.0)]
             .into_iter()
@@ -581,6 +586,7 @@ impl fmt::Display for Program {
                                 + if groups.0 != 0 { " per group" } else { "" },
                         ),
                         WindowOp::Max => ("maxpool", format!(" window=[{kh},{kw}]")),
+                        WindowOp::WinogradIn => ("winograd_in", " tiles 4x4".to_string()),
                     };
                     writeln!(
                         f,

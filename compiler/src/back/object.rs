@@ -909,6 +909,11 @@ fn define_body(
     } else {
         None
     };
+    let wino_ref = if uses(|op| matches!(op, WindowOp::WinogradIn)) {
+        Some(import("nnefc_winograd_in", 2)?)
+    } else {
+        None
+    };
     let mut const_gvs = Vec::new();
     for s in &program.steps {
         let bufs: Vec<BufId> = match s {
@@ -1290,6 +1295,7 @@ fn define_body(
                         WindowOp::Conv { .. } => dw_ref,
                         WindowOp::Dense { .. } => conv_ref,
                         WindowOp::Max => max_ref,
+                        WindowOp::WinogradIn => wino_ref,
                     }
                     .ok_or_else(|| CodegenError::Internal("dwconv not declared".into()))?;
                     let slot =
@@ -1301,7 +1307,7 @@ fn define_body(
                         WindowOp::Conv { filter, bias } | WindowOp::Dense { filter, bias, .. } => {
                             (buf_ptr(&mut b, filter)?, buf_ptr(&mut b, bias.0)?, bias.1)
                         }
-                        WindowOp::Max => {
+                        WindowOp::Max | WindowOp::WinogradIn => {
                             let null = b.ins().iconst(ptr, 0);
                             (null, null, 0)
                         }

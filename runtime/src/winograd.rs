@@ -1,0 +1,322 @@
+//! The input transform of the Winograd F(2×2, 3×3) convolution: compiled models call
+//! [`nnefc_winograd_in`] for it (the compiler's `back::select::winograd` emits the call,
+//! then the 16 tap products as one batched GEMM call, then the output transform).
+//!
+//! # Semantics
+//! The input is a zero-padded view of `2·oh + 2` rows and `2·ow + 2` columns per plane
+//! (the caller pads), cut into `oh × ow` tiles `d` of 4×4 elements, two apart. For every
+//! sample `n`, channel `c` and tile `(ty, tx)` it writes the 16 elements of `V = Bᵀ d B`
+//! (`Bᵀ` = [[1, 0, −1, 0], [0, 1, 1, 0], [0, −1, 1, 0], [0, 1, 0, −1]]), element
+//! `t = 4a + b` to `y[n·y_sn + (t·c_count + c)·y_sc + ty·y_sh + tx]`: sixteen planes of
+//! transformed tiles per sample, each holding every channel, the layout the tap products
+//! read as their B operand. Each element is computed as `u_a(r_b)`: first along the rows,
+//! `r0 = d0 − d2`, `r1 = d1 + d2`, `r2 = d2 − d1`, `r3 = d1 − d3`, then the same
+//! combination down the columns of the `r`s; every path here computes those same
+//! operations in that order, so the results do not depend on the CPU or the thread count.
+//!
+//! The AVX-512 path does 16 tiles of a tile row at a time: each input row's 34 elements
+//! are loaded once and deinterleaved into the four tap columns (`d0 … d3` of the 16
+//! tiles), instead of the sixteen strided passes of the compiler's loop nests.
+//!
+//! Not here: the filter transform (at compile time), the products, the output transform
+//! (Cranelift loop nests), other tile sizes.
+
+use crate::DwArgs;
+use crate::dwconv::run;
+use crate::parallel::Parallel;
+
+/// The Winograd input transform `args` describes (see the module doc), in parallel over
+/// planes when `par` offers several workers. `args.c` is the channel count, `args.h` and
+/// `args.w` the extents of the padded view (`2·oh + 2` and `2·ow + 2`), `args.oh` and
+/// `args.ow` the tile counts; `kh`, `kw`, strides, dilations, paddings, filter, bias,
+/// residual and activation are not read (the compiler passes 4, 4, 2, 2, 1, 1, 0, 0 and
+/// nulls). Extents that do not match do nothing.
+///
+/// # Safety
+/// `args` points to a valid [`DwArgs`] whose `x` addresses the view and whose `y` holds the
+/// 16 planes per sample it writes; they do not overlap; `par` is null or a valid
+/// [`Parallel`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nnefc_winograd_in(args: *const DwArgs, par: *const Parallel) {
+    // SAFETY: valid by the caller's contract.
+    let a = unsafe { &*args };
+    if a.h != 2 * a.oh + 2 || a.w != 2 * a.ow + 2 {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { run(args, par, planes) }
+}
+
+/// Planes `[lo, hi)` (plane `p` = sample `p / c`, channel `p % c`) with the widest code
+/// the CPU has.
+unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::gemm::KernelId;
+        if matches!(
+            crate::gemm::selected_kernel(),
+            KernelId::Avx512 | KernelId::Avx512Wide
+        ) {
+            // SAFETY: the CPU has AVX-512F (that is what selected the kernel).
+            return unsafe { avx512::planes(a, lo, hi) };
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { portable(a, lo, hi) }
+}
+
+/// The input plane of `p` and the output plane of its element 0 (element `t` is
+/// `t·c·y_sc` further).
+fn plane(a: &DwArgs, p: usize) -> (*const f32, *mut f32) {
+    let (n, c) = (p / a.c, p % a.c);
+    (
+        a.x.wrapping_offset(n as isize * a.x_sn + c as isize * a.x_sc),
+        a.y.wrapping_offset(n as isize * a.y_sn + c as isize * a.y_sc),
+    )
+}
+
+/// `Bᵀ` applied to four values (see the module doc for the order of the operations).
+#[inline(always)]
+fn bt(d: [f32; 4]) -> [f32; 4] {
+    [d[0] - d[2], d[1] + d[2], d[2] - d[1], d[1] - d[3]]
+}
+
+/// Every tile, one at a time.
+unsafe fn portable(a: &DwArgs, lo: usize, hi: usize) {
+    let t_step = a.c as isize * a.y_sc;
+    for p in lo..hi {
+        let (x, y) = plane(a, p);
+        for ty in 0..a.oh {
+            for tx in 0..a.ow {
+                // SAFETY: the tile's 16 elements are inside the view.
+                let r: [[f32; 4]; 4] = core::array::from_fn(|i| {
+                    let row = x.wrapping_offset((2 * ty + i) as isize * a.x_sh + 2 * tx as isize);
+                    bt(core::array::from_fn(|j| unsafe { *row.add(j) }))
+                });
+                for b in 0..4 {
+                    let v = bt([r[0][b], r[1][b], r[2][b], r[3][b]]);
+                    for (aa, &va) in v.iter().enumerate() {
+                        let at =
+                            (4 * aa + b) as isize * t_step + ty as isize * a.y_sh + tx as isize;
+                        // SAFETY: element (aa, b) of this tile's output.
+                        unsafe { *y.wrapping_offset(at) = va };
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{DwArgs, plane};
+    use crate::dwconv::avx512::store16;
+    use crate::dwconv::lanes;
+    use core::arch::x86_64::*;
+
+    /// `Bᵀ` applied to four vectors, lane by lane (the operations of [`super::bt`]).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn bt(d: [__m512; 4]) -> [__m512; 4] {
+        [
+            _mm512_sub_ps(d[0], d[2]),
+            _mm512_add_ps(d[1], d[2]),
+            _mm512_sub_ps(d[2], d[1]),
+            _mm512_sub_ps(d[1], d[3]),
+        ]
+    }
+
+    /// Planes `[lo, hi)`: 16 tiles of a tile row at a time.
+    ///
+    /// # Safety
+    /// As for `nnefc_winograd_in`; the CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+        let t_step = a.c as isize * a.y_sc;
+        let w = a.w as isize;
+        for p in lo..hi {
+            let (x, y) = plane(a, p);
+            let mut tx0 = 0;
+            while tx0 < a.ow {
+                // Tiles tx0.. read columns 2·tx0 + (0..34) (the view's, as far as it goes).
+                let c0 = (2 * tx0) as isize;
+                let m = [
+                    lanes(0, w - c0),
+                    lanes(0, w - c0 - 16),
+                    lanes(0, w - c0 - 32),
+                ];
+                let live = lanes(0, (a.ow - tx0) as isize);
+                for ty in 0..a.oh {
+                    let r: [[__m512; 4]; 4] = core::array::from_fn(|i| {
+                        let src = x.wrapping_offset((2 * ty + i) as isize * a.x_sh + c0);
+                        // SAFETY: masked-off lanes are not read; the others are in the row.
+                        let (v0, v1, v2) = unsafe {
+                            (
+                                _mm512_maskz_loadu_ps(m[0], src),
+                                _mm512_maskz_loadu_ps(m[1], src.wrapping_add(16)),
+                                _mm512_maskz_loadu_ps(m[2], src.wrapping_add(32)),
+                            )
+                        };
+                        // Tap column j of tile l is column 2l + j: evens, odds, and both
+                        // shifted by one tile (their 16th from the third load).
+                        let e = _mm512_permutex2var_ps(v0, even, v1);
+                        let o = _mm512_permutex2var_ps(v0, odd, v1);
+                        let shift = |lo: __m512, hi: __m512| {
+                            _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
+                                _mm512_castps_si512(hi),
+                                _mm512_castps_si512(lo),
+                            ))
+                        };
+                        let (e2, o2) = (
+                            shift(e, _mm512_permutexvar_ps(even, v2)),
+                            shift(o, _mm512_permutexvar_ps(odd, v2)),
+                        );
+                        bt([e, o, e2, o2])
+                    });
+                    let at = ty as isize * a.y_sh + tx0 as isize;
+                    for b in 0..4 {
+                        let v = bt([r[0][b], r[1][b], r[2][b], r[3][b]]);
+                        for (aa, &va) in v.iter().enumerate() {
+                            let dst = y.wrapping_offset((4 * aa + b) as isize * t_step + at);
+                            // SAFETY: the live tiles of element (aa, b) of this tile row.
+                            unsafe { store16(dst, live, va) };
+                        }
+                    }
+                }
+                tx0 += 16;
+            }
+        }
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+    use crate::dwconv::tests::Lcg;
+
+    /// `Bᵀ d B` of one tile, in f64 from the definition.
+    fn reference(d: &[[f32; 4]; 4]) -> [[f64; 4]; 4] {
+        const BT: [[f64; 4]; 4] = [
+            [1.0, 0.0, -1.0, 0.0],
+            [0.0, 1.0, 1.0, 0.0],
+            [0.0, -1.0, 1.0, 0.0],
+            [0.0, 1.0, 0.0, -1.0],
+        ];
+        core::array::from_fn(|aa| {
+            core::array::from_fn(|b| {
+                let mut s = 0.0;
+                for (i, row) in d.iter().enumerate() {
+                    for (j, &v) in row.iter().enumerate() {
+                        s += BT[aa][i] * BT[b][j] * f64::from(v);
+                    }
+                }
+                s
+            })
+        })
+    }
+
+    /// Random tile counts (rows narrower and wider than 16 tiles, strided planes and
+    /// samples): the vector path (where the CPU has it), a pool of workers and the portable
+    /// path give the same bits, within rounding of the definition.
+    #[test]
+    fn winograd_input_transform_matches_the_definition() {
+        let mut r = Lcg(5);
+        let pool = crate::ThreadPool::new(3).expect("pool");
+        for case in 0..60 {
+            let (n, c) = (1 + r.below(2), 1 + r.below(5));
+            let (th, tw) = (
+                1 + r.below(9),
+                1 + r.below(if case % 3 == 0 { 40 } else { 12 }),
+            );
+            let (h, w) = (2 * th + 2, 2 * tw + 2);
+            // Rows and planes with slack, so strides are not the dense ones.
+            let (x_sh, x_sc) = (w + r.below(3), (h + r.below(2)) * (w + 2));
+            let x_sn = c * x_sc + r.below(5);
+            let x: Vec<f32> = (0..n * x_sn).map(|_| r.next()).collect();
+            let tiles = th * tw;
+            let want: Vec<f64> = {
+                let mut v = vec![0.0; n * 16 * c * tiles];
+                for ni in 0..n {
+                    for ci in 0..c {
+                        for ty in 0..th {
+                            for tx in 0..tw {
+                                let d: [[f32; 4]; 4] = core::array::from_fn(|i| {
+                                    core::array::from_fn(|j| {
+                                        x[ni * x_sn + ci * x_sc + (2 * ty + i) * x_sh + 2 * tx + j]
+                                    })
+                                });
+                                let t = reference(&d);
+                                for (aa, row) in t.iter().enumerate() {
+                                    for (b, &val) in row.iter().enumerate() {
+                                        v[((ni * 16 + 4 * aa + b) * c + ci) * tiles
+                                            + ty * tw
+                                            + tx] = val;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                v
+            };
+            let args = |y: &mut [f32]| DwArgs {
+                n,
+                c,
+                h,
+                w,
+                oh: th,
+                ow: tw,
+                kh: 4,
+                kw: 4,
+                sh: 2,
+                sw: 2,
+                dh: 1,
+                dw: 1,
+                pt: 0,
+                pl: 0,
+                x: x.as_ptr(),
+                x_sn: x_sn as isize,
+                x_sc: x_sc as isize,
+                x_sh: x_sh as isize,
+                filter: core::ptr::null(),
+                bias: core::ptr::null(),
+                bias_sc: 0,
+                res: core::ptr::null(),
+                y: y.as_mut_ptr(),
+                y_sn: (16 * c * tiles) as isize,
+                y_sc: tiles as isize,
+                y_sh: tw as isize,
+                act: 0,
+                lo: 0.0,
+                hi: 0.0,
+            };
+            let mut runs = Vec::new();
+            for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
+                let mut y = vec![f32::NAN; want.len()];
+                let a = args(&mut y);
+                unsafe { nnefc_winograd_in(&a, par) };
+                runs.push(y);
+            }
+            let mut y = vec![f32::NAN; want.len()];
+            let a = args(&mut y);
+            unsafe { portable(&a, 0, n * c) };
+            runs.push(y);
+            for (k, got) in runs.iter().enumerate() {
+                assert!(
+                    got.iter()
+                        .zip(&runs[0])
+                        .all(|(p, q)| p.to_bits() == q.to_bits()),
+                    "case {case}: run {k} differs from the serial vector run"
+                );
+            }
+            for (i, (&g, &v)) in runs[0].iter().zip(&want).enumerate() {
+                assert!(
+                    (f64::from(g) - v).abs() <= 1e-6 * v.abs().max(1.0),
+                    "case {case}: element {i}: {g} vs {v}"
+                );
+            }
+        }
+    }
+}
