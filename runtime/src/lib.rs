@@ -71,4 +71,4 @@ pub use tensor::Tensor;
 pub use tensor::{Element, TensorView, TensorViewMut};
 #[cfg(feature = "std")]
 pub use weights::Weights;
-pub use winograd::nnefc_winograd_in;
+pub use winograd::{nnefc_winograd_in, nnefc_winograd_out};

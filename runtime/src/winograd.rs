@@ -18,8 +18,15 @@
 //! are loaded once and deinterleaved into the four tap columns (`d0 … d3` of the 16
 //! tiles), instead of the sixteen strided passes of the compiler's loop nests.
 //!
-//! Not here: the filter transform (at compile time), the products, the output transform
-//! (Cranelift loop nests), other tile sizes.
+//! [`nnefc_winograd_out`] is the output transform: from the products `M` (laid out as
+//! `V`, one plane per element and channel) it writes `Y = Aᵀ M A` (`Aᵀ` = [[1, 1, 1, 0],
+//! [0, 1, −1, −1]]), the 2×2 outputs of every tile, plus the bias, the residual and the
+//! activation: along the rows first, `s0 = m0 + m1 + m2`, `s1 = m1 − m2 − m3`, then down
+//! the columns of the `s`s, then `+ bias`, `+ residual`, the activation (the GEMM
+//! epilogue's). The AVX-512 path reads the 16 planes of 16 tiles once and interleaves the
+//! two output columns of each tile into whole output rows.
+//!
+//! Not here: the filter transform (at compile time), the products, other tile sizes.
 
 use crate::DwArgs;
 use crate::dwconv::run;
@@ -45,6 +52,91 @@ pub unsafe extern "C" fn nnefc_winograd_in(args: *const DwArgs, par: *const Para
     }
     // SAFETY: the caller's contract.
     unsafe { run(args, par, planes) }
+}
+
+/// The Winograd output transform `args` describes (see the module doc), in parallel over
+/// planes when `par` offers several workers. `args.x` holds the products (`x_sn` floats
+/// between samples, `x_sc` between planes, `x_sh` between tile rows; element `t` of
+/// channel `c` at plane `t·channels + c`), `args.c` is the channel count, `args.h` and
+/// `args.w` the output extents (`2·oh − 1` or `2·oh`, likewise for `w`), `args.oh` and
+/// `args.ow` the tile counts; `bias` (stride `bias_sc`), `res`, `act`, `lo` and `hi` the
+/// epilogue as for [`crate::nnefc_dwconv`]; kernel, stride, dilation and padding fields
+/// are not read. Extents that do not match do nothing.
+///
+/// # Safety
+/// `args` points to a valid [`DwArgs`] whose pointers and strides address buffers of the
+/// described extents; `y` does not overlap `x` or the bias (`res` may equal `y`); `par`
+/// is null or a valid [`Parallel`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nnefc_winograd_out(args: *const DwArgs, par: *const Parallel) {
+    // SAFETY: valid by the caller's contract.
+    let a = unsafe { &*args };
+    if a.h.div_ceil(2) != a.oh || a.w.div_ceil(2) != a.ow {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { run(args, par, out_planes) }
+}
+
+/// Output planes `[lo, hi)` with the widest code the CPU has.
+unsafe fn out_planes(a: &DwArgs, lo: usize, hi: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::gemm::KernelId;
+        if matches!(
+            crate::gemm::selected_kernel(),
+            KernelId::Avx512 | KernelId::Avx512Wide
+        ) {
+            // SAFETY: the CPU has AVX-512F (that is what selected the kernel).
+            return unsafe { avx512::out_planes(a, lo, hi) };
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { out_portable(a, lo, hi) }
+}
+
+/// `Aᵀ` applied to four values (see the module doc for the order of the operations).
+#[inline(always)]
+fn at(m: [f32; 4]) -> [f32; 2] {
+    [m[0] + m[1] + m[2], m[1] - m[2] - m[3]]
+}
+
+/// Every output, one tile at a time.
+unsafe fn out_portable(a: &DwArgs, lo: usize, hi: usize) {
+    let t_step = a.c as isize * a.x_sc;
+    for p in lo..hi {
+        let (n, c) = (p / a.c, p % a.c);
+        let m0 =
+            a.x.wrapping_offset(n as isize * a.x_sn + c as isize * a.x_sc);
+        let (_, y, res, _, b) = unsafe { crate::dwconv::plane_ptrs(a, n, c) };
+        for ty in 0..a.oh {
+            for tx in 0..a.ow {
+                let tile = ty as isize * a.x_sh + tx as isize;
+                // SAFETY: element t of this tile's products.
+                let m = |t: usize| unsafe { *m0.wrapping_offset(t as isize * t_step + tile) };
+                let s: [[f32; 2]; 4] =
+                    core::array::from_fn(|aa| at(core::array::from_fn(|bb| m(4 * aa + bb))));
+                for j in 0..2 {
+                    let v = at([s[0][j], s[1][j], s[2][j], s[3][j]]);
+                    for (i, &vi) in v.iter().enumerate() {
+                        let (oy, ox) = (2 * ty + i, 2 * tx + j);
+                        if oy >= a.h || ox >= a.w {
+                            continue;
+                        }
+                        let off = oy as isize * a.y_sh + ox as isize;
+                        let mut o = vi + b;
+                        if !res.is_null() {
+                            // SAFETY: the residual of this output.
+                            o += unsafe { *res.wrapping_offset(off) };
+                        }
+                        let o = crate::gemm::activate(o, a.act as u32, a.lo, a.hi);
+                        // SAFETY: an output of this plane.
+                        unsafe { *y.wrapping_offset(off) = o };
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Planes `[lo, hi)` (plane `p` = sample `p / c`, channel `p % c`) with the widest code
@@ -110,9 +202,90 @@ unsafe fn portable(a: &DwArgs, lo: usize, hi: usize) {
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{DwArgs, plane};
-    use crate::dwconv::avx512::store16;
-    use crate::dwconv::lanes;
+    use crate::dwconv::avx512::{finish, store16};
+    use crate::dwconv::{lanes, plane_ptrs};
     use core::arch::x86_64::*;
+
+    /// `Aᵀ` applied to four vectors, lane by lane (the operations of [`super::at`]).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn at(m: [__m512; 4]) -> [__m512; 2] {
+        [
+            _mm512_add_ps(_mm512_add_ps(m[0], m[1]), m[2]),
+            _mm512_sub_ps(_mm512_sub_ps(m[1], m[2]), m[3]),
+        ]
+    }
+
+    /// Output planes `[lo, hi)`: 16 tiles of a tile row (two output rows of 32 columns)
+    /// at a time.
+    ///
+    /// # Safety
+    /// As for `nnefc_winograd_out`; the CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn out_planes(a: &DwArgs, lo: usize, hi: usize) {
+        // Output column 2l + j of 16 tiles: lanes l of the j = 0 and j = 1 vectors.
+        let zip_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        let zip_hi = _mm512_add_epi32(zip_lo, _mm512_set1_epi32(8));
+        let t_step = a.c as isize * a.x_sc;
+        let w = a.w as isize;
+        for p in lo..hi {
+            let (n, c) = (p / a.c, p % a.c);
+            let m0 =
+                a.x.wrapping_offset(n as isize * a.x_sn + c as isize * a.x_sc);
+            // SAFETY: plane (n, c) of the caller's buffers.
+            let (_, y, res, _, b) = unsafe { plane_ptrs(a, n, c) };
+            let bias = _mm512_set1_ps(b);
+            let mut tx0 = 0;
+            while tx0 < a.ow {
+                let live = lanes(0, (a.ow - tx0) as isize);
+                let c0 = (2 * tx0) as isize;
+                let cols = [lanes(0, w - c0), lanes(0, w - c0 - 16)];
+                for ty in 0..a.oh {
+                    let tile = ty as isize * a.x_sh + tx0 as isize;
+                    // SAFETY: the live tiles of the 16 products.
+                    let m = |t: usize| unsafe {
+                        _mm512_maskz_loadu_ps(live, m0.wrapping_offset(t as isize * t_step + tile))
+                    };
+                    let s: [[__m512; 2]; 4] = core::array::from_fn(|aa| {
+                        at([m(4 * aa), m(4 * aa + 1), m(4 * aa + 2), m(4 * aa + 3)])
+                    });
+                    let v: [[__m512; 2]; 2] = {
+                        let j0 = at([s[0][0], s[1][0], s[2][0], s[3][0]]);
+                        let j1 = at([s[0][1], s[1][1], s[2][1], s[3][1]]);
+                        [[j0[0], j1[0]], [j0[1], j1[1]]]
+                    };
+                    for (i, [e, o]) in v.into_iter().enumerate() {
+                        let oy = 2 * ty + i;
+                        if oy >= a.h {
+                            continue;
+                        }
+                        let (e, o) = (_mm512_add_ps(e, bias), _mm512_add_ps(o, bias));
+                        let row = oy as isize * a.y_sh + c0;
+                        // SAFETY: the output columns of this row the tiles cover.
+                        unsafe {
+                            finish(
+                                _mm512_permutex2var_ps(e, zip_lo, o),
+                                a,
+                                y,
+                                res,
+                                row,
+                                cols[0],
+                            );
+                            finish(
+                                _mm512_permutex2var_ps(e, zip_hi, o),
+                                a,
+                                y,
+                                res,
+                                row + 16,
+                                cols[1],
+                            );
+                        }
+                    }
+                }
+                tx0 += 16;
+            }
+        }
+    }
 
     /// `Bᵀ` applied to four vectors, lane by lane (the operations of [`super::bt`]).
     #[inline]
@@ -314,6 +487,123 @@ mod tests {
             for (i, (&g, &v)) in runs[0].iter().zip(&want).enumerate() {
                 assert!(
                     (f64::from(g) - v).abs() <= 1e-6 * v.abs().max(1.0),
+                    "case {case}: element {i}: {g} vs {v}"
+                );
+            }
+        }
+    }
+
+    /// Random tile counts, odd output extents, strided products, bias, residual and each
+    /// activation: the vector path, a pool and the portable path give the same bits,
+    /// within rounding of `bias + Aᵀ M A (+ res)` then the activation.
+    #[test]
+    fn winograd_output_transform_matches_the_definition() {
+        const AT: [[f64; 4]; 2] = [[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, -1.0, -1.0]];
+        let mut r = Lcg(9);
+        let pool = crate::ThreadPool::new(3).expect("pool");
+        for case in 0..60 {
+            let (n, c) = (1 + r.below(2), 1 + r.below(5));
+            let (h, w) = (
+                1 + r.below(17),
+                1 + r.below(if case % 3 == 0 { 80 } else { 24 }),
+            );
+            let (th, tw) = (h.div_ceil(2), w.div_ceil(2));
+            let x_sh = tw + r.below(3);
+            let x_sc = th * x_sh + r.below(4);
+            let x_sn = 16 * c * x_sc + r.below(5);
+            let m: Vec<f32> = (0..n * x_sn).map(|_| r.next()).collect();
+            let bias: Vec<f32> = (0..c).map(|_| r.next()).collect();
+            let res: Vec<f32> = (0..n * c * h * w).map(|_| r.next()).collect();
+            let with_res = case % 2 == 0;
+            let act = case % 3;
+            let (lo, hi) = (-0.5f32, 0.75f32);
+            let mut want = vec![0.0f64; n * c * h * w];
+            for ni in 0..n {
+                for ci in 0..c {
+                    for oy in 0..h {
+                        for ox in 0..w {
+                            let (ty, tx, i, j) = (oy / 2, ox / 2, oy % 2, ox % 2);
+                            let mut s = f64::from(bias[ci]);
+                            for (aa, ra) in AT[i].iter().enumerate() {
+                                for (bb, rb) in AT[j].iter().enumerate() {
+                                    let t = 4 * aa + bb;
+                                    s += ra
+                                        * rb
+                                        * f64::from(
+                                            m[ni * x_sn + (t * c + ci) * x_sc + ty * x_sh + tx],
+                                        );
+                                }
+                            }
+                            let at = ((ni * c + ci) * h + oy) * w + ox;
+                            if with_res {
+                                s += f64::from(res[at]);
+                            }
+                            want[at] = match act {
+                                1 => s.max(0.0),
+                                2 => s.min(f64::from(hi)).max(f64::from(lo)),
+                                _ => s,
+                            };
+                        }
+                    }
+                }
+            }
+            let args = |y: &mut [f32]| DwArgs {
+                n,
+                c,
+                h,
+                w,
+                oh: th,
+                ow: tw,
+                kh: 4,
+                kw: 4,
+                sh: 2,
+                sw: 2,
+                dh: 1,
+                dw: 1,
+                pt: 0,
+                pl: 0,
+                x: m.as_ptr(),
+                x_sn: x_sn as isize,
+                x_sc: x_sc as isize,
+                x_sh: x_sh as isize,
+                filter: core::ptr::null(),
+                bias: bias.as_ptr(),
+                bias_sc: 1,
+                res: if with_res {
+                    res.as_ptr()
+                } else {
+                    core::ptr::null()
+                },
+                y: y.as_mut_ptr(),
+                y_sn: (c * h * w) as isize,
+                y_sc: (h * w) as isize,
+                y_sh: w as isize,
+                act,
+                lo,
+                hi,
+            };
+            let mut runs = Vec::new();
+            for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
+                let mut y = vec![f32::NAN; want.len()];
+                let a = args(&mut y);
+                unsafe { nnefc_winograd_out(&a, par) };
+                runs.push(y);
+            }
+            let mut y = vec![f32::NAN; want.len()];
+            let a = args(&mut y);
+            unsafe { out_portable(&a, 0, n * c) };
+            runs.push(y);
+            for (k, got) in runs.iter().enumerate() {
+                assert!(
+                    got.iter()
+                        .zip(&runs[0])
+                        .all(|(p, q)| p.to_bits() == q.to_bits()),
+                    "case {case}: run {k} differs from the serial vector run"
+                );
+            }
+            for (i, (&g, &v)) in runs[0].iter().zip(&want).enumerate() {
+                assert!(
+                    (f64::from(g) - v).abs() <= 1e-5 * v.abs().max(1.0),
                     "case {case}: element {i}: {g} vs {v}"
                 );
             }

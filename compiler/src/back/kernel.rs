@@ -342,6 +342,11 @@ pub enum WindowOp {
     /// tiles; the output holds the 16 transformed elements of every tile, element `t` of
     /// channel `c` at plane `t·channels + c` (`y` strides: sample, plane, tile row).
     WinogradIn,
+    /// The Winograd F(2×2, 3×3) output transform (`nnefc_winograd_out`): the input is the
+    /// tap products laid out as [`WindowOp::WinogradIn`]'s output (`x` strides: sample,
+    /// plane, tile row; `oh × ow` tiles), the output `h × w`, plus the bias (and its stride
+    /// between channels), the residual and the activation.
+    WinogradOut { bias: (BufId, i64) },
 }
 
 impl WindowCall {
@@ -351,6 +356,7 @@ impl WindowCall {
             WindowOp::Conv { filter, bias } | WindowOp::Dense { filter, bias, .. } => {
                 (Some(filter), Some(bias.0))
             }
+            WindowOp::WinogradOut { bias } => (None, Some(bias.0)),
             WindowOp::Max | WindowOp::WinogradIn => (None, None),
         };
         [Some(self.x.0), filter, bias, self.residual, Some(self.y.0)]
@@ -587,6 +593,10 @@ impl fmt::Display for Program {
                         ),
                         WindowOp::Max => ("maxpool", format!(" window=[{kh},{kw}]")),
                         WindowOp::WinogradIn => ("winograd_in", " tiles 4x4".to_string()),
+                        WindowOp::WinogradOut { bias } => (
+                            "winograd_out",
+                            format!(" tiles 2x2 bias=b{}/{}", bias.0.0, bias.1),
+                        ),
                     };
                     writeln!(
                         f,

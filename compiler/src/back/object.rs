@@ -914,6 +914,11 @@ fn define_body(
     } else {
         None
     };
+    let wino_out_ref = if uses(|op| matches!(op, WindowOp::WinogradOut { .. })) {
+        Some(import("nnefc_winograd_out", 2)?)
+    } else {
+        None
+    };
     let mut const_gvs = Vec::new();
     for s in &program.steps {
         let bufs: Vec<BufId> = match s {
@@ -1296,6 +1301,7 @@ fn define_body(
                         WindowOp::Dense { .. } => conv_ref,
                         WindowOp::Max => max_ref,
                         WindowOp::WinogradIn => wino_ref,
+                        WindowOp::WinogradOut { .. } => wino_out_ref,
                     }
                     .ok_or_else(|| CodegenError::Internal("dwconv not declared".into()))?;
                     let slot =
@@ -1306,6 +1312,10 @@ fn define_body(
                     let (filter, bias, bias_sc) = match d.op {
                         WindowOp::Conv { filter, bias } | WindowOp::Dense { filter, bias, .. } => {
                             (buf_ptr(&mut b, filter)?, buf_ptr(&mut b, bias.0)?, bias.1)
+                        }
+                        WindowOp::WinogradOut { bias } => {
+                            let null = b.ins().iconst(ptr, 0);
+                            (null, buf_ptr(&mut b, bias.0)?, bias.1)
                         }
                         WindowOp::Max | WindowOp::WinogradIn => {
                             let null = b.ins().iconst(ptr, 0);
