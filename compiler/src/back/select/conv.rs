@@ -258,6 +258,32 @@ pub(super) fn conv(
     let filter_const =
         lw.g.const_of(io.f)
             .and_then(|t| t.as_f32().map(|d| d.to_vec()));
+    // Winograd before the direct kernel: from 16 input channels (with the runtime's
+    // transforms) it beats the direct kernel on the 3×3 stride-1 layers both take.
+    if let Some(fw) = &filter_const
+        && sp == 2
+        && groups == 1
+        && !lw.direct_only
+        && !lw.self_contained
+        && io.fs[2..] == [3, 3]
+        && stride.iter().all(|&s| s == 1)
+        && dilation.iter().all(|&d| d == 1)
+        && matches!(a.border, Border::Constant | Border::Ignore)
+        && super::winograd::worthwhile(
+            c,
+            cout,
+            io.ys[2].div_ceil(2) * io.ys[3].div_ceil(2),
+            lw.runtime_windows,
+        )
+    {
+        // The padded input covers every 4×4 tile: 2·tiles + 2 rows/columns.
+        let mut wout = vec![io.xs[0], c];
+        wout.extend(io.ys[2..].iter().map(|&e| 2 * e.div_ceil(2)));
+        let wgeo = Geometry::new(&io.xs, &wout, &size, &fst, &fdl, &full_pad)?;
+        let p = padded(lw, src, &wgeo, a.border, 0.0)?;
+        let fusion = fusion(lw, &io)?;
+        return super::winograd::conv3x3(lw, &p, &io, fw, fusion);
+    }
     // A grouped conv's groups become the call's samples: one image only.
     if let Some(fw) = &filter_const
         && sp == 2
@@ -277,25 +303,6 @@ pub(super) fn conv(
         && src.strides[3] == 1
     {
         return direct_call(lw, &src, &geo, &io, &stride, fw, groups);
-    }
-    if let Some(fw) = &filter_const
-        && sp == 2
-        && groups == 1
-        && !lw.direct_only
-        && !lw.self_contained
-        && io.fs[2..] == [3, 3]
-        && stride.iter().all(|&s| s == 1)
-        && dilation.iter().all(|&d| d == 1)
-        && matches!(a.border, Border::Constant | Border::Ignore)
-        && super::winograd::worthwhile(c, cout, io.ys[2].div_ceil(2) * io.ys[3].div_ceil(2))
-    {
-        // The padded input covers every 4×4 tile: 2·tiles + 2 rows/columns.
-        let mut wout = vec![io.xs[0], c];
-        wout.extend(io.ys[2..].iter().map(|&e| 2 * e.div_ceil(2)));
-        let wgeo = Geometry::new(&io.xs, &wout, &size, &fst, &fdl, &full_pad)?;
-        let p = padded(lw, src, &wgeo, a.border, 0.0)?;
-        let fusion = fusion(lw, &io)?;
-        return super::winograd::conv3x3(lw, &p, &io, fw, fusion);
     }
     let p = padded(lw, src, &geo, a.border, 0.0)?;
     if lw.direct_only {
@@ -717,7 +724,9 @@ fn conv_call(
 ///
 /// Stride 1 keeps the kernel at 95–100 GFLOP/s up to 16 input channels (a load per tap
 /// column); stride 2 splits the input rows first and is only taken for image inputs. Beyond,
-/// the GEMM (and from 32 channels Winograd) wins on reduction length.
+/// the GEMM (and from 32 channels Winograd) wins on reduction length. (3×3 stride-1 layers
+/// of 16 channels go to Winograd before they get here when its transforms are the
+/// runtime's: `winograd::worthwhile`.)
 fn few_channels(cin: usize, stride: &[usize]) -> bool {
     cin <= 4 || (cin <= 16 && stride.iter().all(|&s| s == 1))
 }

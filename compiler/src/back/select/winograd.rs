@@ -56,6 +56,13 @@ const AT: [[f32; 4]; 2] = [[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, -1.0, -1.0]];
 /// the cin-16 ones gain nothing (0.66 → 0.66–0.71 ms), hence 32.
 const MIN_CIN: usize = 32;
 
+/// Fewest input channels for the Winograd path when its transforms are the runtime's
+/// vector kernels (`Lowering::runtime_windows`). squeezenet1_1's two 16→64 layers on
+/// 55×55 maps (Zen 5, one thread, `nnefc bench --profile`, three interleaved runs):
+/// 0.276–0.281 and 0.272–0.278 ms through the direct kernel, 0.249–0.254 and
+/// 0.225–0.229 through Winograd.
+const MIN_CIN_RUNTIME: usize = 16;
+
 /// Fewest tiles for the Winograd path. With few tiles the 16 GEMMs have few columns
 /// and their transformed filter (16/9 the filter's size) is streamed for little work, so
 /// the answer for resnet18's 512-channel 7×7 layers (16 tiles) depends on the machine:
@@ -68,8 +75,14 @@ const MIN_CIN: usize = 32;
 const MIN_TILES: usize = 16;
 
 /// Whether the Winograd path pays off: enough channels for the GEMMs and enough tiles.
-pub(super) fn worthwhile(cin: usize, cout: usize, tiles: usize) -> bool {
-    cin >= MIN_CIN && cout >= 16 && tiles >= MIN_TILES
+/// `runtime_transforms`: the transforms are the runtime's kernels.
+pub(super) fn worthwhile(cin: usize, cout: usize, tiles: usize, runtime_transforms: bool) -> bool {
+    let min_cin = if runtime_transforms {
+        MIN_CIN_RUNTIME
+    } else {
+        MIN_CIN
+    };
+    cin >= min_cin && cout >= 16 && tiles >= MIN_TILES
 }
 
 /// `U[t][co][ci]` for the 16 positions `t = 4a + b`, packed per `t` for the runtime GEMM.
