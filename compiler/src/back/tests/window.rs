@@ -398,7 +398,14 @@ fn winograd_random() {
         } else {
             33 + r.below(8)
         };
-        let (n, cin) = (1 + r.below(2), 64 + r.below(5));
+        // Every third case has 16–19 input channels: Winograd only with the runtime's
+        // transforms (AVX-512 hosts), else the direct kernel or im2col + GEMM.
+        let cin = if case % 3 == 2 {
+            16 + r.below(4)
+        } else {
+            64 + r.below(5)
+        };
+        let n = 1 + r.below(2);
         let (h, w) = (7 + r.below(8), 7 + r.below(8));
         let xs = vec![n, cin, h, w];
         let fs = vec![cout, cin, 3, 3];
@@ -450,6 +457,44 @@ fn winograd_random() {
     assert!(!k.contains("_relu\n"), "{k}");
     let got = m.run(&inputs).expect("status 0");
     assert_close("wino1", &got[0], &want[0]);
+    // conv → add residual → clamp, odd output extents, 16 input channels: the epilogue
+    // fused into the output transform (the runtime's, on AVX-512 hosts).
+    let mut g = Graph::new("wino2");
+    let xt = r.tensor(DType::F32, &[2, 16, 13, 9], -1.0, 1.0);
+    let rt = r.tensor(DType::F32, &[2, 24, 13, 9], -1.0, 1.0);
+    let x = g.add_input("x", xt.ty());
+    let res = g.add_input("r", rt.ty());
+    let f = g.add_const(r.tensor(DType::F32, &[24, 16, 3, 3], -1.0, 1.0), None, None);
+    let bias = g.add_const(r.tensor(DType::F32, &[1, 24], -1.0, 1.0), None, None);
+    let a = ConvAttrs {
+        border: Border::Constant,
+        padding: vec![(1, 1), (1, 1)],
+        stride: Vec::new(),
+        dilation: Vec::new(),
+        groups: 1,
+        output_shape: Vec::new(),
+    };
+    let c = node(&mut g, Op::Conv(a), &[x, f, bias]);
+    let s2 = node(&mut g, Op::Binary(crate::ir::BinaryOp::Add), &[c, res]);
+    let lo = g.add_const(Tensor::f32(vec![], vec![-0.75]), None, None);
+    let hi = g.add_const(Tensor::f32(vec![], vec![0.5]), None, None);
+    let y = node(&mut g, Op::Clamp, &[s2, lo, hi]);
+    g.outputs.push(y);
+    let inputs = [xt, rt];
+    let want = crate::ir::interp::run(&g, &inputs).expect("interp");
+    let m = load(&g, &opts("wino2"));
+    let k = &m.art.kernels;
+    if crate::back::object::target_has_avx512(&opts("wino2")).expect("host") {
+        assert!(
+            k.contains("winograd_in b")
+                && k.lines().any(|l| l.starts_with("winograd_out b")
+                    && l.contains(" residual=b")
+                    && l.contains("Clamp(-0.75, 0.5)")),
+            "{k}"
+        );
+    }
+    let got = m.run(&inputs).expect("status 0");
+    assert_close("wino2", &got[0], &want[0]);
 }
 
 #[test]
