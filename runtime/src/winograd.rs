@@ -117,7 +117,7 @@ unsafe fn out_portable(a: &DwArgs, lo: usize, hi: usize) {
                 let s: [[f32; 2]; 4] =
                     core::array::from_fn(|aa| at(core::array::from_fn(|bb| m(4 * aa + bb))));
                 for j in 0..2 {
-                    let v = at([s[0][j], s[1][j], s[2][j], s[3][j]]);
+                    let v = at(s.map(|row| row[j]));
                     for (i, &vi) in v.iter().enumerate() {
                         let (oy, ox) = (2 * ty + i, 2 * tx + j);
                         if oy >= a.h || ox >= a.w {
@@ -186,7 +186,7 @@ unsafe fn portable(a: &DwArgs, lo: usize, hi: usize) {
                     bt(core::array::from_fn(|j| unsafe { *row.add(j) }))
                 });
                 for b in 0..4 {
-                    let v = bt([r[0][b], r[1][b], r[2][b], r[3][b]]);
+                    let v = bt(r.map(|row| row[b]));
                     for (aa, &va) in v.iter().enumerate() {
                         let at =
                             (4 * aa + b) as isize * t_step + ty as isize * a.y_sh + tx as isize;
@@ -350,7 +350,7 @@ mod avx512 {
                     });
                     let at = ty as isize * a.y_sh + tx0 as isize;
                     for b in 0..4 {
-                        let v = bt([r[0][b], r[1][b], r[2][b], r[3][b]]);
+                        let v = bt(r.map(|row| row[b]));
                         for (aa, &va) in v.iter().enumerate() {
                             let dst = y.wrapping_offset((4 * aa + b) as isize * t_step + at);
                             // SAFETY: the live tiles of element (aa, b) of this tile row.

@@ -66,7 +66,7 @@ impl Plan {
             // against 0.088 as three panels each.
             Route::Lanes(_) => {
                 let pairs = p.m.div_ceil(2 * LANES);
-                let even = pairs >= want && (pairs % want == 0 || pairs >= 4 * want);
+                let even = pairs >= want && (pairs.is_multiple_of(want) || pairs >= 4 * want);
                 if even || p.n < 2 * want {
                     (Axis::Rows, 2 * LANES)
                 } else {
