@@ -390,6 +390,81 @@ mod tests {
         })
     }
 
+    /// The arguments of a transform of `[n, c, h, w, oh, ow]` with every pointer null and
+    /// every stride 0 (the tests fill in theirs).
+    fn geometry([n, c, h, w, oh, ow]: [usize; 6]) -> DwArgs {
+        DwArgs {
+            n,
+            c,
+            h,
+            w,
+            oh,
+            ow,
+            kh: 4,
+            kw: 4,
+            sh: 2,
+            sw: 2,
+            dh: 1,
+            dw: 1,
+            pt: 0,
+            pl: 0,
+            x: core::ptr::null(),
+            x_sn: 0,
+            x_sc: 0,
+            x_sh: 0,
+            filter: core::ptr::null(),
+            bias: core::ptr::null(),
+            bias_sc: 0,
+            res: core::ptr::null(),
+            y: core::ptr::null_mut(),
+            y_sn: 0,
+            y_sc: 0,
+            y_sh: 0,
+            act: 0,
+            lo: 0.0,
+            hi: 0.0,
+        }
+    }
+
+    /// Runs `kernel` serially and on `pool`, and `portable` over every plane, each into a
+    /// fresh output of NaNs that `args` describes; asserts that the three agree bit for
+    /// bit and are within `tol` (relative, absolute below 1) of `want`.
+    fn check(
+        case: usize,
+        want: &[f64],
+        tol: f64,
+        pool: &crate::ThreadPool,
+        args: &dyn Fn(&mut [f32]) -> DwArgs,
+        kernel: unsafe extern "C" fn(*const DwArgs, *const Parallel),
+        portable: unsafe fn(&DwArgs, usize, usize),
+    ) {
+        let mut runs = Vec::new();
+        for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
+            let mut y = vec![f32::NAN; want.len()];
+            let a = args(&mut y);
+            unsafe { kernel(&a, par) };
+            runs.push(y);
+        }
+        let mut y = vec![f32::NAN; want.len()];
+        let a = args(&mut y);
+        unsafe { portable(&a, 0, a.n * a.c) };
+        runs.push(y);
+        for (k, got) in runs.iter().enumerate() {
+            assert!(
+                got.iter()
+                    .zip(&runs[0])
+                    .all(|(p, q)| p.to_bits() == q.to_bits()),
+                "case {case}: run {k} differs from the serial vector run"
+            );
+        }
+        for (i, (&g, &v)) in runs[0].iter().zip(want).enumerate() {
+            assert!(
+                (f64::from(g) - v).abs() <= tol * v.abs().max(1.0),
+                "case {case}: element {i}: {g} vs {v}"
+            );
+        }
+    }
+
     /// Random tile counts (rows narrower and wider than 16 tiles, strided planes and
     /// samples): the vector path (where the CPU has it), a pool of workers and the portable
     /// path give the same bits, within rounding of the definition.
@@ -435,61 +510,17 @@ mod tests {
                 v
             };
             let args = |y: &mut [f32]| DwArgs {
-                n,
-                c,
-                h,
-                w,
-                oh: th,
-                ow: tw,
-                kh: 4,
-                kw: 4,
-                sh: 2,
-                sw: 2,
-                dh: 1,
-                dw: 1,
-                pt: 0,
-                pl: 0,
                 x: x.as_ptr(),
                 x_sn: x_sn as isize,
                 x_sc: x_sc as isize,
                 x_sh: x_sh as isize,
-                filter: core::ptr::null(),
-                bias: core::ptr::null(),
-                bias_sc: 0,
-                res: core::ptr::null(),
                 y: y.as_mut_ptr(),
                 y_sn: (16 * c * tiles) as isize,
                 y_sc: tiles as isize,
                 y_sh: tw as isize,
-                act: 0,
-                lo: 0.0,
-                hi: 0.0,
+                ..geometry([n, c, h, w, th, tw])
             };
-            let mut runs = Vec::new();
-            for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
-                let mut y = vec![f32::NAN; want.len()];
-                let a = args(&mut y);
-                unsafe { nnefc_winograd_in(&a, par) };
-                runs.push(y);
-            }
-            let mut y = vec![f32::NAN; want.len()];
-            let a = args(&mut y);
-            unsafe { portable(&a, 0, n * c) };
-            runs.push(y);
-            for (k, got) in runs.iter().enumerate() {
-                assert!(
-                    got.iter()
-                        .zip(&runs[0])
-                        .all(|(p, q)| p.to_bits() == q.to_bits()),
-                    "case {case}: run {k} differs from the serial vector run"
-                );
-            }
-            for (i, (&g, &v)) in runs[0].iter().zip(&want).enumerate() {
-                assert!(
-                    (f64::from(g) - v).abs() <= 1e-6 * v.abs().max(1.0),
-                    "case {case}: element {i}: {g} vs {v}"
-                );
-            }
+            check(case, &want, 1e-6, &pool, &args, nnefc_winograd_in, portable);
         }
     }
 
@@ -548,25 +579,10 @@ mod tests {
                 }
             }
             let args = |y: &mut [f32]| DwArgs {
-                n,
-                c,
-                h,
-                w,
-                oh: th,
-                ow: tw,
-                kh: 4,
-                kw: 4,
-                sh: 2,
-                sw: 2,
-                dh: 1,
-                dw: 1,
-                pt: 0,
-                pl: 0,
                 x: m.as_ptr(),
                 x_sn: x_sn as isize,
                 x_sc: x_sc as isize,
                 x_sh: x_sh as isize,
-                filter: core::ptr::null(),
                 bias: bias.as_ptr(),
                 bias_sc: 1,
                 res: if with_res {
@@ -581,32 +597,17 @@ mod tests {
                 act,
                 lo,
                 hi,
+                ..geometry([n, c, h, w, th, tw])
             };
-            let mut runs = Vec::new();
-            for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
-                let mut y = vec![f32::NAN; want.len()];
-                let a = args(&mut y);
-                unsafe { nnefc_winograd_out(&a, par) };
-                runs.push(y);
-            }
-            let mut y = vec![f32::NAN; want.len()];
-            let a = args(&mut y);
-            unsafe { out_portable(&a, 0, n * c) };
-            runs.push(y);
-            for (k, got) in runs.iter().enumerate() {
-                assert!(
-                    got.iter()
-                        .zip(&runs[0])
-                        .all(|(p, q)| p.to_bits() == q.to_bits()),
-                    "case {case}: run {k} differs from the serial vector run"
-                );
-            }
-            for (i, (&g, &v)) in runs[0].iter().zip(&want).enumerate() {
-                assert!(
-                    (f64::from(g) - v).abs() <= 1e-5 * v.abs().max(1.0),
-                    "case {case}: element {i}: {g} vs {v}"
-                );
-            }
+            check(
+                case,
+                &want,
+                1e-5,
+                &pool,
+                &args,
+                nnefc_winograd_out,
+                out_portable,
+            );
         }
     }
 }
