@@ -219,11 +219,7 @@ impl Unit {
 unsafe fn run_units(a: &ConvArgs, lo: usize, hi: usize) {
     #[cfg(target_arch = "x86_64")]
     {
-        use crate::gemm::KernelId;
-        if matches!(
-            crate::gemm::selected_kernel(),
-            KernelId::Avx512 | KernelId::Avx512Wide
-        ) {
+        if crate::gemm::avx512_selected() {
             let mut unit = Unit::of(a, lo);
             let mut split = avx512::Split::new();
             for u in lo..hi {
@@ -511,9 +507,10 @@ mod avx512 {
         let g = &a.geo;
         let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
         // Groups of blocks take a one-row kernel in which each broadcast of a weight feeds
-        // one multiply-add per block: two or three blocks at stride 1, pairs at stride 2
-        // (which deinterleave each input row once per block and row); a last single
-        // block the band kernel below. Measured on Zen 5 (`nnefc bench --profile`, one
+        // one multiply-add per block: two or three blocks at stride 1 and at stride 2 over
+        // the band's split rows, pairs at stride 2 when the rows did not fit the split
+        // buffer (which deinterleave each input row once per block and row); a last
+        // single block the band kernel below. Measured on Zen 5 (`nnefc bench --profile`, one
         // layer, best of three or four): 16→64 3×3 at 55×55 0.313 → 0.281 ms; 3→64 3×3
         // stride 2 at 111×111 0.303 → 0.290; resnet18's 7×7 stride 2 1.18 → 1.13. (At
         // stride 2 three blocks with one permute per tap and block measured 0.321.)

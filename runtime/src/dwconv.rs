@@ -172,13 +172,7 @@ unsafe extern "C" fn task(ctx: *mut c_void, i: usize, _worker: usize) {
 unsafe fn run_planes(a: &DwArgs, lo: usize, hi: usize) {
     #[cfg(target_arch = "x86_64")]
     {
-        use crate::gemm::KernelId;
-        if a.kw <= avx512::MAX_KW
-            && matches!(
-                crate::gemm::selected_kernel(),
-                KernelId::Avx512 | KernelId::Avx512Wide
-            )
-        {
+        if a.kw <= avx512::MAX_KW && crate::gemm::avx512_selected() {
             // SAFETY: the CPU has AVX-512F (that is what selected the kernel).
             return unsafe { avx512::planes(a, lo, hi) };
         }
@@ -749,26 +743,7 @@ pub(crate) mod avx512 {
         // SAFETY: the caller runs on AVX-512F.
         v = unsafe { crate::gemm::activate_avx512(v, a.act as u32, lo, hi) };
         // SAFETY: the caller's contract.
-        unsafe { store16(y.wrapping_offset(at), live, v) };
-    }
-
-    /// Stores the `mask` lanes of `v` at `p`, with a plain store when all 16 are: AVX-512
-    /// masked stores are slower on AMD cores, and the loads that follow wait on them
-    /// longer (the depthwise kernel's stores took a third of its time).
-    ///
-    /// # Safety
-    /// The `mask` lanes from `p` are writable.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    pub(crate) unsafe fn store16(p: *mut f32, mask: u16, v: __m512) {
-        // SAFETY: the caller's contract.
-        unsafe {
-            if mask == 0xFFFF {
-                _mm512_storeu_ps(p, v)
-            } else {
-                _mm512_mask_storeu_ps(p, mask, v)
-            }
-        }
+        unsafe { crate::gemm::store16(y.wrapping_offset(at), live, v) };
     }
 
     /// Input planes of at most this many bytes are not prefetched by [`Ahead`].
@@ -817,36 +792,54 @@ pub(crate) mod avx512 {
         }
     }
 
-    /// Planes `[lo, hi)` of a 3×3 layer whose planes are one band of `R` output rows and
-    /// one column block `c` (maps of at most 8×16): the band's rows and the variant are
-    /// worked out once for all planes, and each plane is its filter's broadcasts and the
-    /// block. A pass through [`planes`]' general loop per plane cost more than the plane's
-    /// multiply-adds. Zen 5, one thread: 960 planes of 7×7 15.3 → 11.9–12.6 cycles per
-    /// output vector (scratch benchmark); mobilenet_v2's four 7×7 layers together
-    /// 0.101–0.104 → 0.081–0.089 ms (`nnefc bench --profile`).
+    /// Planes `[lo, hi)` of a 3×3 layer whose planes are one column block `c` and at most
+    /// two bands (maps of at most 16×16): [`two_bands`] for their band heights.
     ///
     /// # Safety
-    /// As for `nnefc_dwconv`; the CPU has AVX-512F; `c` is the layer's only block.
+    /// As for `nnefc_dwconv`; the CPU has AVX-512F; `c` is the layer's only block and
+    /// `a.oh ≤ 2·BAND3_ROWS`.
     #[target_feature(enable = "avx512f")]
-    unsafe fn one_band<const R: usize, const S: usize>(
+    unsafe fn small_planes<const S: usize>(
         a: &DwArgs,
         lo: usize,
         hi: usize,
         c: &Cols,
-        vecs: (__m512i, __m512i, __m512i),
+        v: (__m512i, __m512i, __m512i),
     ) {
         // SAFETY: forwarded.
-        unsafe { two_bands::<R, 0, S>(a, lo, hi, c, vecs) }
+        unsafe {
+            match a.oh {
+                1 => two_bands::<1, 0, S>(a, lo, hi, c, v),
+                2 => two_bands::<2, 0, S>(a, lo, hi, c, v),
+                3 => two_bands::<3, 0, S>(a, lo, hi, c, v),
+                4 => two_bands::<4, 0, S>(a, lo, hi, c, v),
+                5 => two_bands::<5, 0, S>(a, lo, hi, c, v),
+                6 => two_bands::<6, 0, S>(a, lo, hi, c, v),
+                7 => two_bands::<7, 0, S>(a, lo, hi, c, v),
+                8 => two_bands::<8, 0, S>(a, lo, hi, c, v),
+                9 => two_bands::<8, 1, S>(a, lo, hi, c, v),
+                10 => two_bands::<8, 2, S>(a, lo, hi, c, v),
+                11 => two_bands::<8, 3, S>(a, lo, hi, c, v),
+                12 => two_bands::<8, 4, S>(a, lo, hi, c, v),
+                13 => two_bands::<8, 5, S>(a, lo, hi, c, v),
+                14 => two_bands::<8, 6, S>(a, lo, hi, c, v),
+                15 => two_bands::<8, 7, S>(a, lo, hi, c, v),
+                _ => two_bands::<8, 8, S>(a, lo, hi, c, v),
+            }
+        }
     }
 
-    /// [`one_band`] for planes of two bands, `R1` output rows then `R2` (none when 0):
-    /// maps of up to 16×16 (mobilenet_v2's 14×14 layers: 8 + 6 rows). Zen 5, one thread:
-    /// 384 planes of 14×14 14.9–16.3 → 12.6–12.8 cycles per output vector (scratch
-    /// benchmark); mobilenet_v2's seven 14×14 layers together 0.166–0.171 → 0.137–0.139
-    /// ms (`nnefc bench --profile`).
+    /// Planes `[lo, hi)` of a 3×3 layer whose planes are one column block `c` and two
+    /// bands, `R1` output rows then `R2` (none when 0): the bands' rows and variants are
+    /// worked out once for all planes, and each plane is its filter's broadcasts and the
+    /// block. A pass through [`planes`]' general loop per plane cost more than the
+    /// plane's multiply-adds. Zen 5, one thread, cycles per output vector (scratch
+    /// benchmark): 960 planes of 7×7 15.3 → 11.9–12.6, 384 of 14×14 14.9–16.3 →
+    /// 12.6–12.8; in mobilenet_v2 (`nnefc bench --profile`) its four 7×7 layers together
+    /// 0.101–0.104 → 0.081–0.089 ms, its seven 14×14 layers 0.166–0.171 → 0.137–0.139.
     ///
     /// # Safety
-    /// As for [`one_band`].
+    /// As for [`small_planes`].
     #[target_feature(enable = "avx512f")]
     unsafe fn two_bands<const R1: usize, const R2: usize, const S: usize>(
         a: &DwArgs,
@@ -932,52 +925,13 @@ pub(crate) mod avx512 {
         } else {
             a.oh
         };
-        if banded && hoisted && blocks == 1 && a.oh > BAND3_ROWS && a.oh <= 2 * BAND3_ROWS {
+        if banded && hoisted && blocks == 1 && a.oh <= 2 * BAND3_ROWS {
             let (v, c0) = ((even, odd, steps), &pre[0]);
             // SAFETY: forwarded.
             unsafe {
-                match (a.oh - BAND3_ROWS, a.sw) {
-                    (1, 1) => two_bands::<8, 1, 1>(a, lo, hi, c0, v),
-                    (2, 1) => two_bands::<8, 2, 1>(a, lo, hi, c0, v),
-                    (3, 1) => two_bands::<8, 3, 1>(a, lo, hi, c0, v),
-                    (4, 1) => two_bands::<8, 4, 1>(a, lo, hi, c0, v),
-                    (5, 1) => two_bands::<8, 5, 1>(a, lo, hi, c0, v),
-                    (6, 1) => two_bands::<8, 6, 1>(a, lo, hi, c0, v),
-                    (7, 1) => two_bands::<8, 7, 1>(a, lo, hi, c0, v),
-                    (_, 1) => two_bands::<8, 8, 1>(a, lo, hi, c0, v),
-                    (1, _) => two_bands::<8, 1, 2>(a, lo, hi, c0, v),
-                    (2, _) => two_bands::<8, 2, 2>(a, lo, hi, c0, v),
-                    (3, _) => two_bands::<8, 3, 2>(a, lo, hi, c0, v),
-                    (4, _) => two_bands::<8, 4, 2>(a, lo, hi, c0, v),
-                    (5, _) => two_bands::<8, 5, 2>(a, lo, hi, c0, v),
-                    (6, _) => two_bands::<8, 6, 2>(a, lo, hi, c0, v),
-                    (7, _) => two_bands::<8, 7, 2>(a, lo, hi, c0, v),
-                    (_, _) => two_bands::<8, 8, 2>(a, lo, hi, c0, v),
-                }
-            }
-            return;
-        }
-        if banded && hoisted && step == a.oh && blocks == 1 {
-            let (v, c0) = ((even, odd, steps), &pre[0]);
-            // SAFETY: forwarded.
-            unsafe {
-                match (a.oh, a.sw) {
-                    (1, 1) => one_band::<1, 1>(a, lo, hi, c0, v),
-                    (2, 1) => one_band::<2, 1>(a, lo, hi, c0, v),
-                    (3, 1) => one_band::<3, 1>(a, lo, hi, c0, v),
-                    (4, 1) => one_band::<4, 1>(a, lo, hi, c0, v),
-                    (5, 1) => one_band::<5, 1>(a, lo, hi, c0, v),
-                    (6, 1) => one_band::<6, 1>(a, lo, hi, c0, v),
-                    (7, 1) => one_band::<7, 1>(a, lo, hi, c0, v),
-                    (_, 1) => one_band::<8, 1>(a, lo, hi, c0, v),
-                    (1, _) => one_band::<1, 2>(a, lo, hi, c0, v),
-                    (2, _) => one_band::<2, 2>(a, lo, hi, c0, v),
-                    (3, _) => one_band::<3, 2>(a, lo, hi, c0, v),
-                    (4, _) => one_band::<4, 2>(a, lo, hi, c0, v),
-                    (5, _) => one_band::<5, 2>(a, lo, hi, c0, v),
-                    (6, _) => one_band::<6, 2>(a, lo, hi, c0, v),
-                    (7, _) => one_band::<7, 2>(a, lo, hi, c0, v),
-                    (_, _) => one_band::<8, 2>(a, lo, hi, c0, v),
+                match a.sw {
+                    1 => small_planes::<1>(a, lo, hi, c0, v),
+                    _ => small_planes::<2>(a, lo, hi, c0, v),
                 }
             }
             return;

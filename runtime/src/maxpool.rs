@@ -46,14 +46,7 @@ pub unsafe extern "C" fn nnefc_maxpool(args: *const DwArgs, par: *const Parallel
 unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
     #[cfg(target_arch = "x86_64")]
     {
-        use crate::gemm::KernelId;
-        if avx512::takes(a)
-            && has_avx512dq()
-            && matches!(
-                crate::gemm::selected_kernel(),
-                KernelId::Avx512 | KernelId::Avx512Wide
-            )
-        {
+        if avx512::takes(a) && has_avx512dq() && crate::gemm::avx512_selected() {
             // SAFETY: the CPU has AVX-512F (that is what selected the kernel) and DQ.
             return unsafe { avx512::planes(a, lo, hi) };
         }

@@ -29,7 +29,7 @@
 //! Not here: the filter transform (at compile time), the products, other tile sizes.
 
 use crate::DwArgs;
-use crate::dwconv::run;
+use crate::dwconv::{plane_ptrs, run};
 use crate::parallel::Parallel;
 
 /// The Winograd input transform `args` describes (see the module doc), in parallel over
@@ -51,7 +51,7 @@ pub unsafe extern "C" fn nnefc_winograd_in(args: *const DwArgs, par: *const Para
         return;
     }
     // SAFETY: the caller's contract.
-    unsafe { run(args, par, planes) }
+    unsafe { run(args, par, in_planes) }
 }
 
 /// The Winograd output transform `args` describes (see the module doc), in parallel over
@@ -78,21 +78,48 @@ pub unsafe extern "C" fn nnefc_winograd_out(args: *const DwArgs, par: *const Par
     unsafe { run(args, par, out_planes) }
 }
 
-/// Output planes `[lo, hi)` with the widest code the CPU has.
+/// Planes `[lo, hi)` (plane `p` = sample `p / c`, channel `p % c`) of a transform with
+/// the widest code the CPU has: `vector` where it runs an AVX-512 kernel family, else
+/// `portable`.
+///
+/// # Safety
+/// As for the transform's entry point; `vector` may assume AVX-512F.
+#[inline(always)]
+unsafe fn widest(
+    a: &DwArgs,
+    lo: usize,
+    hi: usize,
+    vector: unsafe fn(&DwArgs, usize, usize),
+    portable: unsafe fn(&DwArgs, usize, usize),
+) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::gemm::avx512_selected() {
+        // SAFETY: the CPU has AVX-512F (that is what selected the kernel family).
+        return unsafe { vector(a, lo, hi) };
+    }
+    let _ = vector;
+    // SAFETY: the caller's contract.
+    unsafe { portable(a, lo, hi) }
+}
+
+/// Output planes `[lo, hi)`.
 unsafe fn out_planes(a: &DwArgs, lo: usize, hi: usize) {
     #[cfg(target_arch = "x86_64")]
-    {
-        use crate::gemm::KernelId;
-        if matches!(
-            crate::gemm::selected_kernel(),
-            KernelId::Avx512 | KernelId::Avx512Wide
-        ) {
-            // SAFETY: the CPU has AVX-512F (that is what selected the kernel).
-            return unsafe { avx512::out_planes(a, lo, hi) };
-        }
-    }
-    // SAFETY: the caller's contract.
-    unsafe { out_portable(a, lo, hi) }
+    let vector = avx512::out_planes;
+    #[cfg(not(target_arch = "x86_64"))]
+    let vector = out_portable;
+    // SAFETY: forwarded.
+    unsafe { widest(a, lo, hi, vector, out_portable) }
+}
+
+/// Input planes `[lo, hi)`.
+unsafe fn in_planes(a: &DwArgs, lo: usize, hi: usize) {
+    #[cfg(target_arch = "x86_64")]
+    let vector = avx512::planes;
+    #[cfg(not(target_arch = "x86_64"))]
+    let vector = portable;
+    // SAFETY: forwarded.
+    unsafe { widest(a, lo, hi, vector, portable) }
 }
 
 /// `Aᵀ` applied to four values (see the module doc for the order of the operations).
@@ -105,10 +132,8 @@ fn at(m: [f32; 4]) -> [f32; 2] {
 unsafe fn out_portable(a: &DwArgs, lo: usize, hi: usize) {
     let t_step = a.c as isize * a.x_sc;
     for p in lo..hi {
-        let (n, c) = (p / a.c, p % a.c);
-        let m0 =
-            a.x.wrapping_offset(n as isize * a.x_sn + c as isize * a.x_sc);
-        let (_, y, res, _, b) = unsafe { crate::dwconv::plane_ptrs(a, n, c) };
+        // SAFETY: plane p of the caller's buffers; `m0` its products' element 0.
+        let (m0, y, res, _, b) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
         for ty in 0..a.oh {
             for tx in 0..a.ow {
                 let tile = ty as isize * a.x_sh + tx as isize;
@@ -139,34 +164,6 @@ unsafe fn out_portable(a: &DwArgs, lo: usize, hi: usize) {
     }
 }
 
-/// Planes `[lo, hi)` (plane `p` = sample `p / c`, channel `p % c`) with the widest code
-/// the CPU has.
-unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::gemm::KernelId;
-        if matches!(
-            crate::gemm::selected_kernel(),
-            KernelId::Avx512 | KernelId::Avx512Wide
-        ) {
-            // SAFETY: the CPU has AVX-512F (that is what selected the kernel).
-            return unsafe { avx512::planes(a, lo, hi) };
-        }
-    }
-    // SAFETY: the caller's contract.
-    unsafe { portable(a, lo, hi) }
-}
-
-/// The input plane of `p` and the output plane of its element 0 (element `t` is
-/// `t·c·y_sc` further).
-fn plane(a: &DwArgs, p: usize) -> (*const f32, *mut f32) {
-    let (n, c) = (p / a.c, p % a.c);
-    (
-        a.x.wrapping_offset(n as isize * a.x_sn + c as isize * a.x_sc),
-        a.y.wrapping_offset(n as isize * a.y_sn + c as isize * a.y_sc),
-    )
-}
-
 /// `Bᵀ` applied to four values (see the module doc for the order of the operations).
 #[inline(always)]
 fn bt(d: [f32; 4]) -> [f32; 4] {
@@ -177,7 +174,9 @@ fn bt(d: [f32; 4]) -> [f32; 4] {
 unsafe fn portable(a: &DwArgs, lo: usize, hi: usize) {
     let t_step = a.c as isize * a.y_sc;
     for p in lo..hi {
-        let (x, y) = plane(a, p);
+        // SAFETY: plane p of the caller's buffers; `y` its element 0's plane (element
+        // `t` is `t·c·y_sc` further).
+        let (x, y, ..) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
         for ty in 0..a.oh {
             for tx in 0..a.ow {
                 // SAFETY: the tile's 16 elements are inside the view.
@@ -201,9 +200,10 @@ unsafe fn portable(a: &DwArgs, lo: usize, hi: usize) {
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{DwArgs, plane};
-    use crate::dwconv::avx512::{finish, store16};
-    use crate::dwconv::{lanes, plane_ptrs};
+    use super::DwArgs;
+    use crate::dwconv::avx512::finish;
+    use crate::dwconv::{lanes, lanes3, plane_ptrs};
+    use crate::gemm::store16;
     use core::arch::x86_64::*;
 
     /// `Aᵀ` applied to four vectors, lane by lane (the operations of [`super::at`]).
@@ -229,11 +229,8 @@ mod avx512 {
         let t_step = a.c as isize * a.x_sc;
         let w = a.w as isize;
         for p in lo..hi {
-            let (n, c) = (p / a.c, p % a.c);
-            let m0 =
-                a.x.wrapping_offset(n as isize * a.x_sn + c as isize * a.x_sc);
-            // SAFETY: plane (n, c) of the caller's buffers.
-            let (_, y, res, _, b) = unsafe { plane_ptrs(a, n, c) };
+            // SAFETY: plane p of the caller's buffers; `m0` its products' element 0.
+            let (m0, y, res, _, b) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
             let bias = _mm512_set1_ps(b);
             let mut tx0 = 0;
             while tx0 < a.ow {
@@ -249,11 +246,9 @@ mod avx512 {
                     let s: [[__m512; 2]; 4] = core::array::from_fn(|aa| {
                         at([m(4 * aa), m(4 * aa + 1), m(4 * aa + 2), m(4 * aa + 3)])
                     });
-                    let v: [[__m512; 2]; 2] = {
-                        let j0 = at([s[0][0], s[1][0], s[2][0], s[3][0]]);
-                        let j1 = at([s[0][1], s[1][1], s[2][1], s[3][1]]);
-                        [[j0[0], j1[0]], [j0[1], j1[1]]]
-                    };
+                    // Output row i: column j = 0 of the tiles, and j = 1.
+                    let (j0, j1) = (at(s.map(|r| r[0])), at(s.map(|r| r[1])));
+                    let v = [[j0[0], j1[0]], [j0[1], j1[1]]];
                     for (i, [e, o]) in v.into_iter().enumerate() {
                         let oy = 2 * ty + i;
                         if oy >= a.h {
@@ -310,16 +305,13 @@ mod avx512 {
         let t_step = a.c as isize * a.y_sc;
         let w = a.w as isize;
         for p in lo..hi {
-            let (x, y) = plane(a, p);
+            // SAFETY: plane p of the caller's buffers.
+            let (x, y, ..) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
             let mut tx0 = 0;
             while tx0 < a.ow {
                 // Tiles tx0.. read columns 2·tx0 + (0..34) (the view's, as far as it goes).
                 let c0 = (2 * tx0) as isize;
-                let m = [
-                    lanes(0, w - c0),
-                    lanes(0, w - c0 - 16),
-                    lanes(0, w - c0 - 32),
-                ];
+                let m = lanes3(0, w - c0);
                 let live = lanes(0, (a.ow - tx0) as isize);
                 for ty in 0..a.oh {
                     let r: [[__m512; 4]; 4] = core::array::from_fn(|i| {

@@ -349,6 +349,20 @@ pub enum WindowOp {
     WinogradOut { bias: (BufId, i64) },
 }
 
+impl WindowOp {
+    /// The runtime function a call of this op goes to (each takes the argument struct and
+    /// the parallel-for).
+    pub fn symbol(&self) -> &'static str {
+        match self {
+            WindowOp::Conv { .. } => "nnefc_dwconv",
+            WindowOp::Dense { .. } => "nnefc_conv",
+            WindowOp::Max => "nnefc_maxpool",
+            WindowOp::WinogradIn => "nnefc_winograd_in",
+            WindowOp::WinogradOut { .. } => "nnefc_winograd_out",
+        }
+    }
+}
+
 impl WindowCall {
     /// Every buffer the call reads or writes: input, filter, bias, residual, output.
     pub fn buffers(&self) -> Vec<BufId> {

@@ -888,37 +888,16 @@ fn define_body(
     } else {
         None
     };
-    let uses = |f: fn(&WindowOp) -> bool| {
-        program
-            .steps
-            .iter()
-            .any(|s| matches!(s, Step::Window(d) if f(&d.op)))
-    };
-    let dw_ref = if uses(|op| matches!(op, WindowOp::Conv { .. })) {
-        Some(import("nnefc_dwconv", 2)?)
-    } else {
-        None
-    };
-    let conv_ref = if uses(|op| matches!(op, WindowOp::Dense { .. })) {
-        Some(import("nnefc_conv", 2)?)
-    } else {
-        None
-    };
-    let max_ref = if uses(|op| matches!(op, WindowOp::Max)) {
-        Some(import("nnefc_maxpool", 2)?)
-    } else {
-        None
-    };
-    let wino_ref = if uses(|op| matches!(op, WindowOp::WinogradIn)) {
-        Some(import("nnefc_winograd_in", 2)?)
-    } else {
-        None
-    };
-    let wino_out_ref = if uses(|op| matches!(op, WindowOp::WinogradOut { .. })) {
-        Some(import("nnefc_winograd_out", 2)?)
-    } else {
-        None
-    };
+    // One import per runtime window function the steps call, in the order of first use.
+    let mut window_refs = Vec::new();
+    for s in &program.steps {
+        if let Step::Window(d) = s {
+            let name = d.op.symbol();
+            if !window_refs.iter().any(|&(n, _)| n == name) {
+                window_refs.push((name, import(name, 2)?));
+            }
+        }
+    }
     let mut const_gvs = Vec::new();
     for s in &program.steps {
         let bufs: Vec<BufId> = match s {
@@ -1296,14 +1275,13 @@ fn define_body(
                     }
                 }
                 (Step::Window(d), _) => {
-                    let f_dw = match d.op {
-                        WindowOp::Conv { .. } => dw_ref,
-                        WindowOp::Dense { .. } => conv_ref,
-                        WindowOp::Max => max_ref,
-                        WindowOp::WinogradIn => wino_ref,
-                        WindowOp::WinogradOut { .. } => wino_out_ref,
-                    }
-                    .ok_or_else(|| CodegenError::Internal("dwconv not declared".into()))?;
+                    let f_dw = window_refs
+                        .iter()
+                        .find(|&&(n, _)| n == d.op.symbol())
+                        .map(|&(_, f)| f)
+                        .ok_or_else(|| {
+                            CodegenError::Internal("window kernel not declared".into())
+                        })?;
                     let slot =
                         dw_args.ok_or_else(|| CodegenError::Internal("dwconv args".into()))?;
                     let args = b.ins().stack_addr(ptr, slot, 0);

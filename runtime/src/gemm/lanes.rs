@@ -729,11 +729,7 @@ mod avx512 {
                 transpose(&mut v);
                 let mask = first(w);
                 for (r, &vr) in v.iter().enumerate().take(t.rows) {
-                    crate::dwconv::avx512::store16(
-                        t.c.offset(r as isize * t.rsc).add(j0),
-                        mask,
-                        vr,
-                    );
+                    crate::gemm::store16(t.c.offset(r as isize * t.rsc).add(j0), mask, vr);
                 }
                 j0 += LANES;
             }

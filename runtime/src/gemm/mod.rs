@@ -50,19 +50,20 @@ mod tall;
 #[cfg(all(test, feature = "std"))]
 mod tests;
 
-#[cfg(target_arch = "x86_64")]
-pub(crate) use kernels::activate_avx512;
 #[doc(hidden)]
 pub use kernels::{KernelId, available_kernels};
 /// The activation every kernel applies (scalar and AVX-512), and IEEE 754-2019 `maximum`
 /// (the portable window maximum's too).
 pub(crate) use kernels::{activate, maximum};
+#[cfg(target_arch = "x86_64")]
+pub(crate) use kernels::{activate_avx512, store16};
 pub use lanes::LANES;
 
-/// The micro-kernel family this CPU runs (what other vector routines dispatch on too).
+/// Whether this CPU runs one of the AVX-512 micro-kernel families: what the other vector
+/// routines (convolutions, pools, Winograd transforms) dispatch on.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn selected_kernel() -> KernelId {
-    kernels::selected().id
+pub(crate) fn avx512_selected() -> bool {
+    kernels::selected().id.is_avx512()
 }
 
 /// Rows per panel of packed A: the `MR` of every micro-kernel. Part of the packed format.

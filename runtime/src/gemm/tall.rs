@@ -25,10 +25,7 @@ pub(crate) const MAX_M: usize = 24;
 /// the caller), B's columns contiguous, at most [`MAX_M`] rows and a full vector of
 /// columns.
 pub(crate) fn takes(kern: KernelId, p: &Problem) -> bool {
-    matches!(kern, KernelId::Avx512 | KernelId::Avx512Wide)
-        && p.m <= MAX_M
-        && p.n >= 16
-        && p.csb == 1
+    kern.is_avx512() && p.m <= MAX_M && p.n >= 16 && p.csb == 1
 }
 
 /// Runs `p` (A packed at `ap`) with `epi`.
@@ -135,7 +132,7 @@ unsafe fn tile<const P: usize>(p: &Problem, ap: *const f32, epi: &GemmEpilogue, 
                             }
                             v = activate_avx512(v, epi.activation, lo, hi);
                         }
-                        crate::dwconv::avx512::store16(cp, t.mask, v);
+                        crate::gemm::store16(cp, t.mask, v);
                     }
                 });
             }
@@ -253,10 +250,7 @@ mod tests {
             // SAFETY: as above, with a scratch of `stride` bytes per worker.
             unsafe { nnefc_sgemm_parallel(&args, &par, scratch3.as_mut_ptr().cast(), stride) };
             // The parallel entry runs the CPU's selected kernel: an AVX-512 one here.
-            if matches!(
-                kernels::selected().id,
-                KernelId::Avx512 | KernelId::Avx512Wide
-            ) {
+            if kernels::selected().id.is_avx512() {
                 assert!(same(&split), "case {case}: split over 3 workers");
             }
         }

@@ -45,10 +45,10 @@ fn f32_only(lw: &Lowering<'_>, vs: &[ValueId], what: &str) -> R {
 ///   cost per 16×28 tile (old C, k-block sums, epilogue, register transposes) worth about
 ///   10.5 k steps.
 ///
-/// The three constants (6, 10.5, and a 5 % margin, since dropped: see below) were a least-squares fit of the log speed
-/// ratio over 29 shapes measured on the AMD Zen 4 machine (one core, a scratch benchmark
-/// of `nnefc_sgemm_packed_a` against `nnefc_sgemm_parallel` with lane panels, operands in
-/// cache). Measured lane/6-row GFLOP/s (ratio; model's prediction):
+/// The three constants (6, 10.5, and a 5 % margin, since dropped: see below) were a
+/// least-squares fit of the log speed ratio over 29 shapes measured on the AMD Zen 4
+/// machine (one core, a scratch benchmark of `nnefc_sgemm_packed_a` against
+/// `nnefc_sgemm_parallel` with lane panels, operands in cache). Measured lane/6-row GFLOP/s (ratio; model's prediction):
 /// 1280×49×320 110.9/82.1 (1.35; 1.27), 320×49×960 115.3/81.6 (1.41; 1.33),
 /// 960×49×160 105.9/82.3 (1.29; 1.23), 160×49×960 115.3/80.6 (1.43; 1.35),
 /// 512×49×256 110.1/84.2 (1.31; 1.28), 512×49×2304 114.8/83.0 (1.38; 1.32),

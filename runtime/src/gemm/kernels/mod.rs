@@ -13,7 +13,7 @@ mod neon;
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
 mod x86;
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86::activate_avx512;
+pub(crate) use x86::{activate_avx512, store16};
 
 /// The epilogue applied by a micro-kernel to one tile:
 /// `C = act((accumulate ? C : 0) + A·B + bias_row[r] + bias_col[j])`.
@@ -104,6 +104,11 @@ pub enum KernelId {
 }
 
 impl KernelId {
+    /// One of the AVX-512 families.
+    pub(crate) fn is_avx512(self) -> bool {
+        matches!(self, KernelId::Avx512 | KernelId::Avx512Wide)
+    }
+
     /// Every flavour, slowest first.
     pub const ALL: [KernelId; 5] = [
         KernelId::Generic,
