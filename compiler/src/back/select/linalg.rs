@@ -5,7 +5,9 @@
 //!   place through their strides), batch dims broadcast (extent 1 repeats); one call per
 //!   output batch entry. Operands must have equal rank ≥ 2.
 //! - linear(x, W, bias): `y[i, j] = Σ_k x[i, k]·W[j, k] + bias[j]`; W is read as B with
-//!   strides (1, Cin); a one-element bias is widened to a row of Cout.
+//!   strides (1, Cin); a one-element bias is widened to a row of Cout. One row of x
+//!   against constant weights, on targets that take the lane route, is computed as
+//!   `yᵀ = W·xᵀ` with W in lane panels and the bias per row of the product.
 //!
 //! A constant A is packed in the runtime's 6-row panels, or in its 16-row lane panels when
 //! the runtime's AVX-512 lane route is faster for the shape ([`a_packing`], which
@@ -15,7 +17,7 @@
 
 use super::{Lowering, strides};
 use crate::back::CodegenError;
-use crate::back::kernel::{APacking, BufId, GemmCall, Matrix, Step};
+use crate::back::kernel::{APacking, BufId, GemmCall, GemmEpi, Matrix, Step};
 use crate::ir::{DType, ValueId};
 
 type R = Result<(), CodegenError>;
@@ -332,8 +334,41 @@ pub(super) fn linear(lw: &mut Lowering<'_>, ins: &[ValueId], outs: &[ValueId]) -
         )));
     };
     let xbuf = lw.buf(x)?;
-    let wbuf = lw.buf(w)?;
     let ybuf = lw.buf(y)?;
+    if m == 1
+        && lw.lane_gemm
+        && let Some(data) = lw.g.const_of(w).and_then(|t| t.as_f32())
+        && data.len() == n * k
+    {
+        // One row against constant weights, on the lane route's targets: computed as
+        // yᵀ = W·xᵀ with W in lane panels, one sequential stream the hardware prefetchers
+        // follow, where the dot form reads four rows of W 4·k bytes apart. mobilenet_v2's
+        // 1000×1280 classifier, weights out of cache (scratch benchmark cycling ten
+        // copies, Zen 5, one core): 0.174 ms (29 GB/s) → 0.098 ms (52 GB/s).
+        let p = pack_const(APacking::Lanes16, n, k, data, k, 1)?;
+        let bytes = p.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let abuf = lw.const_buf(bytes, DType::F32, p.len());
+        let one = |buf| Matrix { buf, rs: 1, cs: 1 };
+        let scratch = lw.gemm_scratch(0);
+        lw.prog.steps.push(Step::Gemm(GemmCall {
+            m: n,
+            n: 1,
+            k,
+            a: one(abuf),
+            a_packing: APacking::Lanes16,
+            b: one(xbuf),
+            c: one(ybuf),
+            batches: vec![[0, 0, 0]],
+            bias: None,
+            scratch,
+            epi: GemmEpi {
+                row_bias: Some((bias_buf, vec![0])),
+                ..Default::default()
+            },
+        }));
+        return Ok(());
+    }
+    let wbuf = lw.buf(w)?;
     let scratch = lw.gemm_scratch(nnefc_runtime::sgemm_scratch_bytes(m, n, k));
     lw.prog.steps.push(Step::Gemm(GemmCall {
         m,

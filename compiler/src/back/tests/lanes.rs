@@ -1,7 +1,7 @@
 //! Lane-panel GEMMs (`APacking::Lanes16`, chosen by `select::linalg::a_packing`) against
 //! the reference interpreter: 1×1 and im2col convolutions, grouped and batched, with odd
-//! channel counts, fused residual and clamp, and matmuls with a constant (also
-//! transposed) A. Natively they must take the lane path when the host has AVX-512 (the
+//! channel counts, fused residual and clamp, matmuls with a constant (also transposed)
+//! A, and linear layers of one row (`select::linalg::linear` transposes them). Natively they must take the lane path when the host has AVX-512 (the
 //! kernel dump says `packed=lanes16`), and the same graphs compiled for a target without
 //! AVX-512 or self-contained must take 6-row panels and give the same results.
 
@@ -63,6 +63,18 @@ fn lane_batch() -> Batch {
             vec![Arg::Const(a), Arg::In(bt)],
         ));
     }
+    // linear of one row against constant weights: yᵀ = W·xᵀ, 45×1×300 with a bias row
+    // and 70×1×37 with a scalar bias (a partial panel each).
+    for (n, k, bias) in [(45, 300, vec![1, 45]), (70, 37, vec![1, 1])] {
+        let x = r.tensor(DType::F32, &[1, k], -1.0, 1.0);
+        let w = r.tensor(DType::F32, &[n, k], -1.0, 1.0);
+        let bias = r.tensor(DType::F32, &bias, -1.0, 1.0);
+        assert!(b.add(
+            format!("linear {n}×1×{k}"),
+            Op::Linear,
+            vec![Arg::In(x), Arg::Const(w), Arg::Const(bias)],
+        ));
+    }
     b
 }
 
@@ -116,7 +128,7 @@ fn lane_gemm_matches_interp_on_every_path() {
     let native = opts("lg");
     let avx512 = crate::back::object::target_has_avx512(&native).expect("host ISA");
     let lines = gemm_lines(&lane_batch().g, &native);
-    assert_eq!(lines.len(), 10, "{lines:#?}");
+    assert_eq!(lines.len(), 12, "{lines:#?}");
     for l in &lines {
         assert_eq!(l.contains("packed=lanes16"), avx512, "{l}");
     }
