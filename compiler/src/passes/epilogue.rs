@@ -11,8 +11,14 @@
 //! plan could give the output the input's bytes (the input dies at the conv) and the
 //! fusion would have to be abandoned.
 //!
-//! Not here: the lowering itself, or whether a particular conv lowering supports fusion
-//! (select falls back to running the members alone, which is always correct).
+//! Every lowering of a conv whose filter is a constant folds its chain ([`always_fused`]),
+//! so the memory plan gives the chain's internal values ([`EpilogueChain::internal`]: the
+//! conv's own output and the residual sum before the activation) no slot, and keeps the
+//! residual apart from the chain's output unless they share one slot exactly (the fused
+//! kernel adds the residual element by element, in place or from elsewhere). Other
+//! chains keep their slots: select may run their members alone.
+//!
+//! Not here: the lowering itself.
 
 use crate::ir::{BinaryOp, DType, Graph, NodeId, Op, UnaryOp, ValueId};
 
@@ -34,6 +40,43 @@ pub struct EpilogueChain {
     /// The residual added before the activation.
     pub residual: Option<ValueId>,
     pub activation: ChainActivation,
+}
+
+impl EpilogueChain {
+    /// The values the fused conv at node `conv` never writes: its own output and every
+    /// member's output but the chain's.
+    pub fn internal(&self, g: &Graph, conv: usize) -> Vec<ValueId> {
+        let mut vs: Vec<ValueId> = g
+            .nodes
+            .get(conv)
+            .and_then(|n| n.outputs.first().copied())
+            .into_iter()
+            .collect();
+        for &m in &self.nodes {
+            if let Some(&v) = g.nodes.get(m).and_then(|n| n.outputs.first()) {
+                vs.push(v);
+            }
+        }
+        vs.retain(|&v| v != self.out);
+        vs
+    }
+}
+
+/// Whether the back end folds the epilogue chain of the conv at node `conv` whatever the
+/// target: its filter is a constant and its output an f32 tensor with elements (every
+/// `select::conv` lowering of such a conv takes the chain; with a computed filter the
+/// loop-nest lowering runs the members alone, and an empty output lowers to nothing).
+pub fn always_fused(g: &Graph, conv: usize) -> bool {
+    let Some(n) = g.nodes.get(conv) else {
+        return false;
+    };
+    let (Some(&f), Some(&y)) = (n.inputs.get(1), n.outputs.first()) else {
+        return false;
+    };
+    matches!(n.op, Op::Conv(_))
+        && g.const_of(f).is_some()
+        && g.ty(y).dtype == DType::F32
+        && g.ty(y).shape().is_some_and(|s| s.iter().all(|&e| e > 0))
 }
 
 fn scalar_const(g: &Graph, v: ValueId) -> Option<f32> {

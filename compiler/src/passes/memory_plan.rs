@@ -3,7 +3,11 @@
 //! A value's lifetime runs from the node that defines it to the last node that reads it
 //! (inclusive at both ends, so a node's outputs never share bytes with its inputs: kernels
 //! may read inputs after writing outputs); a conv's input lives to the end of its
-//! epilogue chain (`passes::epilogue`), which the back end computes inside the conv. An
+//! epilogue chain (`passes::epilogue`), which the back end computes inside the conv;
+//! when the back end always folds the chain (a constant filter), the values inside it
+//! (the conv's own output, the sum before the activation) get no slot, and the chain's
+//! output shares the residual's slot when the chain reads the residual last (the fused
+//! kernel adds it in place), else stays apart from it. An
 //! element-wise fusion group (`passes::fusion`) is computed at its root: its members'
 //! outputs other than the root's get no slot, and what the members read from outside
 //! the group lives until the root. Values are placed in definition order, each in
@@ -59,15 +63,31 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
         }
     }
     // A conv's input stays alive to the end of its epilogue chain, which the conv computes
-    // while still reading it (`passes::epilogue`).
+    // while still reading it (`passes::epilogue`); the chain's internal values get no
+    // slot when the back end always fuses it.
     let users = graph.users();
+    let mut internal = vec![false; nvals];
+    // Always-fused chains with a residual: (residual, chain output, chain end).
+    let mut residuals = Vec::new();
     for (ni, n) in graph.nodes.iter().enumerate() {
-        if let Some(c) = super::epilogue::chain(graph, &users, ni)
-            && let Some(&end) = c.nodes.last()
-            && let Some(x) = n.inputs.first()
+        let Some(c) = super::epilogue::chain(graph, &users, ni) else {
+            continue;
+        };
+        let Some(&end) = c.nodes.last() else {
+            continue;
+        };
+        if let Some(x) = n.inputs.first()
             && let Some(l) = last.get_mut(x.index())
         {
             *l = Some(l.map_or(end, |l| l.max(end)));
+        }
+        if super::epilogue::always_fused(graph, ni) {
+            for v in c.internal(graph, ni) {
+                internal[v.index()] = true;
+            }
+            if let Some(r) = c.residual {
+                residuals.push((r.index(), c.out.index(), end));
+            }
         }
     }
     // Element-wise fusion groups (`passes::fusion`): a member's output other than the
@@ -94,6 +114,92 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
             member_of[vi] = Some((*out, at));
         }
     }
+    // The fused kernel adds the residual element by element: the chain's output may take
+    // the residual's slot exactly (in place, when the chain is the residual's last
+    // reader: the two then share one slot), or bytes apart from it, never a part of it. A
+    // placement that overlaps them otherwise is redone with the residual alive to the
+    // chain's end.
+    let mut shares = vec![None; nvals];
+    for &(r, out, end) in &residuals {
+        let node_value = |v: usize| matches!(graph.values[v].def, ValueDef::Node(..));
+        let slotted = |v: usize| {
+            node_value(v)
+                && !is_output[v]
+                && !internal[v]
+                && member_of[v].is_none()
+                && !groups.iter().any(|g| g.0 == v)
+                && !fused.is_internal(graph, crate::ir::ValueId(v as u32))
+        };
+        if slotted(r)
+            && slotted(out)
+            && last[r].is_some_and(|l| l <= end)
+            && graph.values[r].ty.byte_size() == graph.values[out].ty.byte_size()
+            && !shares.contains(&Some(r))
+        {
+            shares[out] = Some(r);
+        }
+    }
+    loop {
+        let placed = place(
+            graph,
+            &Lives {
+                last: &last,
+                is_output: &is_output,
+                internal: &internal,
+                fused: &fused,
+                groups: &groups,
+                member_of: &member_of,
+                shares: &shares,
+            },
+        )?;
+        let mut again = false;
+        for &(r, out, end) in &residuals {
+            if let (Some(a), Some(b)) = (placed.slots[r], placed.slots[out])
+                && !(a.offset == b.offset && a.size == b.size)
+                && a.offset < b.offset + b.size
+                && b.offset < a.offset + a.size
+                && last[r].is_none_or(|l| l < end)
+            {
+                last[r] = Some(end);
+                again = true;
+            }
+        }
+        if !again {
+            return Ok(placed);
+        }
+    }
+}
+
+/// Concat groups: per group, the output value and its members with their byte offsets.
+type Groups = Vec<(usize, Vec<(usize, usize)>)>;
+
+/// What a placement takes as given (see [`plan`]).
+struct Lives<'a> {
+    /// Last reader of every value.
+    last: &'a [Option<usize>],
+    is_output: &'a [bool],
+    /// Internal to an always-fused epilogue chain: no slot.
+    internal: &'a [bool],
+    fused: &'a super::fusion::Groups,
+    groups: &'a Groups,
+    /// Member value → (group output value, byte offset inside it).
+    member_of: &'a [Option<(usize, usize)>],
+    /// A chain's output → the residual whose slot it takes.
+    shares: &'a [Option<usize>],
+}
+
+/// One placement of the intermediates (see the module doc).
+fn place(graph: &Graph, lv: &Lives<'_>) -> Result<MemoryPlan, PlanError> {
+    let Lives {
+        last,
+        is_output,
+        internal,
+        fused,
+        groups,
+        member_of,
+        shares,
+    } = *lv;
+    let nvals = graph.values.len();
     let life = |vi: usize, first: usize| last[vi].unwrap_or(first).max(first);
     // Intermediates in definition order, with [first, last] and rounded size; a group is
     // its output's entry, stretched over its members' lifetimes.
@@ -103,6 +209,8 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
             continue;
         };
         if is_output[vi]
+            || internal[vi]
+            || shares[vi].is_some()
             || member_of[vi].is_some()
             || fused.is_internal(graph, crate::ir::ValueId(vi as u32))
         {
@@ -122,6 +230,12 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
                     lastu = lastu.max(life(m, mn.index()));
                 }
             }
+        }
+        // A residual whose slot a chain's output takes lives as long as that output.
+        if let Some(out) = shares.iter().position(|&r| r == Some(vi))
+            && let ValueDef::Node(on, _) = graph.values[out].def
+        {
+            lastu = lastu.max(life(out, on.index()));
         }
         wanted.push((vi, size, rounded, first, lastu));
     }
@@ -183,6 +297,24 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
             last: life(vi, n.index()),
         });
     }
+    // Chain outputs in their residual's slot, with their own lifetimes.
+    for (out, r) in shares.iter().enumerate() {
+        let (Some(r), ValueDef::Node(n, _)) = (*r, graph.values[out].def) else {
+            continue;
+        };
+        if let Some(rs) = slots[r] {
+            // The residual's own lifetime (its entry was stretched over the output's).
+            if let (Some(s), ValueDef::Node(rn, _)) = (slots[r].as_mut(), graph.values[r].def) {
+                s.last = life(r, rn.index());
+            }
+            slots[out] = Some(Slot {
+                offset: rs.offset,
+                size: graph.values[out].ty.byte_size().unwrap_or(0),
+                first: n.index(),
+                last: life(out, n.index()),
+            });
+        }
+    }
     Ok(MemoryPlan {
         slots,
         arena_size: arena,
@@ -193,7 +325,7 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
 /// The in-place concatenations (see the module doc): per group, the output value and its
 /// members with their byte offsets in it. Decided in node order; a value joins at most
 /// one group, and a group's output is never a member of another.
-fn concat_groups(graph: &Graph, is_output: &[bool]) -> Vec<(usize, Vec<(usize, usize)>)> {
+fn concat_groups(graph: &Graph, is_output: &[bool]) -> Groups {
     let mut taken = vec![false; graph.values.len()];
     let mut groups = Vec::new();
     for node in &graph.nodes {
@@ -388,6 +520,78 @@ mod tests {
         }
         g.outputs.push(v);
         assert_eq!(plan(&g).unwrap().arena_size, 0);
+    }
+
+    /// `x → softmax s, softmax r → conv(s) → add r → relu y → softmax z`, the conv's filter
+    /// a constant (`const_filter`) or a graph input; with `r_later`, `r` is read again
+    /// after the chain.
+    fn conv_chain(const_filter: bool, r_later: bool) -> Graph {
+        use crate::ir::{BinaryOp, Border, ConvAttrs, Tensor};
+        let mut g = Graph::new("g");
+        let ty = TensorType::new(DType::F32, &[1, 4, 5, 5]);
+        let x = g.add_input("x", ty.clone());
+        let f = if const_filter {
+            g.add_const(Tensor::f32(vec![4, 4, 1, 1], vec![0.5; 16]), None, None)
+        } else {
+            g.add_input("f", TensorType::new(DType::F32, &[4, 4, 1, 1]))
+        };
+        let b = g.add_const(Tensor::f32(vec![1, 4], vec![0.25; 4]), None, None);
+        let sm = |g: &mut Graph, v| {
+            g.add_node(Op::Softmax { axes: vec![1] }, vec![v], vec![ty.clone()])[0]
+        };
+        let s = sm(&mut g, x);
+        let r = sm(&mut g, x);
+        let conv = Op::Conv(ConvAttrs {
+            border: Border::Constant,
+            padding: Vec::new(),
+            stride: Vec::new(),
+            dilation: Vec::new(),
+            groups: 1,
+            output_shape: Vec::new(),
+        });
+        let c = g.add_node(conv, vec![s, f, b], vec![ty.clone()])[0];
+        let a = g.add_node(Op::Binary(BinaryOp::Add), vec![c, r], vec![ty.clone()])[0];
+        let y = g.add_node(Op::Unary(UnaryOp::Relu), vec![a], vec![ty.clone()])[0];
+        let z = sm(&mut g, y);
+        let z = if r_later {
+            g.add_node(Op::Binary(BinaryOp::Mul), vec![z, r], vec![ty.clone()])[0]
+        } else {
+            z
+        };
+        g.outputs.push(z);
+        g
+    }
+
+    /// An always-fused epilogue chain (`passes::epilogue`): the conv's output and the sum
+    /// get no slot, the conv's input lives to the relu, and the relu's output takes the
+    /// residual's slot when the chain is its last reader, bytes apart otherwise. With a
+    /// computed filter every value keeps its slot.
+    #[test]
+    fn epilogue_chains_take_no_slot() {
+        let p = plan(&conv_chain(true, false)).unwrap();
+        expect_test::expect![[r#"
+            %v3 @0 +400 live [0, 4]
+            %v4 @448 +400 live [1, 3]
+            %v7 @448 +400 live [4, 5]
+            arena 896 bytes (peak live 896)"#]]
+        .assert_eq(&p.to_string());
+        let p = plan(&conv_chain(true, true)).unwrap();
+        expect_test::expect![[r#"
+            %v3 @0 +400 live [0, 4]
+            %v4 @448 +400 live [1, 6]
+            %v7 @896 +400 live [4, 5]
+            %v8 @0 +400 live [5, 6]
+            arena 1344 bytes (peak live 1344)"#]]
+        .assert_eq(&p.to_string());
+        let p = plan(&conv_chain(false, false)).unwrap();
+        expect_test::expect![[r#"
+            %v3 @0 +400 live [0, 4]
+            %v4 @448 +400 live [1, 3]
+            %v5 @896 +400 live [2, 3]
+            %v6 @1344 +400 live [3, 4]
+            %v7 @448 +400 live [4, 5]
+            arena 1792 bytes (peak live 1792)"#]]
+        .assert_eq(&p.to_string());
     }
 
     #[test]

@@ -423,12 +423,21 @@ fn fusion(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<Fusion>, CodegenE
         ChainActivation::Relu => Activation::Relu,
         ChainActivation::Clamp(lo, hi) => Activation::Clamp(lo, hi),
     };
-    if nodes.is_empty() || !disjoint(lw, cur, io.x)? {
-        return Ok(None);
-    }
-    if let Some(r) = residual
-        && !(disjoint(lw, cur, r)? || lw.buf(cur)? == lw.buf(r)?)
-    {
+    let apart = disjoint(lw, cur, io.x)?
+        && match residual {
+            Some(r) => disjoint(lw, cur, r)? || lw.buf(cur)? == lw.buf(r)?,
+            None => true,
+        };
+    if nodes.is_empty() || !apart {
+        // The plan of `passes::memory_plan` never does this to an always-fused chain,
+        // whose internal values have no slot to run the members alone in.
+        if crate::passes::epilogue::always_fused(lw.g, lw.node_idx()) {
+            return Err(CodegenError::Internal(format!(
+                "the memory plan places the output of conv node {}'s epilogue chain over \
+                 its input or residual",
+                lw.node_idx()
+            )));
+        }
         return Ok(None);
     }
     for &n in &nodes {
