@@ -3,8 +3,11 @@
 //! then the 16 tap products as one batched GEMM call, then the output transform).
 //!
 //! # Semantics
-//! The input is a zero-padded view of `2·oh + 2` rows and `2·ow + 2` columns per plane
-//! (the caller pads), cut into `oh × ow` tiles `d` of 4×4 elements, two apart. For every
+//! The input is a plane of `h × w` elements seen with `pt` zero rows above and `pl` zero
+//! columns to its left, and zeros below and to the right as far as the tiles reach (the
+//! caller's padding needs no copy): cut into `oh × ow` tiles `d` of 4×4 elements, two
+//! apart, tile `(ty, tx)` reading rows `2·ty − pt + (0..4)` and columns `2·tx − pl +
+//! (0..4)`. For every
 //! sample `n`, channel `c` and tile `(ty, tx)` it writes the 16 elements of `V = Bᵀ d B`
 //! (`Bᵀ` = [[1, 0, −1, 0], [0, 1, 1, 0], [0, −1, 1, 0], [0, 1, 0, −1]]), element
 //! `t = 4a + b` to `y[n·y_sn + (t·c_count + c)·y_sc + ty·y_sh + tx]`: sixteen planes of
@@ -34,22 +37,17 @@ use crate::parallel::Parallel;
 
 /// The Winograd input transform `args` describes (see the module doc), in parallel over
 /// planes when `par` offers several workers. `args.c` is the channel count, `args.h` and
-/// `args.w` the extents of the padded view (`2·oh + 2` and `2·ow + 2`), `args.oh` and
-/// `args.ow` the tile counts; `kh`, `kw`, strides, dilations, paddings, filter, bias,
-/// residual and activation are not read (the compiler passes 4, 4, 2, 2, 1, 1, 0, 0 and
-/// nulls). Extents that do not match do nothing.
+/// `args.w` the input's extents, `args.pt` and `args.pl` its zero padding above and to
+/// the left, `args.oh` and `args.ow` the tile counts; `kh`, `kw`, strides, dilations,
+/// filter, bias, residual and activation are not read (the compiler passes 4, 4, 2, 2, 1,
+/// 1 and nulls). Rows and columns of the input no tile reaches are not read.
 ///
 /// # Safety
-/// `args` points to a valid [`DwArgs`] whose `x` addresses the view and whose `y` holds the
-/// 16 planes per sample it writes; they do not overlap; `par` is null or a valid
+/// `args` points to a valid [`DwArgs`] whose `x` addresses the input planes and whose `y`
+/// holds the 16 planes per sample it writes; they do not overlap; `par` is null or a valid
 /// [`Parallel`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nnefc_winograd_in(args: *const DwArgs, par: *const Parallel) {
-    // SAFETY: valid by the caller's contract.
-    let a = unsafe { &*args };
-    if a.h != 2 * a.oh + 2 || a.w != 2 * a.ow + 2 {
-        return;
-    }
     // SAFETY: the caller's contract.
     unsafe { run(args, par, in_planes) }
 }
@@ -179,10 +177,16 @@ unsafe fn portable(a: &DwArgs, lo: usize, hi: usize) {
         let (x, y, ..) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
         for ty in 0..a.oh {
             for tx in 0..a.ow {
-                // SAFETY: the tile's 16 elements are inside the view.
                 let r: [[f32; 4]; 4] = core::array::from_fn(|i| {
-                    let row = x.wrapping_offset((2 * ty + i) as isize * a.x_sh + 2 * tx as isize);
-                    bt(core::array::from_fn(|j| unsafe { *row.add(j) }))
+                    let iy = (2 * ty + i) as isize - a.pt as isize;
+                    bt(core::array::from_fn(|j| {
+                        let ix = (2 * tx + j) as isize - a.pl as isize;
+                        if iy < 0 || ix < 0 || iy >= a.h as isize || ix >= a.w as isize {
+                            return 0.0;
+                        }
+                        // SAFETY: an element of the plane.
+                        unsafe { *x.wrapping_offset(iy * a.x_sh + ix) }
+                    }))
                 });
                 for b in 0..4 {
                     let v = bt(r.map(|row| row[b]));
@@ -309,13 +313,19 @@ mod avx512 {
             let (x, y, ..) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
             let mut tx0 = 0;
             while tx0 < a.ow {
-                // Tiles tx0.. read columns 2·tx0 + (0..34) (the view's, as far as it goes).
-                let c0 = (2 * tx0) as isize;
-                let m = lanes3(0, w - c0);
+                // Tiles tx0.. read columns 2·tx0 − pl + (0..34) (the plane's, as far as it
+                // goes; zeros elsewhere).
+                let c0 = (2 * tx0) as isize - a.pl as isize;
+                let m = lanes3(-c0, w - c0);
                 let live = lanes(0, (a.ow - tx0) as isize);
                 for ty in 0..a.oh {
                     let r: [[__m512; 4]; 4] = core::array::from_fn(|i| {
-                        let src = x.wrapping_offset((2 * ty + i) as isize * a.x_sh + c0);
+                        let iy = (2 * ty + i) as isize - a.pt as isize;
+                        let zero = _mm512_setzero_ps();
+                        if iy < 0 || iy >= a.h as isize {
+                            return bt([zero; 4]);
+                        }
+                        let src = x.wrapping_offset(iy * a.x_sh + c0);
                         // SAFETY: masked-off lanes are not read; the others are in the row.
                         let (v0, v1, v2) = unsafe {
                             (
@@ -470,7 +480,11 @@ mod tests {
                 1 + r.below(9),
                 1 + r.below(if case % 3 == 0 { 40 } else { 12 }),
             );
-            let (h, w) = (2 * th + 2, 2 * tw + 2);
+            // Zero padding of 0–2 above and to the left, and inputs that stop short of the
+            // tiles' last rows and columns (read as zeros).
+            let (pt, pl) = (r.below(3), r.below(3));
+            let h = 2 * th + 2 - pt - r.below(3).min(2 * th + 1 - pt);
+            let w = 2 * tw + 2 - pl - r.below(3).min(2 * tw + 1 - pl);
             // Rows and planes with slack, so strides are not the dense ones.
             let (x_sh, x_sc) = (w + r.below(3), (h + r.below(2)) * (w + 2));
             let x_sn = c * x_sc + r.below(5);
@@ -484,7 +498,11 @@ mod tests {
                             for tx in 0..tw {
                                 let d: [[f32; 4]; 4] = core::array::from_fn(|i| {
                                     core::array::from_fn(|j| {
-                                        x[ni * x_sn + ci * x_sc + (2 * ty + i) * x_sh + 2 * tx + j]
+                                        let (iy, ix) = (2 * ty + i, 2 * tx + j);
+                                        if iy < pt || ix < pl || iy - pt >= h || ix - pl >= w {
+                                            return 0.0;
+                                        }
+                                        x[ni * x_sn + ci * x_sc + (iy - pt) * x_sh + ix - pl]
                                     })
                                 });
                                 let t = reference(&d);
@@ -510,6 +528,8 @@ mod tests {
                 y_sn: (16 * c * tiles) as isize,
                 y_sc: tiles as isize,
                 y_sh: tw as isize,
+                pt,
+                pl,
                 ..geometry([n, c, h, w, th, tw])
             };
             check(case, &want, 1e-6, &pool, &args, nnefc_winograd_in, portable);

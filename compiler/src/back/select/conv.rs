@@ -276,13 +276,22 @@ pub(super) fn conv(
             lw.runtime_windows,
         )
     {
-        // The padded input covers every 4×4 tile: 2·tiles + 2 rows/columns.
-        let mut wout = vec![io.xs[0], c];
-        wout.extend(io.ys[2..].iter().map(|&e| 2 * e.div_ceil(2)));
-        let wgeo = Geometry::new(&io.xs, &wout, &size, &fst, &fdl, &full_pad)?;
-        let p = padded(lw, src, &wgeo, a.border, 0.0)?;
+        let input = if lw.runtime_windows && src.strides[3] == 1 {
+            // The runtime's input transform reads the zero padding itself.
+            super::winograd::Input::InPlace {
+                view: src,
+                pt: geo.front[2],
+                pl: geo.front[3],
+            }
+        } else {
+            // The padded input covers every 4×4 tile: 2·tiles + 2 rows/columns.
+            let mut wout = vec![io.xs[0], c];
+            wout.extend(io.ys[2..].iter().map(|&e| 2 * e.div_ceil(2)));
+            let wgeo = Geometry::new(&io.xs, &wout, &size, &fst, &fdl, &full_pad)?;
+            super::winograd::Input::Padded(padded(lw, src, &wgeo, a.border, 0.0)?)
+        };
         let fusion = fusion(lw, &io)?;
-        return super::winograd::conv3x3(lw, &p, &io, fw, fusion);
+        return super::winograd::conv3x3(lw, input, &io, fw, fusion);
     }
     // A grouped conv's groups become the call's samples: one image only.
     if let Some(fw) = &filter_const

@@ -123,11 +123,21 @@ fn transformed_filter(
     Ok(packed)
 }
 
-/// Emits the conv. `p` is the zero-padded input view covering `2·ty + 2` rows and
-/// `2·tx + 2` columns from the top-left of the first window (see `conv`).
+/// The input of [`conv3x3`].
+pub(super) enum Input {
+    /// A zero-padded view covering `2·ty + 2` rows and `2·tx + 2` columns from the
+    /// top-left of the first window (the loop nests' input).
+    Padded(View),
+    /// The conv's input itself (unit column stride), with `pt` zero rows above and `pl`
+    /// zero columns to the left, and zeros below and right as far as the tiles reach:
+    /// the runtime's input transform reads it in place, with no padded copy.
+    InPlace { view: View, pt: usize, pl: usize },
+}
+
+/// Emits the conv (see [`Input`] for its input).
 pub(super) fn conv3x3(
     lw: &mut Lowering<'_>,
-    p: &View,
+    input: Input,
     io: &ConvIo,
     filter: &[f32],
     fusion: Option<Fusion>,
@@ -140,36 +150,37 @@ pub(super) fn conv3x3(
     // Input transform: V[n][t][ci][tile].
     let v = lw.scratch(f, n * 16 * cin * tiles);
     let vst = [16 * cin * tiles, cin * tiles, tiles, tx, 1].map(|x| x as i64);
-    if lw.runtime_windows && p.strides[3] == 1 {
-        // One pass of the runtime's vector kernel over the view instead of sixteen
-        // strided loop nests. resnet18's first 56×56 layer (Zen 5, one thread, `nnefc
-        // bench --profile --per-step`): 16 × 0.016–0.018 ms → 0.185 ms (bound by writing
-        // V, four times the input); the model 13.7–14.1 → 12.8–13.4 ms.
-        lw.prog.steps.push(Step::Window(WindowCall {
-            dims: [
-                n,
-                cin,
-                2 * ty + 2,
-                2 * tx + 2,
-                ty,
-                tx,
-                4,
-                4,
-                2,
-                2,
-                1,
-                1,
-                0,
-                0,
-            ],
-            x: (p.buf, p.offset, [p.strides[0], p.strides[1], p.strides[2]]),
-            op: WindowOp::WinogradIn,
-            residual: None,
-            y: (v, [vst[0], vst[2], vst[3]]),
-            activation: Activation::None,
-        }));
-    } else {
-        input_loops(lw, p, v, &vst, [n, cin, ty, tx]);
+    // The view the runtime's transform reads, its extents and zero padding.
+    let runtime_in = match &input {
+        Input::InPlace { view, pt, pl } => Some((view, io.xs[2], io.xs[3], *pt, *pl)),
+        Input::Padded(p) if lw.runtime_windows && p.strides[3] == 1 => {
+            Some((p, 2 * ty + 2, 2 * tx + 2, 0, 0))
+        }
+        Input::Padded(_) => None,
+    };
+    match (runtime_in, &input) {
+        (Some((p, ih, iw, pt, pl)), _) => {
+            // One pass of the runtime's vector kernel over the input instead of sixteen
+            // strided loop nests. resnet18's first 56×56 layer (Zen 5, one thread,
+            // `nnefc bench --profile --per-step`): 16 × 0.016–0.018 ms → 0.185 ms (bound
+            // by writing V, four times the input); the model 13.7–14.1 → 12.8–13.4 ms.
+            // Reading the padding in the kernel also saves the padded copy and its four
+            // border fills.
+            lw.prog.steps.push(Step::Window(WindowCall {
+                dims: [n, cin, ih, iw, ty, tx, 4, 4, 2, 2, 1, 1, pt, pl],
+                x: (p.buf, p.offset, [p.strides[0], p.strides[1], p.strides[2]]),
+                op: WindowOp::WinogradIn,
+                residual: None,
+                y: (v, [vst[0], vst[2], vst[3]]),
+                activation: Activation::None,
+            }));
+        }
+        (None, Input::Padded(p)) => input_loops(lw, p, v, &vst, [n, cin, ty, tx]),
+        (None, Input::InPlace { .. }) => {
+            return Err(CodegenError::Internal(
+                "an unpadded Winograd input without the runtime's transform".into(),
+            ));
+        }
     }
     // 16 GEMMs per batch item: M[n][t][co][tile] = U_t · V[n][t].
     // The tap products are GEMMs like any other: lane panels where they pay (resnet18's

@@ -446,9 +446,14 @@ fn winograd_random() {
         "{k}"
     );
     if crate::back::object::target_has_avx512(&opts("wino1")).expect("host") {
-        // The input transform: one call of the runtime's kernel.
+        // The input transform: one call of the runtime's kernel, which reads the zero
+        // padding itself (no padded copy, no border fills).
         assert!(
             k.contains("winograd_in b") && !k.contains("_wino_in\n"),
+            "{k}"
+        );
+        assert!(
+            k.contains("pad=(1,1) None") && !k.contains("_pad_copy") && !k.contains("_pad_fill"),
             "{k}"
         );
         // 40 filters over 30 tiles: lane panels (see `linalg::lanes_pay`).
