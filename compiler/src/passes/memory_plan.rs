@@ -67,7 +67,8 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
     // slot when the back end always fuses it.
     let users = graph.users();
     let mut internal = vec![false; nvals];
-    // Always-fused chains with a residual: (residual, chain output, chain end).
+    // Always-fused chains with a residual: (residual, chain output, chain end, whether
+    // the residual is also the conv's input, which the fused kernel reads throughout).
     let mut residuals = Vec::new();
     for (ni, n) in graph.nodes.iter().enumerate() {
         let Some(c) = super::epilogue::chain(graph, &users, ni) else {
@@ -86,7 +87,7 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
                 internal[v.index()] = true;
             }
             if let Some(r) = c.residual {
-                residuals.push((r.index(), c.out.index(), end));
+                residuals.push((r.index(), c.out.index(), end, n.inputs.first() == Some(&r)));
             }
         }
     }
@@ -120,7 +121,7 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
     // placement that overlaps them otherwise is redone with the residual alive to the
     // chain's end.
     let mut shares = vec![None; nvals];
-    for &(r, out, end) in &residuals {
+    for &(r, out, end, read_by_conv) in &residuals {
         let node_value = |v: usize| matches!(graph.values[v].def, ValueDef::Node(..));
         let slotted = |v: usize| {
             node_value(v)
@@ -130,7 +131,8 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
                 && !groups.iter().any(|g| g.0 == v)
                 && !fused.is_internal(graph, crate::ir::ValueId(v as u32))
         };
-        if slotted(r)
+        if !read_by_conv
+            && slotted(r)
             && slotted(out)
             && last[r].is_some_and(|l| l <= end)
             && graph.values[r].ty.byte_size() == graph.values[out].ty.byte_size()
@@ -153,7 +155,7 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
             },
         )?;
         let mut again = false;
-        for &(r, out, end) in &residuals {
+        for &(r, out, end, _) in &residuals {
             if let (Some(a), Some(b)) = (placed.slots[r], placed.slots[out])
                 && !(a.offset == b.offset && a.size == b.size)
                 && a.offset < b.offset + b.size
@@ -524,8 +526,8 @@ mod tests {
 
     /// `x → softmax s, softmax r → conv(s) → add r → relu y → softmax z`, the conv's filter
     /// a constant (`const_filter`) or a graph input; with `r_later`, `r` is read again
-    /// after the chain.
-    fn conv_chain(const_filter: bool, r_later: bool) -> Graph {
+    /// after the chain; with `r_is_s`, the residual is the conv's input `s` itself.
+    fn conv_chain(const_filter: bool, r_later: bool, r_is_s: bool) -> Graph {
         use crate::ir::{BinaryOp, Border, ConvAttrs, Tensor};
         let mut g = Graph::new("g");
         let ty = TensorType::new(DType::F32, &[1, 4, 5, 5]);
@@ -540,7 +542,7 @@ mod tests {
             g.add_node(Op::Softmax { axes: vec![1] }, vec![v], vec![ty.clone()])[0]
         };
         let s = sm(&mut g, x);
-        let r = sm(&mut g, x);
+        let r = if r_is_s { s } else { sm(&mut g, x) };
         let conv = Op::Conv(ConvAttrs {
             border: Border::Constant,
             padding: Vec::new(),
@@ -564,18 +566,19 @@ mod tests {
 
     /// An always-fused epilogue chain (`passes::epilogue`): the conv's output and the sum
     /// get no slot, the conv's input lives to the relu, and the relu's output takes the
-    /// residual's slot when the chain is its last reader, bytes apart otherwise. With a
+    /// residual's slot when the chain is its last reader, bytes apart otherwise (and when
+    /// the residual is the conv's input, which the fused kernel reads throughout). With a
     /// computed filter every value keeps its slot.
     #[test]
     fn epilogue_chains_take_no_slot() {
-        let p = plan(&conv_chain(true, false)).unwrap();
+        let p = plan(&conv_chain(true, false, false)).unwrap();
         expect_test::expect![[r#"
             %v3 @0 +400 live [0, 4]
             %v4 @448 +400 live [1, 3]
             %v7 @448 +400 live [4, 5]
             arena 896 bytes (peak live 896)"#]]
         .assert_eq(&p.to_string());
-        let p = plan(&conv_chain(true, true)).unwrap();
+        let p = plan(&conv_chain(true, true, false)).unwrap();
         expect_test::expect![[r#"
             %v3 @0 +400 live [0, 4]
             %v4 @448 +400 live [1, 6]
@@ -583,7 +586,13 @@ mod tests {
             %v8 @0 +400 live [5, 6]
             arena 1344 bytes (peak live 1344)"#]]
         .assert_eq(&p.to_string());
-        let p = plan(&conv_chain(false, false)).unwrap();
+        let p = plan(&conv_chain(true, false, true)).unwrap();
+        expect_test::expect![[r#"
+            %v3 @0 +400 live [0, 3]
+            %v6 @448 +400 live [3, 4]
+            arena 896 bytes (peak live 896)"#]]
+        .assert_eq(&p.to_string());
+        let p = plan(&conv_chain(false, false, false)).unwrap();
         expect_test::expect![[r#"
             %v3 @0 +400 live [0, 4]
             %v4 @448 +400 live [1, 3]

@@ -594,6 +594,38 @@ fn chain_uses_arena_and_outputs_of_inputs() {
     }
 }
 
+/// `softmax(relu(conv(s) + s))` with `s = softmax(x)`: the residual is the conv's own
+/// input, which the fused kernel reads while it writes, so the memory plan must not give
+/// the chain's output the residual's slot (`passes::memory_plan`). Through the direct
+/// kernel (8 channels), Winograd (40) and im2col + GEMM (40 channels, 1×1 filter).
+#[test]
+fn residual_that_is_the_conv_input() {
+    let mut r = Rng::new(73);
+    for (c, k) in [(8usize, 3usize), (40, 3), (40, 1)] {
+        let mut g = Graph::new("ri");
+        let xs = [1usize, c, 9, 7];
+        let x = input(&mut g, "x", DType::F32, &xs);
+        let f = g.add_const(r.tensor(DType::F32, &[c, c, k, k], -0.3, 0.3), None, None);
+        let bias = g.add_const(r.tensor(DType::F32, &[1, c], -1.0, 1.0), None, None);
+        let conv = Op::Conv(crate::ir::ConvAttrs {
+            border: Border::Constant,
+            padding: vec![(k / 2, k / 2); 2],
+            stride: vec![1, 1],
+            dilation: vec![1, 1],
+            groups: 1,
+            output_shape: Vec::new(),
+        });
+        let s = node(&mut g, Op::Softmax { axes: vec![1] }, &[x])[0];
+        let cv = node(&mut g, conv, &[s, f, bias])[0];
+        let a = node(&mut g, Op::Binary(BinaryOp::Add), &[cv, s])[0];
+        let y = node(&mut g, Op::Unary(UnaryOp::Relu), &[a])[0];
+        let z = node(&mut g, Op::Softmax { axes: vec![1] }, &[y])[0];
+        g.outputs.push(z);
+        let inputs = vec![r.tensor(DType::F32, &xs, -2.0, 2.0)];
+        check_with(&g, &inputs, &opts(&format!("ri{c}_{k}")));
+    }
+}
+
 #[test]
 fn object_is_deterministic() {
     let mut g = Graph::new("det");
