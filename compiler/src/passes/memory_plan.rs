@@ -172,6 +172,14 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
     }
 }
 
+/// The value whose slot `v` takes through `shares` (itself when it takes none).
+fn root(shares: &[Option<usize>], mut v: usize) -> usize {
+    while let Some(r) = shares[v] {
+        v = r;
+    }
+    v
+}
+
 /// Concat groups: per group, the output value and its members with their byte offsets.
 type Groups = Vec<(usize, Vec<(usize, usize)>)>;
 
@@ -233,11 +241,15 @@ fn place(graph: &Graph, lv: &Lives<'_>) -> Result<MemoryPlan, PlanError> {
                 }
             }
         }
-        // A residual whose slot a chain's output takes lives as long as that output.
-        if let Some(out) = shares.iter().position(|&r| r == Some(vi))
-            && let ValueDef::Node(on, _) = graph.values[out].def
-        {
-            lastu = lastu.max(life(out, on.index()));
+        // A residual whose slot chain outputs take (directly, or through an output that
+        // is the next chain's residual) lives as long as they do.
+        for (v, r) in shares.iter().enumerate() {
+            if r.is_some()
+                && root(shares, v) == vi
+                && let ValueDef::Node(vn, _) = graph.values[v].def
+            {
+                lastu = lastu.max(life(v, vn.index()));
+            }
         }
         wanted.push((vi, size, rounded, first, lastu));
     }
@@ -299,16 +311,17 @@ fn place(graph: &Graph, lv: &Lives<'_>) -> Result<MemoryPlan, PlanError> {
             last: life(vi, n.index()),
         });
     }
-    // Chain outputs in their residual's slot, with their own lifetimes.
+    // Chain outputs in their root residual's slot, with their own lifetimes; the root's
+    // entry was stretched over theirs, its slot keeps its own.
     for (out, r) in shares.iter().enumerate() {
-        let (Some(r), ValueDef::Node(n, _)) = (*r, graph.values[out].def) else {
+        let (Some(_), ValueDef::Node(n, _)) = (*r, graph.values[out].def) else {
             continue;
         };
-        if let Some(rs) = slots[r] {
-            // The residual's own lifetime (its entry was stretched over the output's).
-            if let (Some(s), ValueDef::Node(rn, _)) = (slots[r].as_mut(), graph.values[r].def) {
-                s.last = life(r, rn.index());
-            }
+        let rt = root(shares, out);
+        if let (Some(s), ValueDef::Node(rn, _)) = (slots[rt].as_mut(), graph.values[rt].def) {
+            s.last = life(rt, rn.index());
+        }
+        if let Some(rs) = slots[rt] {
             slots[out] = Some(Slot {
                 offset: rs.offset,
                 size: graph.values[out].ty.byte_size().unwrap_or(0),
@@ -601,6 +614,65 @@ mod tests {
             %v7 @448 +400 live [4, 5]
             arena 1792 bytes (peak live 1792)"#]]
         .assert_eq(&p.to_string());
+    }
+
+    /// Two chains, the second's residual the first's output (ResNet's blocks): both
+    /// outputs take the first residual's slot, which no other value shares while either
+    /// lives.
+    #[test]
+    fn residual_slots_pass_down_chains() {
+        use crate::ir::{BinaryOp, Border, ConvAttrs, Tensor};
+        let mut g = Graph::new("g");
+        let ty = TensorType::new(DType::F32, &[1, 4, 5, 5]);
+        let x = g.add_input("x", ty.clone());
+        let sm = |g: &mut Graph, v| {
+            g.add_node(Op::Softmax { axes: vec![1] }, vec![v], vec![ty.clone()])[0]
+        };
+        let mut block = |g: &mut Graph, input, residual| {
+            let f = g.add_const(Tensor::f32(vec![4, 4, 1, 1], vec![0.5; 16]), None, None);
+            let b = g.add_const(Tensor::f32(vec![1, 4], vec![0.25; 4]), None, None);
+            let conv = Op::Conv(ConvAttrs {
+                border: Border::Constant,
+                padding: Vec::new(),
+                stride: Vec::new(),
+                dilation: Vec::new(),
+                groups: 1,
+                output_shape: Vec::new(),
+            });
+            let c = g.add_node(conv, vec![input, f, b], vec![ty.clone()])[0];
+            let a = g.add_node(
+                Op::Binary(BinaryOp::Add),
+                vec![c, residual],
+                vec![ty.clone()],
+            );
+            g.add_node(Op::Unary(UnaryOp::Relu), vec![a[0]], vec![ty.clone()])[0]
+        };
+        let r0 = sm(&mut g, x);
+        let a = sm(&mut g, x);
+        let y1 = block(&mut g, a, r0);
+        let b = sm(&mut g, y1);
+        let y2 = block(&mut g, b, y1);
+        let z = sm(&mut g, y2);
+        g.outputs.push(z);
+        let p = plan(&g).unwrap();
+        expect_test::expect![[r#"
+            %v1 @0 +400 live [0, 3]
+            %v2 @448 +400 live [1, 4]
+            %v7 @0 +400 live [4, 7]
+            %v8 @448 +400 live [5, 8]
+            %v13 @0 +400 live [8, 9]
+            arena 896 bytes (peak live 896)"#]]
+        .assert_eq(&p.to_string());
+        let (s0, s1, s2) = (
+            p.slot(r0).unwrap(),
+            p.slot(y1).unwrap(),
+            p.slot(y2).unwrap(),
+        );
+        assert!(s0.offset == s1.offset && s1.offset == s2.offset);
+        for v in [a, b] {
+            let s = p.slot(v).unwrap();
+            assert_ne!(s.offset, s0.offset, "{v} in the residuals' slot");
+        }
     }
 
     #[test]
