@@ -6,8 +6,9 @@
 //! epilogue chain (`passes::epilogue`), which the back end computes inside the conv;
 //! when the back end always folds the chain (a constant filter), the values inside it
 //! (the conv's own output, the sum before the activation) get no slot, and the chain's
-//! output shares the residual's slot when the chain reads the residual last (the fused
-//! kernel adds it in place), else stays apart from it. An
+//! output shares the residual's slot when the chain reads the residual last and the
+//! residual is not the conv's input (the fused kernel adds it in place), else stays apart
+//! from it. An
 //! element-wise fusion group (`passes::fusion`) is computed at its root: its members'
 //! outputs other than the root's get no slot, and what the members read from outside
 //! the group lives until the root. Values are placed in definition order, each in
