@@ -337,10 +337,12 @@ pub enum WindowOp {
     /// `max_pool` with the `ignore` border (`nnefc_maxpool`): taps outside the input are
     /// skipped.
     Max,
-    /// The Winograd F(2×2, 3×3) input transform (`nnefc_winograd_in`): the input is the
-    /// zero-padded view (`h = 2·oh + 2` rows, `w = 2·ow + 2` columns), `oh × ow` the
-    /// tiles; the output holds the 16 transformed elements of every tile, element `t` of
-    /// channel `c` at plane `t·channels + c` (`y` strides: sample, plane, tile row).
+    /// The Winograd F(2×2, 3×3) input transform (`nnefc_winograd_in`): the input is
+    /// `h × w` planes read with `pt` zero rows above and `pl` zero columns to the left,
+    /// and zeros past them (the conv's input in place, or an already padded view with
+    /// `pt = pl = 0`), `oh × ow` the tiles; the output holds the 16 transformed elements
+    /// of every tile, element `t` of channel `c` at plane `t·channels + c` (`y` strides:
+    /// sample, plane, tile row).
     WinogradIn,
     /// The Winograd F(2×2, 3×3) output transform (`nnefc_winograd_out`): the input is the
     /// tap products laid out as [`WindowOp::WinogradIn`]'s output (`x` strides: sample,
