@@ -47,8 +47,9 @@ use crate::parallel::Parallel;
 ///
 /// # Safety
 /// `args` points to a valid [`DwArgs`] whose `x` addresses the input planes and whose `y`
-/// holds the 16 planes per sample it writes; they do not overlap; `par` is null or a valid
-/// [`Parallel`].
+/// holds the 16 planes per sample it writes, each writable over its whole stride `y_sc`
+/// (the transform may write past a plane's last tile up to there); they do not overlap;
+/// `par` is null or a valid [`Parallel`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nnefc_winograd_in(args: *const DwArgs, par: *const Parallel) {
     // SAFETY: the caller's contract.
@@ -66,8 +67,9 @@ pub unsafe extern "C" fn nnefc_winograd_in(args: *const DwArgs, par: *const Para
 ///
 /// # Safety
 /// `args` points to a valid [`DwArgs`] whose pointers and strides address buffers of the
-/// described extents; `y` does not overlap `x` or the bias (`res` may equal `y`); `par`
-/// is null or a valid [`Parallel`].
+/// described extents, every plane of products readable over its whole stride `x_sc` (the
+/// transform may read past a plane's last tile up to there); `y` does not overlap `x` or
+/// the bias (`res` may equal `y`); `par` is null or a valid [`Parallel`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nnefc_winograd_out(args: *const DwArgs, par: *const Parallel) {
     // SAFETY: valid by the caller's contract.
