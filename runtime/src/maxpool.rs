@@ -14,10 +14,10 @@
 //! The 3×3 maximum is separable: per group of up to four 16-column strips of a plane it
 //! walks down the output rows keeping, in registers, the row-wise maxima of the input rows
 //! the next output row shares with this one (one of three at stride 2, two at stride 1),
-//! so each input row is loaded and reduced once per strip, and read whole, row after row. The maxima are `vrangeps` (AVX-512DQ), which orders
-//! +0 above −0 but drops NaN; the loads are summed as they go (a NaN, or +∞ meeting −∞,
-//! makes the sum NaN), and an output row whose sum is NaN is computed again, output by
-//! output, before it is stored.
+//! so each input row is loaded and reduced once per strip, and read whole, row after row.
+//! The maxima are `vrangeps` (AVX-512DQ), which orders +0 above −0 but drops NaN; the
+//! loads are summed as they go (a NaN, or +∞ meeting −∞, makes the sum NaN), and an output
+//! row whose sum is NaN is computed again, output by output, before it is stored.
 //!
 //! Not here: windows other than 3×3 or with dilation, unequal strides, strides above 2
 //! (a portable per-output loop, which the compiler does not call: it keeps loop nests

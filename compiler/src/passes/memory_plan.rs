@@ -121,49 +121,39 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
     // reader: the two then share one slot), or bytes apart from it, never a part of it. A
     // placement that overlaps them otherwise is redone with the residual alive to the
     // chain's end.
-    let mut shares = vec![None; nvals];
+    let mut lv = Lives {
+        last,
+        is_output: &is_output,
+        internal: &internal,
+        fused: &fused,
+        groups: &groups,
+        member_of: &member_of,
+        shares: vec![None; nvals],
+    };
     for &(r, out, end, read_by_conv) in &residuals {
-        let node_value = |v: usize| matches!(graph.values[v].def, ValueDef::Node(..));
-        let slotted = |v: usize| {
-            node_value(v)
-                && !is_output[v]
-                && !internal[v]
-                && member_of[v].is_none()
-                && !groups.iter().any(|g| g.0 == v)
-                && !fused.is_internal(graph, crate::ir::ValueId(v as u32))
-        };
+        let alone = |v: usize| lv.own_entry(graph, v) && !groups.iter().any(|g| g.0 == v);
         if !read_by_conv
-            && slotted(r)
-            && slotted(out)
-            && last[r].is_some_and(|l| l <= end)
+            && alone(r)
+            && alone(out)
+            && lv.last[r].is_some_and(|l| l <= end)
             && graph.values[r].ty.byte_size() == graph.values[out].ty.byte_size()
-            && !shares.contains(&Some(r))
         {
-            shares[out] = Some(r);
+            // The slot of the residual's own root, when the residual takes one itself
+            // (a chain of residual blocks).
+            lv.shares[out] = Some(lv.shares[r].unwrap_or(r));
         }
     }
     loop {
-        let placed = place(
-            graph,
-            &Lives {
-                last: &last,
-                is_output: &is_output,
-                internal: &internal,
-                fused: &fused,
-                groups: &groups,
-                member_of: &member_of,
-                shares: &shares,
-            },
-        )?;
+        let placed = place(graph, &lv)?;
         let mut again = false;
         for &(r, out, end, _) in &residuals {
             if let (Some(a), Some(b)) = (placed.slots[r], placed.slots[out])
                 && !(a.offset == b.offset && a.size == b.size)
                 && a.offset < b.offset + b.size
                 && b.offset < a.offset + a.size
-                && last[r].is_none_or(|l| l < end)
+                && lv.last[r].is_none_or(|l| l < end)
             {
-                last[r] = Some(end);
+                lv.last[r] = Some(end);
                 again = true;
             }
         }
@@ -173,21 +163,13 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
     }
 }
 
-/// The value whose slot `v` takes through `shares` (itself when it takes none).
-fn root(shares: &[Option<usize>], mut v: usize) -> usize {
-    while let Some(r) = shares[v] {
-        v = r;
-    }
-    v
-}
-
 /// Concat groups: per group, the output value and its members with their byte offsets.
 type Groups = Vec<(usize, Vec<(usize, usize)>)>;
 
 /// What a placement takes as given (see [`plan`]).
 struct Lives<'a> {
     /// Last reader of every value.
-    last: &'a [Option<usize>],
+    last: Vec<Option<usize>>,
     is_output: &'a [bool],
     /// Internal to an always-fused epilogue chain: no slot.
     internal: &'a [bool],
@@ -195,23 +177,36 @@ struct Lives<'a> {
     groups: &'a Groups,
     /// Member value → (group output value, byte offset inside it).
     member_of: &'a [Option<(usize, usize)>],
-    /// A chain's output → the residual whose slot it takes.
-    shares: &'a [Option<usize>],
+    /// A chain's output → the value whose slot it takes: its residual, or the residual
+    /// that one's slot belongs to (never itself a sharer).
+    shares: Vec<Option<usize>>,
+}
+
+impl Lives<'_> {
+    /// Whether node value `v` could have a slot of its own: not a graph output, not inside
+    /// a fused chain or element-wise group, not a piece of an in-place concat.
+    fn own_entry(&self, graph: &Graph, v: usize) -> bool {
+        matches!(graph.values[v].def, ValueDef::Node(..))
+            && !self.is_output[v]
+            && !self.internal[v]
+            && self.member_of[v].is_none()
+            && !self.fused.is_internal(graph, crate::ir::ValueId(v as u32))
+    }
 }
 
 /// One placement of the intermediates (see the module doc).
 fn place(graph: &Graph, lv: &Lives<'_>) -> Result<MemoryPlan, PlanError> {
-    let Lives {
-        last,
-        is_output,
-        internal,
-        fused,
-        groups,
-        member_of,
-        shares,
-    } = *lv;
+    let (last, groups, member_of, shares) = (&lv.last, lv.groups, lv.member_of, &lv.shares);
     let nvals = graph.values.len();
     let life = |vi: usize, first: usize| last[vi].unwrap_or(first).max(first);
+    // The last node at which a chain output lives in each residual's slot.
+    let mut shared_until = vec![None::<usize>; nvals];
+    for (v, r) in shares.iter().enumerate() {
+        if let (Some(r), ValueDef::Node(vn, _)) = (*r, graph.values[v].def) {
+            let l = life(v, vn.index());
+            shared_until[r] = Some(shared_until[r].map_or(l, |u| u.max(l)));
+        }
+    }
     // Intermediates in definition order, with [first, last] and rounded size; a group is
     // its output's entry, stretched over its members' lifetimes.
     let mut wanted = Vec::new();
@@ -219,12 +214,7 @@ fn place(graph: &Graph, lv: &Lives<'_>) -> Result<MemoryPlan, PlanError> {
         let ValueDef::Node(n, _) = val.def else {
             continue;
         };
-        if is_output[vi]
-            || internal[vi]
-            || shares[vi].is_some()
-            || member_of[vi].is_some()
-            || fused.is_internal(graph, crate::ir::ValueId(vi as u32))
-        {
+        if !lv.own_entry(graph, vi) || shares[vi].is_some() {
             continue;
         }
         let name = format!("{}", crate::ir::ValueId(vi as u32));
@@ -242,15 +232,9 @@ fn place(graph: &Graph, lv: &Lives<'_>) -> Result<MemoryPlan, PlanError> {
                 }
             }
         }
-        // A residual whose slot chain outputs take (directly, or through an output that
-        // is the next chain's residual) lives as long as they do.
-        for (v, r) in shares.iter().enumerate() {
-            if r.is_some()
-                && root(shares, v) == vi
-                && let ValueDef::Node(vn, _) = graph.values[v].def
-            {
-                lastu = lastu.max(life(v, vn.index()));
-            }
+        // A residual whose slot chain outputs take lives as long as they do.
+        if let Some(u) = shared_until[vi] {
+            lastu = lastu.max(u);
         }
         wanted.push((vi, size, rounded, first, lastu));
     }
@@ -312,13 +296,12 @@ fn place(graph: &Graph, lv: &Lives<'_>) -> Result<MemoryPlan, PlanError> {
             last: life(vi, n.index()),
         });
     }
-    // Chain outputs in their root residual's slot, with their own lifetimes; the root's
+    // Chain outputs in their residual's slot, with their own lifetimes; the residual's
     // entry was stretched over theirs, its slot keeps its own.
     for (out, r) in shares.iter().enumerate() {
-        let (Some(_), ValueDef::Node(n, _)) = (*r, graph.values[out].def) else {
+        let (Some(rt), ValueDef::Node(n, _)) = (*r, graph.values[out].def) else {
             continue;
         };
-        let rt = root(shares, out);
         if let (Some(s), ValueDef::Node(rn, _)) = (slots[rt].as_mut(), graph.values[rt].def) {
             s.last = life(rt, rn.index());
         }
@@ -475,7 +458,7 @@ fn best_fit(wanted: &[Wanted], nvals: usize) -> (Vec<Option<Slot>>, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{DType, Op, TensorType, UnaryOp};
+    use crate::ir::{DType, Op, TensorType, UnaryOp, ValueId};
 
     fn chain(n: usize, len: usize) -> Graph {
         let mut g = Graph::new("chain");
@@ -538,25 +521,11 @@ mod tests {
         assert_eq!(plan(&g).unwrap().arena_size, 0);
     }
 
-    /// `x → softmax s, softmax r → conv(s) → add r → relu y → softmax z`, the conv's filter
-    /// a constant (`const_filter`) or a graph input; with `r_later`, `r` is read again
-    /// after the chain; with `r_is_s`, the residual is the conv's input `s` itself.
-    fn conv_chain(const_filter: bool, r_later: bool, r_is_s: bool) -> Graph {
-        use crate::ir::{BinaryOp, Border, ConvAttrs, Tensor};
-        let mut g = Graph::new("g");
-        let ty = TensorType::new(DType::F32, &[1, 4, 5, 5]);
-        let x = g.add_input("x", ty.clone());
-        let f = if const_filter {
-            g.add_const(Tensor::f32(vec![4, 4, 1, 1], vec![0.5; 16]), None, None)
-        } else {
-            g.add_input("f", TensorType::new(DType::F32, &[4, 4, 1, 1]))
-        };
-        let b = g.add_const(Tensor::f32(vec![1, 4], vec![0.25; 4]), None, None);
-        let sm = |g: &mut Graph, v| {
-            g.add_node(Op::Softmax { axes: vec![1] }, vec![v], vec![ty.clone()])[0]
-        };
-        let s = sm(&mut g, x);
-        let r = if r_is_s { s } else { sm(&mut g, x) };
+    /// `relu(conv(input, filter, bias) + residual)` on `[1, 4, 5, 5]` (a 1×1 conv): an
+    /// epilogue chain (`passes::epilogue`).
+    fn conv_add_relu(g: &mut Graph, input: ValueId, f: ValueId, b: ValueId, r: ValueId) -> ValueId {
+        use crate::ir::{BinaryOp, Border, ConvAttrs};
+        let ty = g.ty(input).clone();
         let conv = Op::Conv(ConvAttrs {
             border: Border::Constant,
             padding: Vec::new(),
@@ -565,12 +534,49 @@ mod tests {
             groups: 1,
             output_shape: Vec::new(),
         });
-        let c = g.add_node(conv, vec![s, f, b], vec![ty.clone()])[0];
+        let c = g.add_node(conv, vec![input, f, b], vec![ty.clone()])[0];
         let a = g.add_node(Op::Binary(BinaryOp::Add), vec![c, r], vec![ty.clone()])[0];
-        let y = g.add_node(Op::Unary(UnaryOp::Relu), vec![a], vec![ty.clone()])[0];
-        let z = sm(&mut g, y);
+        g.add_node(Op::Unary(UnaryOp::Relu), vec![a], vec![ty])[0]
+    }
+
+    /// A softmax over channels (not element-wise, so no fusion group hides its output).
+    fn softmax(g: &mut Graph, v: ValueId) -> ValueId {
+        let ty = g.ty(v).clone();
+        g.add_node(Op::Softmax { axes: vec![1] }, vec![v], vec![ty])[0]
+    }
+
+    /// The 1×1 filter and bias of [`conv_add_relu`], as constants.
+    fn weights(g: &mut Graph) -> (ValueId, ValueId) {
+        use crate::ir::Tensor;
+        (
+            g.add_const(Tensor::f32(vec![4, 4, 1, 1], vec![0.5; 16]), None, None),
+            g.add_const(Tensor::f32(vec![1, 4], vec![0.25; 4]), None, None),
+        )
+    }
+
+    /// `x → softmax s, softmax r → conv(s) → add r → relu y → softmax z`, the conv's filter
+    /// a constant (`const_filter`) or a graph input; with `r_later`, `r` is read again
+    /// after the chain; with `r_is_s`, the residual is the conv's input `s` itself.
+    fn conv_chain(const_filter: bool, r_later: bool, r_is_s: bool) -> Graph {
+        use crate::ir::{BinaryOp, Tensor};
+        let mut g = Graph::new("g");
+        let ty = TensorType::new(DType::F32, &[1, 4, 5, 5]);
+        let x = g.add_input("x", ty.clone());
+        let (f, b) = if const_filter {
+            weights(&mut g)
+        } else {
+            let f = g.add_input("f", TensorType::new(DType::F32, &[4, 4, 1, 1]));
+            (
+                f,
+                g.add_const(Tensor::f32(vec![1, 4], vec![0.25; 4]), None, None),
+            )
+        };
+        let s = softmax(&mut g, x);
+        let r = if r_is_s { s } else { softmax(&mut g, x) };
+        let y = conv_add_relu(&mut g, s, f, b, r);
+        let z = softmax(&mut g, y);
         let z = if r_later {
-            g.add_node(Op::Binary(BinaryOp::Mul), vec![z, r], vec![ty.clone()])[0]
+            g.add_node(Op::Binary(BinaryOp::Mul), vec![z, r], vec![ty])[0]
         } else {
             z
         };
@@ -622,38 +628,16 @@ mod tests {
     /// lives.
     #[test]
     fn residual_slots_pass_down_chains() {
-        use crate::ir::{BinaryOp, Border, ConvAttrs, Tensor};
         let mut g = Graph::new("g");
-        let ty = TensorType::new(DType::F32, &[1, 4, 5, 5]);
-        let x = g.add_input("x", ty.clone());
-        let sm = |g: &mut Graph, v| {
-            g.add_node(Op::Softmax { axes: vec![1] }, vec![v], vec![ty.clone()])[0]
-        };
-        let mut block = |g: &mut Graph, input, residual| {
-            let f = g.add_const(Tensor::f32(vec![4, 4, 1, 1], vec![0.5; 16]), None, None);
-            let b = g.add_const(Tensor::f32(vec![1, 4], vec![0.25; 4]), None, None);
-            let conv = Op::Conv(ConvAttrs {
-                border: Border::Constant,
-                padding: Vec::new(),
-                stride: Vec::new(),
-                dilation: Vec::new(),
-                groups: 1,
-                output_shape: Vec::new(),
-            });
-            let c = g.add_node(conv, vec![input, f, b], vec![ty.clone()])[0];
-            let a = g.add_node(
-                Op::Binary(BinaryOp::Add),
-                vec![c, residual],
-                vec![ty.clone()],
-            );
-            g.add_node(Op::Unary(UnaryOp::Relu), vec![a[0]], vec![ty.clone()])[0]
-        };
-        let r0 = sm(&mut g, x);
-        let a = sm(&mut g, x);
-        let y1 = block(&mut g, a, r0);
-        let b = sm(&mut g, y1);
-        let y2 = block(&mut g, b, y1);
-        let z = sm(&mut g, y2);
+        let x = g.add_input("x", TensorType::new(DType::F32, &[1, 4, 5, 5]));
+        let r0 = softmax(&mut g, x);
+        let a = softmax(&mut g, x);
+        let (f, bias) = weights(&mut g);
+        let y1 = conv_add_relu(&mut g, a, f, bias, r0);
+        let b = softmax(&mut g, y1);
+        let (f, bias) = weights(&mut g);
+        let y2 = conv_add_relu(&mut g, b, f, bias, y1);
+        let z = softmax(&mut g, y2);
         g.outputs.push(z);
         let p = plan(&g).unwrap();
         expect_test::expect![[r#"
