@@ -49,6 +49,7 @@ mod status;
 mod tensor;
 pub mod weights;
 mod winograd;
+mod winograd4;
 
 #[cfg(feature = "std")]
 pub use conv::pack_conv_filter;

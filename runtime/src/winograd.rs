@@ -1,6 +1,8 @@
 //! The input transform of the Winograd F(2×2, 3×3) convolution: compiled models call
 //! [`nnefc_winograd_in`] for it (the compiler's `back::select::winograd` emits the call,
-//! then the 16 tap products as one batched GEMM call, then the output transform).
+//! then the 16 tap products as one batched GEMM call, then the output transform). Both
+//! entry points also run F(4×4, 3×3) when their arguments say 6×6 tiles (`kh = 6`; the
+//! transforms are in `winograd4.rs`), and F(2×2) when they say 4×4.
 //!
 //! # Semantics
 //! The input is a plane of `h × w` elements seen with `pt` zero rows above and `pl` zero
@@ -32,18 +34,23 @@
 //! epilogue's). The AVX-512 path reads the 16 planes of 16 tiles once and interleaves the
 //! two output columns of each tile into whole output rows.
 //!
-//! Not here: the filter transform (at compile time), the products, other tile sizes.
+//! Not here: the filter transform (at compile time), the products, the F(4×4)
+//! transforms (`winograd4.rs`).
 
 use crate::DwArgs;
 use crate::dwconv::{plane_ptrs, run};
 use crate::parallel::Parallel;
+use crate::winograd4;
 
 /// The Winograd input transform `args` describes (see the module doc), in parallel over
 /// planes when `par` offers several workers. `args.c` is the channel count, `args.h` and
 /// `args.w` the input's extents, `args.pt` and `args.pl` its zero padding above and to
-/// the left, `args.oh` and `args.ow` the tile counts; `kh`, `kw`, strides, dilations,
-/// filter, bias, residual and activation are not read (the compiler passes 4, 4, 2, 2, 1,
-/// 1 and nulls). Rows and columns of the input no tile reaches are not read.
+/// the left, `args.oh` and `args.ow` the tile counts; `kh` is the tile size: 6 for
+/// F(4×4, 3×3) (tiles four apart, 36 planes per sample), anything else for F(2×2, 3×3)
+/// (the compiler passes 4: tiles two apart, 16 planes); `kw`, strides, dilations,
+/// filter, bias, residual and activation are not read (the compiler passes `kw = kh`,
+/// strides `kh − 2`, dilations 1 and nulls). Rows and columns of the input no tile
+/// reaches are not read.
 ///
 /// # Safety
 /// `args` points to a valid [`DwArgs`] whose `x` addresses the input planes and whose `y`
@@ -52,18 +59,22 @@ use crate::parallel::Parallel;
 /// `par` is null or a valid [`Parallel`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nnefc_winograd_in(args: *const DwArgs, par: *const Parallel) {
+    // SAFETY: valid by the caller's contract.
+    let f4 = unsafe { (*args).kh } == winograd4::TILE;
     // SAFETY: the caller's contract.
-    unsafe { run(args, par, in_planes) }
+    unsafe { run(args, par, if f4 { in4_planes } else { in_planes }) }
 }
 
 /// The Winograd output transform `args` describes (see the module doc), in parallel over
 /// planes when `par` offers several workers. `args.x` holds the products (`x_sn` floats
 /// between samples, `x_sc` between planes, `x_sh` between tile rows; element `t` of
-/// channel `c` at plane `t·channels + c`), `args.c` is the channel count, `args.h` and
-/// `args.w` the output extents (`2·oh − 1` or `2·oh`, likewise for `w`), `args.oh` and
-/// `args.ow` the tile counts; `bias` (stride `bias_sc`), `res`, `act`, `lo` and `hi` the
-/// epilogue as for [`crate::nnefc_dwconv`]; kernel, stride, dilation and padding fields
-/// are not read. Extents that do not match do nothing.
+/// channel `c` at plane `t·channels + c`), `args.c` is the channel count, `args.kh` the
+/// tile size as for [`nnefc_winograd_in`] (6: F(4×4), 4×4 outputs per tile; else F(2×2),
+/// 2×2), `args.h` and `args.w` the output extents (`h` at most `oh` tiles' outputs and
+/// more than `oh − 1` tiles', likewise for `w`), `args.oh` and `args.ow` the tile counts;
+/// `bias` (stride `bias_sc`), `res`, `act`, `lo` and `hi` the epilogue as for
+/// [`crate::nnefc_dwconv`]; `kw`, stride, dilation and padding fields are not read.
+/// Extents that do not match do nothing.
 ///
 /// # Safety
 /// `args` points to a valid [`DwArgs`] whose pointers and strides address buffers of the
@@ -74,11 +85,13 @@ pub unsafe extern "C" fn nnefc_winograd_in(args: *const DwArgs, par: *const Para
 pub unsafe extern "C" fn nnefc_winograd_out(args: *const DwArgs, par: *const Parallel) {
     // SAFETY: valid by the caller's contract.
     let a = unsafe { &*args };
-    if a.h.div_ceil(2) != a.oh || a.w.div_ceil(2) != a.ow {
+    let f4 = a.kh == winograd4::TILE;
+    let step = if f4 { winograd4::OUT } else { 2 };
+    if a.h.div_ceil(step) != a.oh || a.w.div_ceil(step) != a.ow {
         return;
     }
     // SAFETY: the caller's contract.
-    unsafe { run(args, par, out_planes) }
+    unsafe { run(args, par, if f4 { out4_planes } else { out_planes }) }
 }
 
 /// Planes `[lo, hi)` (plane `p` = sample `p / c`, channel `p % c`) of a transform with
@@ -113,6 +126,26 @@ unsafe fn out_planes(a: &DwArgs, lo: usize, hi: usize) {
     let vector = out_portable;
     // SAFETY: forwarded.
     unsafe { widest(a, lo, hi, vector, out_portable) }
+}
+
+/// F(4×4) output planes `[lo, hi)`.
+unsafe fn out4_planes(a: &DwArgs, lo: usize, hi: usize) {
+    #[cfg(target_arch = "x86_64")]
+    let vector = winograd4::avx512::out_planes;
+    #[cfg(not(target_arch = "x86_64"))]
+    let vector = winograd4::out_portable;
+    // SAFETY: forwarded.
+    unsafe { widest(a, lo, hi, vector, winograd4::out_portable) }
+}
+
+/// F(4×4) input planes `[lo, hi)`.
+unsafe fn in4_planes(a: &DwArgs, lo: usize, hi: usize) {
+    #[cfg(target_arch = "x86_64")]
+    let vector = winograd4::avx512::in_planes;
+    #[cfg(not(target_arch = "x86_64"))]
+    let vector = winograd4::in_portable;
+    // SAFETY: forwarded.
+    unsafe { widest(a, lo, hi, vector, winograd4::in_portable) }
 }
 
 /// Input planes `[lo, hi)`.
@@ -399,12 +432,12 @@ mod avx512 {
 /// the plane's padding, where masked accesses of partial groups cost AMD's Zen cores
 /// several times a whole one (resnet18's 7×7 layers: 512 planes of 4×4 tiles).
 #[cfg(target_arch = "x86_64")]
-fn room(row: isize, plane: isize, oh: usize, ow: usize) -> bool {
+pub(crate) fn room(row: isize, plane: isize, oh: usize, ow: usize) -> bool {
     oh > 0 && row >= ow as isize && plane >= (oh as isize - 1) * row + 16 * ow.div_ceil(16) as isize
 }
 
 #[cfg(all(test, feature = "std"))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::dwconv::tests::Lcg;
 
@@ -431,7 +464,7 @@ mod tests {
 
     /// The arguments of a transform of `[n, c, h, w, oh, ow]` with every pointer null and
     /// every stride 0 (the tests fill in theirs).
-    fn geometry([n, c, h, w, oh, ow]: [usize; 6]) -> DwArgs {
+    pub(crate) fn geometry([n, c, h, w, oh, ow]: [usize; 6]) -> DwArgs {
         DwArgs {
             n,
             c,
@@ -470,7 +503,7 @@ mod tests {
     /// bit and are within `tol` (relative, absolute below 1) of `want`, at the elements
     /// `keep` accepts (the others are padding the vector path may write).
     #[allow(clippy::too_many_arguments)]
-    fn check(
+    pub(crate) fn check(
         case: usize,
         want: &[f64],
         tol: f64,

@@ -337,14 +337,16 @@ pub enum WindowOp {
     /// `max_pool` with the `ignore` border (`nnefc_maxpool`): taps outside the input are
     /// skipped.
     Max,
-    /// The Winograd F(2×2, 3×3) input transform (`nnefc_winograd_in`): the input is
-    /// `h × w` planes read with `pt` zero rows above and `pl` zero columns to the left,
-    /// and zeros past them (the conv's input in place, or an already padded view with
-    /// `pt = pl = 0`), `oh × ow` the tiles; the output holds the 16 transformed elements
-    /// of every tile, element `t` of channel `c` at plane `t·channels + c` (`y` strides:
-    /// sample, plane, tile row).
+    /// The Winograd input transform (`nnefc_winograd_in`), F(2×2, 3×3) when the call's
+    /// `kh × kw` is 4×4 (tiles `sh = sw = 2` apart) and F(4×4, 3×3) when it is 6×6 (4
+    /// apart): the input is `h × w` planes read with `pt` zero rows above and `pl` zero
+    /// columns to the left, and zeros past them (the conv's input in place, or an already
+    /// padded view with `pt = pl = 0`), `oh × ow` the tiles; the output holds the
+    /// `kh·kw` transformed elements of every tile, element `t` of channel `c` at plane
+    /// `t·channels + c` (`y` strides: sample, plane, tile row).
     WinogradIn,
-    /// The Winograd F(2×2, 3×3) output transform (`nnefc_winograd_out`): the input is the
+    /// The Winograd output transform (`nnefc_winograd_out`), tile size as for
+    /// [`WindowOp::WinogradIn`] (`sh × sw` outputs per tile): the input is the
     /// tap products laid out as [`WindowOp::WinogradIn`]'s output (`x` strides: sample,
     /// plane, tile row; `oh × ow` tiles), the output `h × w`, plus the bias (and its stride
     /// between channels), the residual and the activation.
@@ -608,10 +610,10 @@ impl fmt::Display for Program {
                                 + if groups.0 != 0 { " per group" } else { "" },
                         ),
                         WindowOp::Max => ("maxpool", format!(" window=[{kh},{kw}]")),
-                        WindowOp::WinogradIn => ("winograd_in", " tiles 4x4".to_string()),
+                        WindowOp::WinogradIn => ("winograd_in", format!(" tiles {kh}x{kw}")),
                         WindowOp::WinogradOut { bias } => (
                             "winograd_out",
-                            format!(" tiles 2x2 bias=b{}/{}", bias.0.0, bias.1),
+                            format!(" tiles {sh}x{sw} bias=b{}/{}", bias.0.0, bias.1),
                         ),
                     };
                     writeln!(

@@ -1,21 +1,25 @@
-//! Winograd F(2×2, 3×3) for dense 3×3 stride-1 convolutions with a constant filter:
-//! 2.25× fewer multiplications than im2col + GEMM, the rest being cheap transforms.
+//! Winograd F(2×2, 3×3) and F(4×4, 3×3) for dense 3×3 stride-1 convolutions with a
+//! constant filter: 2.25× and 4× fewer multiplications than im2col + GEMM, the rest being
+//! cheap transforms.
 //!
-//! With `d` a 4×4 input tile (stride 2 between tiles), `g` a 3×3 filter slice:
-//! `U = G g Gᵀ` (at compile time), `V = Bᵀ d B` (input transform: each element of V sums
-//! 4 input values), `M_t = U_t · V_t` for the 16 positions
-//! `t` (one batched runtime GEMM: `cout × cin` by `cin × tiles`), `Y = Aᵀ M A` (output
-//! transform, 4 kernels, each summing 9 values of M, plus bias, the fused residual and
-//! activation). The transforms only use 0, ±1, ±½, so the result differs from the direct
-//! sum by a few ulps. Special values: a NaN input reaches exactly the outputs whose
-//! window holds it, but an infinite input appears with both signs in the transformed
-//! values an output sums, so an output that is ±∞ directly becomes NaN here (∞ − ∞; its
-//! fused activation then gives NaN too). Guarding that would cost a test per tile.
+//! With `d` an `s×s` input tile (`s` = 4 or 6, `s − 2` between tiles), `g` a 3×3 filter
+//! slice: `U = G g Gᵀ` (at compile time, in f64, rounded once), `V = Bᵀ d B` (input
+//! transform), `M_t = U_t · V_t` for the `s²` positions `t` (one batched runtime GEMM:
+//! `cout × cin` by `cin × tiles`), `Y = Aᵀ M A` (output transform, plus bias, the fused
+//! residual and activation). F(2×2)'s transforms only use 0, ±1, ±½, so the result
+//! differs from the direct sum by a few ulps; F(4×4)'s (points 0, ±1, ±2) by somewhat
+//! more (about 1e-5 relative on a 512-channel sum). Special values: a NaN input reaches
+//! exactly the outputs whose window holds it, but an infinite input appears with both
+//! signs in the transformed values an output sums, so an output that is ±∞ directly
+//! becomes NaN here (∞ − ∞; its fused activation then gives NaN too). Guarding that would
+//! cost a test per tile.
 //!
-//! The input transform is the runtime's `nnefc_winograd_in` where the target takes the
-//! runtime's window kernels (`Lowering::runtime_windows`) and the view's rows are
-//! contiguous, else the 16 loop nests of [`input_loops`]; the output transform likewise
-//! `nnefc_winograd_out`, else 4 loop nests.
+//! F(4×4) is taken where the runtime's transforms read the conv's input in place
+//! ([`Input::InPlace`]) and the map has at least [`MIN_TILES_F4`] of its tiles; F(2×2)
+//! elsewhere. The input transform is the runtime's `nnefc_winograd_in` where the target
+//! takes the runtime's window kernels (`Lowering::runtime_windows`) and the view's rows
+//! are contiguous, else the 16 loop nests of [`input_loops`]; the output transform
+//! likewise `nnefc_winograd_out`, else 4 loop nests (F(2×2) only).
 //!
 //! Not here: other tile sizes, strided/dilated/grouped convs, the self-contained mode
 //! (the caller only routes 2-d, 3×3, stride 1, dilation 1, one group, constant filter).
@@ -85,38 +89,99 @@ pub(super) fn worthwhile(cin: usize, cout: usize, tiles: usize, runtime_transfor
     cin >= min_cin && cout >= 16 && tiles >= MIN_TILES
 }
 
-/// `U[t][co][ci]` for the 16 positions `t = 4a + b`, packed per `t` for the runtime GEMM.
+/// `G` of F(4×4, 3×3) (6×3), Lavin's points 0, ±1, ±2 (the runtime's `winograd4.rs`
+/// has the matching `Bᵀ` and `Aᵀ`).
+const G4: [[f64; 3]; 6] = [
+    [1.0 / 4.0, 0.0, 0.0],
+    [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
+    [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
+    [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
+    [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
+    [0.0, 0.0, 1.0],
+];
+
+/// The tile size of a Winograd conv.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tiles {
+    /// F(2×2, 3×3): 4×4 input tiles, 16 products.
+    F2,
+    /// F(4×4, 3×3): 6×6 input tiles, 36 products (the runtime's transforms only).
+    F4,
+}
+
+impl Tiles {
+    /// Outputs per tile side (and input rows/columns between tiles).
+    fn out(self) -> usize {
+        match self {
+            Tiles::F2 => 2,
+            Tiles::F4 => 4,
+        }
+    }
+
+    /// Input elements per tile side.
+    fn side(self) -> usize {
+        self.out() + 2
+    }
+
+    /// Elements per transformed tile: the number of products.
+    fn planes(self) -> usize {
+        self.side() * self.side()
+    }
+
+    /// `G` as f64 rows.
+    fn g(self) -> Vec<[f64; 3]> {
+        match self {
+            Tiles::F2 => G.iter().map(|r| r.map(f64::from)).collect(),
+            Tiles::F4 => G4.to_vec(),
+        }
+    }
+}
+
+/// Fewest F(4×4) tiles for the F(4×4) path (with the runtime's transforms): maps of
+/// 21×21 and up. On smaller ones its products have few columns and the transforms fill
+/// few lanes of their 16-tile vectors. Zen 5, one thread (`nnefc bench --profile`):
+/// squeezenet1_1's 16→64 layers on 55×55 maps 0.24 → 0.18 ms and 32→128 on 27×27
+/// 0.178 → 0.15 ms, but its 13×13 layers (16 tiles) 0.167 → 0.16 at best (a 64→256
+/// conv alone: 0.158 ms through F(2×2), 0.160 through F(4×4)), so F(2×2) stays there.
+/// Whole models (`nnefc bench`, interleaved): squeezenet1_1 3.0 → 2.8–2.9 ms, resnet18
+/// 12.3–12.4 → 10.8–11.2 ms.
+const MIN_TILES_F4: usize = 36;
+
+/// `U[t][co][ci]` for the `tiles.planes()` positions `t = side·a + b`, packed per `t` for
+/// the runtime GEMM.
 fn transformed_filter(
     filter: &[f32],
     cout: usize,
     cin: usize,
     packing: APacking,
+    tiles: Tiles,
 ) -> Result<Vec<f32>, CodegenError> {
     if filter.len() != cout * cin * 9 {
         return Err(CodegenError::Invalid("filter size for a 3×3 conv".into()));
     }
-    let mut u = vec![0.0f32; 16 * cout * cin];
+    let (g, side, planes) = (tiles.g(), tiles.side(), tiles.planes());
+    let mut u = vec![0.0f32; planes * cout * cin];
     for co in 0..cout {
         for ci in 0..cin {
-            let g = &filter[(co * cin + ci) * 9..][..9];
-            // tmp = G g (4×3), then U = tmp Gᵀ (4×4); in f64 to keep the ½s exact.
-            let mut tmp = [[0.0f64; 3]; 4];
-            for (a, row) in tmp.iter_mut().enumerate() {
-                for (j, v) in row.iter_mut().enumerate() {
-                    *v = (0..3).map(|i| G[a][i] as f64 * g[i * 3 + j] as f64).sum();
-                }
-            }
-            for a in 0..4 {
-                for b in 0..4 {
-                    let v: f64 = (0..3).map(|j| tmp[a][j] * G[b][j] as f64).sum();
-                    u[((a * 4 + b) * cout + co) * cin + ci] = v as f32;
+            let f = &filter[(co * cin + ci) * 9..][..9];
+            // tmp = G g (side×3), then U = tmp Gᵀ (side×side); in f64, rounded once.
+            let tmp: Vec<[f64; 3]> = g
+                .iter()
+                .map(|ga| {
+                    core::array::from_fn(|j| (0..3).map(|i| ga[i] * f64::from(f[i * 3 + j])).sum())
+                })
+                .collect();
+            for a in 0..side {
+                for b in 0..side {
+                    let v: f64 = (0..3).map(|j| tmp[a][j] * g[b][j]).sum();
+                    u[((a * side + b) * cout + co) * cin + ci] = v as f32;
                 }
             }
         }
     }
     let plen = super::linalg::packed_len(packing, cout, cin);
-    let mut packed = Vec::with_capacity(16 * plen);
-    for t in 0..16 {
+    let mut packed = Vec::with_capacity(planes * plen);
+    for t in 0..planes {
         let part = &u[t * cout * cin..(t + 1) * cout * cin];
         packed.extend(super::linalg::pack_const(packing, cout, cin, part, cin, 1)?);
     }
@@ -144,21 +209,37 @@ pub(super) fn conv3x3(
 ) -> Result<(), CodegenError> {
     let (n, cin, cout) = (io.xs[0], io.xs[1], io.ys[1]);
     let (h, w) = (io.ys[2], io.ys[3]);
-    let (ty, tx) = (h.div_ceil(2), w.div_ceil(2));
+    // F(4×4) where the runtime's transforms read the input in place and the map gives
+    // the products enough columns.
+    let kind = if matches!(input, Input::InPlace { .. })
+        && h.div_ceil(4) * w.div_ceil(4) >= MIN_TILES_F4
+    {
+        Tiles::F4
+    } else {
+        Tiles::F2
+    };
+    let (os, side, planes) = (kind.out(), kind.side(), kind.planes());
+    let (ty, tx) = (h.div_ceil(os), w.div_ceil(os));
     let tiles = ty * tx;
     // Floats from one plane of V or M (one element and channel) to the next: padded by 16
     // for the runtime's transforms, which then store and load whole vectors where they
     // would mask partial ones (see `room` in the runtime's `winograd.rs`). resnet18, one
     // thread (Zen 5, `nnefc bench`, interleaved runs): 12.84–13.3 → 12.6–13.06 ms.
+    // And odd: with a power-of-two channel count, an even plane could make the stride
+    // between a tile's elements (`channels · tp` floats) a multiple of 4 KB, so that
+    // the transforms' 36 (16) accesses per tile all fall in one set of the L1 cache.
+    // A 64→256 conv on a 13×13 map through F(4×4) (16 tiles; Zen 5, one layer, `nnefc
+    // bench --profile --per-step`): input transform 0.073 → 0.011 ms and output
+    // transform 0.074 → 0.038 ms from 32-float planes to 33-float ones.
     let tp = if lw.runtime_windows {
-        tiles + 16
+        (tiles + 16) | 1
     } else {
         tiles
     };
     let f = DType::F32;
     // Input transform: V[n][t][ci][tile].
-    let v = lw.scratch(f, n * 16 * cin * tp);
-    let vst = [16 * cin * tp, cin * tp, tp, tx, 1].map(|x| x as i64);
+    let v = lw.scratch(f, n * planes * cin * tp);
+    let vst = [planes * cin * tp, cin * tp, tp, tx, 1].map(|x| x as i64);
     // The view the runtime's transform reads, its extents and zero padding.
     let runtime_in = match &input {
         Input::InPlace { view, pt, pl } => Some((view, io.xs[2], io.xs[3], *pt, *pl)),
@@ -176,7 +257,7 @@ pub(super) fn conv3x3(
             // Reading the padding in the kernel also saves the padded copy and its four
             // border fills.
             lw.prog.steps.push(Step::Window(WindowCall {
-                dims: [n, cin, ih, iw, ty, tx, 4, 4, 2, 2, 1, 1, pt, pl],
+                dims: [n, cin, ih, iw, ty, tx, side, side, os, os, 1, 1, pt, pl],
                 x: (p.buf, p.offset, [p.strides[0], p.strides[1], p.strides[2]]),
                 op: WindowOp::WinogradIn,
                 residual: None,
@@ -191,23 +272,23 @@ pub(super) fn conv3x3(
             ));
         }
     }
-    // 16 GEMMs per batch item: M[n][t][co][tile] = U_t · V[n][t].
+    // One GEMM per product and batch item: M[n][t][co][tile] = U_t · V[n][t].
     // The tap products are GEMMs like any other: lane panels where they pay (resnet18's
     // 7×7 maps give 16-column products, which the 6-row tiles run at half speed).
     let packing = super::linalg::a_packing(lw, cout, tiles, cin);
-    let packed = transformed_filter(filter, cout, cin, packing)?;
+    let packed = transformed_filter(filter, cout, cin, packing, kind)?;
     let plen = super::linalg::packed_len(packing, cout, cin);
     let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
     let abuf = lw.const_buf(bytes, f, packed.len());
-    let m = lw.scratch(f, n * 16 * cout * tp);
+    let m = lw.scratch(f, n * planes * cout * tp);
     let scratch = lw.gemm_scratch(super::linalg::scratch_bytes(packing, cout, tiles, cin));
-    let mut batches = Vec::with_capacity(n * 16);
+    let mut batches = Vec::with_capacity(n * planes);
     for ni in 0..n {
-        for t in 0..16 {
+        for t in 0..planes {
             batches.push([
                 (t * plen) as i64,
-                ((ni * 16 + t) * cin * tp) as i64,
-                ((ni * 16 + t) * cout * tp) as i64,
+                ((ni * planes + t) * cin * tp) as i64,
+                ((ni * planes + t) * cout * tp) as i64,
             ]);
         }
     }
@@ -242,7 +323,7 @@ pub(super) fn conv3x3(
         None => (io.y, Activation::None, None),
     };
     let ost = strides(&io.ys);
-    let mst = [16 * cout * tp, cout * tp, tp, tx, 1].map(|x| x as i64);
+    let mst = [planes * cout * tp, cout * tp, tp, tx, 1].map(|x| x as i64);
     let (bg, _) = bias_strides(lw, io.b, cout)?;
     let bb = lw.buf(io.b)?;
     let ob = lw.buf(out)?;
@@ -257,7 +338,7 @@ pub(super) fn conv3x3(
         // thread (`nnefc bench`, interleaved runs): resnet18 12.85–13.1 → 12.5–12.7 ms,
         // squeezenet1_1 3.35–3.5 → 3.2–3.35.
         lw.prog.steps.push(Step::Window(WindowCall {
-            dims: [n, cout, h, w, ty, tx, 4, 4, 2, 2, 1, 1, 0, 0],
+            dims: [n, cout, h, w, ty, tx, side, side, os, os, 1, 1, 0, 0],
             x: (m, 0, [mst[0], mst[2], mst[3]]),
             op: WindowOp::WinogradOut { bias: (bb, bg) },
             residual: rb,
@@ -265,6 +346,11 @@ pub(super) fn conv3x3(
             activation,
         }));
         return Ok(());
+    }
+    if kind != Tiles::F2 {
+        return Err(CodegenError::Internal(
+            "an F(4×4) Winograd conv without the runtime's transforms".into(),
+        ));
     }
     for i in 0..2 {
         for j in 0..2 {

@@ -379,7 +379,7 @@ fn depthwise_strided_random() {
 fn winograd_random() {
     let mut r = Rng::new(21);
     let mut b = Batch::new();
-    for case in 0..8 {
+    for case in 0..12 {
         let sp = 2;
         let mut a = conv_attrs(&mut r, sp, false);
         a.border = [Border::Constant, Border::Ignore][r.below(2)];
@@ -406,7 +406,12 @@ fn winograd_random() {
             64 + r.below(5)
         };
         let n = 1 + r.below(2);
-        let (h, w) = (7 + r.below(8), 7 + r.below(8));
+        // The last four take larger maps: F(4×4) tiles on AVX-512 hosts.
+        let (h, w) = if case < 8 {
+            (7 + r.below(8), 7 + r.below(8))
+        } else {
+            (22 + r.below(16), 22 + r.below(16))
+        };
         let xs = vec![n, cin, h, w];
         let fs = vec![cout, cin, 3, 3];
         let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
@@ -418,7 +423,7 @@ fn winograd_random() {
             vec![Arg::In(x), Arg::Const(f), Arg::Const(bias)],
         );
     }
-    assert!(b.len() == 8, "only {} valid cases", b.len());
+    assert!(b.len() == 12, "only {} valid cases", b.len());
     b.check("wino");
     // The path is really taken: fused conv → relu as transform kernels + one batched GEMM.
     let mut g = Graph::new("wino1");
@@ -500,6 +505,44 @@ fn winograd_random() {
     }
     let got = m.run(&inputs).expect("status 0");
     assert_close("wino2", &got[0], &want[0]);
+    // A 29×23 map (8 × 6 F(4×4) tiles, the last ones cut), asymmetric padding, residual
+    // and relu: F(4×4) transforms and 36 products on AVX-512 hosts.
+    let mut g = Graph::new("wino3");
+    let xt = r.tensor(DType::F32, &[1, 32, 29, 23], -1.0, 1.0);
+    let rt = r.tensor(DType::F32, &[1, 48, 29, 23], -1.0, 1.0);
+    let x = g.add_input("x", xt.ty());
+    let res = g.add_input("r", rt.ty());
+    let f = g.add_const(r.tensor(DType::F32, &[48, 32, 3, 3], -1.0, 1.0), None, None);
+    let bias = g.add_const(r.tensor(DType::F32, &[1, 48], -1.0, 1.0), None, None);
+    let a = ConvAttrs {
+        border: Border::Constant,
+        padding: vec![(2, 0), (1, 1)],
+        stride: Vec::new(),
+        dilation: Vec::new(),
+        groups: 1,
+        output_shape: Vec::new(),
+    };
+    let c = node(&mut g, Op::Conv(a), &[x, f, bias]);
+    let s2 = node(&mut g, Op::Binary(crate::ir::BinaryOp::Add), &[c, res]);
+    let y = node(&mut g, Op::Unary(crate::ir::UnaryOp::Relu), &[s2]);
+    g.outputs.push(y);
+    let inputs = [xt, rt];
+    let want = crate::ir::interp::run(&g, &inputs).expect("interp");
+    let m = load(&g, &opts("wino3"));
+    let k = &m.art.kernels;
+    if crate::back::object::target_has_avx512(&opts("wino3")).expect("host") {
+        assert!(
+            k.contains("tiles 6x6 stride=(4,4)")
+                && k.contains("batches=36")
+                && k.lines().any(|l| l.starts_with("winograd_out b")
+                    && l.contains("tiles 4x4")
+                    && l.contains(" residual=b")
+                    && l.contains("Relu")),
+            "{k}"
+        );
+    }
+    let got = m.run(&inputs).expect("status 0");
+    assert_close("wino3", &got[0], &want[0]);
 }
 
 #[test]

@@ -1,0 +1,569 @@
+//! The transforms of the Winograd F(4×4, 3×3) convolution, reached through
+//! `nnefc_winograd_in` / `nnefc_winograd_out` when their arguments say 6×6 tiles
+//! (`kh = kw = 6`, see `winograd.rs`). Against F(2×2, 3×3) the tap products shrink from
+//! 16 planes per 4 outputs to 36 per 16 (2.25 against 4 multiply-adds per output and input
+//! channel, against 9 directly), and so do the planes the transforms write and read.
+//!
+//! # Semantics
+//! Input: the plane is seen as in the F(2×2) transform (`pt` zero rows above, `pl` zero
+//! columns to the left, zeros past it), cut into `oh × ow` tiles `d` of 6×6 elements four
+//! apart: tile `(ty, tx)` reads rows `4·ty − pt + (0..6)` and columns `4·tx − pl + (0..6)`.
+//! It writes the 36 elements of `V = Bᵀ d B`, element `t = 6a + b` to
+//! `y[n·y_sn + (t·c_count + c)·y_sc + ty·y_sh + tx]`, with
+//! `Bᵀ` = [[4, 0, −5, 0, 1, 0], [0, −4, −4, 1, 1, 0], [0, 4, −4, −1, 1, 0],
+//! [0, −2, −1, 2, 1, 0], [0, 2, −1, −2, 1, 0], [0, 4, 0, −5, 0, 1]] (Lavin's points 0, ±1,
+//! ±2). Each element is `u_a(r_b)`, first along the rows (`r = bt(d_row)`), then the same
+//! combination down the columns of the `r`s, where `bt` is, in this order:
+//! `t2 = d4 − d2`, `r0 = 4·(d0 − d2) + t2`, `t0 = d4 − 4·d2`, `t1 = d3 − 4·d1`,
+//! `r1 = t0 + t1`, `r2 = t0 − t1`, `t3 = 2·(d3 − d1)`, `r3 = t2 + t3`, `r4 = t2 − t3`,
+//! `r5 = 4·(d1 − d3) + (d5 − d3)` (multiplications by powers of two are exact).
+//!
+//! Output: from the products `M` (laid out as `V`) it writes `Y = Aᵀ M A`, with
+//! `Aᵀ` = [[1, 1, 1, 1, 1, 0], [0, 1, −1, 2, −2, 0], [0, 1, 1, 4, 4, 0],
+//! [0, 1, −1, 8, −8, 1]], the 4×4 outputs of every tile that fall inside `h × w`, plus
+//! the bias, the residual and the activation. `at` is, in this order: `p = m1 + m2`,
+//! `q = m1 − m2`, `s = m3 + m4`, `d = m3 − m4`, `y0 = (m0 + p) + s`, `y1 = q + 2·d`,
+//! `y2 = p + 4·s`, `y3 = (q + 8·d) + m5`; along the rows first, then down the columns,
+//! then `+ bias`, `+ residual`, the activation. Every path computes those operations in
+//! that order (no fused multiply-adds), so results do not depend on the CPU or the thread
+//! count. The filter transform `U = G g Gᵀ` is the compiler's.
+//!
+//! The AVX-512 paths take 16 tiles of a tile row at a time: the input transform loads each
+//! of its 6 input rows' 66 columns once and splits them into the 6 tap columns with eight
+//! two-source permutes (even/odd twice) and two shifts; the output transform reads the 36
+//! planes of 16 tiles once and interleaves the four output columns of each tile into
+//! whole output rows.
+//!
+//! Not here: the entry points and the F(2×2) transforms (`winograd.rs`), the products.
+
+use crate::DwArgs;
+use crate::dwconv::plane_ptrs;
+
+/// Elements of a tile side (input) and outputs per tile side.
+pub(crate) const TILE: usize = 6;
+/// Outputs per tile side.
+pub(crate) const OUT: usize = 4;
+
+/// `Bᵀ` applied to six values (see the module doc for the order of the operations).
+#[inline(always)]
+fn bt(d: [f32; 6]) -> [f32; 6] {
+    let t2 = d[4] - d[2];
+    let r0 = 4.0 * (d[0] - d[2]) + t2;
+    let t0 = d[4] - 4.0 * d[2];
+    let t1 = d[3] - 4.0 * d[1];
+    let t3 = 2.0 * (d[3] - d[1]);
+    let r5 = 4.0 * (d[1] - d[3]) + (d[5] - d[3]);
+    [r0, t0 + t1, t0 - t1, t2 + t3, t2 - t3, r5]
+}
+
+/// `Aᵀ` applied to six values (see the module doc for the order of the operations).
+#[inline(always)]
+fn at(m: [f32; 6]) -> [f32; 4] {
+    let (p, q, s, d) = (m[1] + m[2], m[1] - m[2], m[3] + m[4], m[3] - m[4]);
+    [
+        (m[0] + p) + s,
+        q + 2.0 * d,
+        p + 4.0 * s,
+        (q + 8.0 * d) + m[5],
+    ]
+}
+
+/// Input planes `[lo, hi)`, one tile at a time.
+pub(crate) unsafe fn in_portable(a: &DwArgs, lo: usize, hi: usize) {
+    let t_step = a.c as isize * a.y_sc;
+    for p in lo..hi {
+        // SAFETY: plane p of the caller's buffers; `y` its element 0's plane.
+        let (x, y, ..) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
+        for ty in 0..a.oh {
+            for tx in 0..a.ow {
+                let r: [[f32; 6]; 6] = core::array::from_fn(|i| {
+                    let iy = (OUT * ty + i) as isize - a.pt as isize;
+                    bt(core::array::from_fn(|j| {
+                        let ix = (OUT * tx + j) as isize - a.pl as isize;
+                        if iy < 0 || ix < 0 || iy >= a.h as isize || ix >= a.w as isize {
+                            return 0.0;
+                        }
+                        // SAFETY: an element of the plane.
+                        unsafe { *x.wrapping_offset(iy * a.x_sh + ix) }
+                    }))
+                });
+                for b in 0..TILE {
+                    let v = bt(r.map(|row| row[b]));
+                    for (aa, &va) in v.iter().enumerate() {
+                        let at =
+                            (TILE * aa + b) as isize * t_step + ty as isize * a.y_sh + tx as isize;
+                        // SAFETY: element (aa, b) of this tile's output.
+                        unsafe { *y.wrapping_offset(at) = va };
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Output planes `[lo, hi)`, one tile at a time.
+pub(crate) unsafe fn out_portable(a: &DwArgs, lo: usize, hi: usize) {
+    let t_step = a.c as isize * a.x_sc;
+    for p in lo..hi {
+        // SAFETY: plane p of the caller's buffers; `m0` its products' element 0.
+        let (m0, y, res, _, b) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
+        for ty in 0..a.oh {
+            for tx in 0..a.ow {
+                let tile = ty as isize * a.x_sh + tx as isize;
+                // SAFETY: element t of this tile's products.
+                let m = |t: usize| unsafe { *m0.wrapping_offset(t as isize * t_step + tile) };
+                let s: [[f32; 4]; 6] =
+                    core::array::from_fn(|aa| at(core::array::from_fn(|bb| m(TILE * aa + bb))));
+                for j in 0..OUT {
+                    let v = at(s.map(|row| row[j]));
+                    for (i, &vi) in v.iter().enumerate() {
+                        let (oy, ox) = (OUT * ty + i, OUT * tx + j);
+                        if oy >= a.h || ox >= a.w {
+                            continue;
+                        }
+                        let off = oy as isize * a.y_sh + ox as isize;
+                        let mut o = vi + b;
+                        if !res.is_null() {
+                            // SAFETY: the residual of this output.
+                            o += unsafe { *res.wrapping_offset(off) };
+                        }
+                        let o = crate::gemm::activate(o, a.act as u32, a.lo, a.hi);
+                        // SAFETY: an output of this plane.
+                        unsafe { *y.wrapping_offset(off) = o };
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    use super::{DwArgs, OUT, TILE};
+    use crate::dwconv::avx512::finish;
+    use crate::dwconv::{lanes, plane_ptrs};
+    use crate::gemm::store16;
+    use core::arch::x86_64::*;
+
+    /// `Bᵀ` applied to six vectors, lane by lane (the operations of [`super::bt`]).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn bt(d: [__m512; 6]) -> [__m512; 6] {
+        let (two, four) = (_mm512_set1_ps(2.0), _mm512_set1_ps(4.0));
+        let t2 = _mm512_sub_ps(d[4], d[2]);
+        let r0 = _mm512_add_ps(_mm512_mul_ps(four, _mm512_sub_ps(d[0], d[2])), t2);
+        let t0 = _mm512_sub_ps(d[4], _mm512_mul_ps(four, d[2]));
+        let t1 = _mm512_sub_ps(d[3], _mm512_mul_ps(four, d[1]));
+        let t3 = _mm512_mul_ps(two, _mm512_sub_ps(d[3], d[1]));
+        let r5 = _mm512_add_ps(
+            _mm512_mul_ps(four, _mm512_sub_ps(d[1], d[3])),
+            _mm512_sub_ps(d[5], d[3]),
+        );
+        [
+            r0,
+            _mm512_add_ps(t0, t1),
+            _mm512_sub_ps(t0, t1),
+            _mm512_add_ps(t2, t3),
+            _mm512_sub_ps(t2, t3),
+            r5,
+        ]
+    }
+
+    /// `Aᵀ` applied to six vectors, lane by lane (the operations of [`super::at`]).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn at(m: [__m512; 6]) -> [__m512; 4] {
+        let p = _mm512_add_ps(m[1], m[2]);
+        let q = _mm512_sub_ps(m[1], m[2]);
+        let s = _mm512_add_ps(m[3], m[4]);
+        let d = _mm512_sub_ps(m[3], m[4]);
+        [
+            _mm512_add_ps(_mm512_add_ps(m[0], p), s),
+            _mm512_add_ps(q, _mm512_mul_ps(_mm512_set1_ps(2.0), d)),
+            _mm512_add_ps(p, _mm512_mul_ps(_mm512_set1_ps(4.0), s)),
+            _mm512_add_ps(
+                _mm512_add_ps(q, _mm512_mul_ps(_mm512_set1_ps(8.0), d)),
+                m[5],
+            ),
+        ]
+    }
+
+    /// Input planes `[lo, hi)`: 16 tiles of a tile row at a time.
+    ///
+    /// # Safety
+    /// As for `nnefc_winograd_in`; the CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn in_planes(a: &DwArgs, lo: usize, hi: usize) {
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+        let t_step = a.c as isize * a.y_sc;
+        let w = a.w as isize;
+        let whole = crate::winograd::room(a.y_sh, a.y_sc, a.oh, a.ow);
+        for p in lo..hi {
+            // SAFETY: plane p of the caller's buffers.
+            let (x, y, ..) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
+            // Tile rows in order, so that a whole-vector store past a row's last tile
+            // lands on tiles of the next row, written after it.
+            for ty in 0..a.oh {
+                let mut tx0 = 0;
+                while tx0 < a.ow {
+                    // Tiles tx0.. read columns 4·tx0 − pl + (0..66) (the plane's, as far
+                    // as it goes; zeros elsewhere).
+                    let c0 = (OUT * tx0) as isize - a.pl as isize;
+                    let live = if whole {
+                        0xFFFF
+                    } else {
+                        lanes(0, (a.ow - tx0) as isize)
+                    };
+                    // Closures would not inherit AVX-512 (and be called, not inlined):
+                    // plain loops.
+                    let mut r = [[_mm512_setzero_ps(); 6]; 6];
+                    for (i, ri) in r.iter_mut().enumerate() {
+                        let iy = (OUT * ty + i) as isize - a.pt as isize;
+                        if iy < 0 || iy >= a.h as isize {
+                            *ri = bt([_mm512_setzero_ps(); 6]);
+                            continue;
+                        }
+                        let src = x.wrapping_offset(iy * a.x_sh + c0);
+                        let mut v = [_mm512_setzero_ps(); 5];
+                        for (k, vk) in v.iter_mut().enumerate() {
+                            let o = 16 * k as isize;
+                            // SAFETY: masked-off lanes are not read; the others are in the
+                            // row.
+                            *vk = unsafe {
+                                _mm512_maskz_loadu_ps(
+                                    lanes(-c0 - o, w - c0 - o),
+                                    src.wrapping_offset(o),
+                                )
+                            };
+                        }
+                        // Tap column j of tile l is column 4l + j: split even and odd
+                        // columns twice (columns 4l, 4l + 2 from the evens, 4l + 1,
+                        // 4l + 3 from the odds); columns 4l + 4 and 4l + 5 are taps 0
+                        // and 1 shifted by one tile, their 16th from the fifth load.
+                        let e01 = _mm512_permutex2var_ps(v[0], even, v[1]);
+                        let e23 = _mm512_permutex2var_ps(v[2], even, v[3]);
+                        let o01 = _mm512_permutex2var_ps(v[0], odd, v[1]);
+                        let o23 = _mm512_permutex2var_ps(v[2], odd, v[3]);
+                        let d0 = _mm512_permutex2var_ps(e01, even, e23);
+                        let d2 = _mm512_permutex2var_ps(e01, odd, e23);
+                        let d1 = _mm512_permutex2var_ps(o01, even, o23);
+                        let d3 = _mm512_permutex2var_ps(o01, odd, o23);
+                        let v4 = _mm512_castps_si512(v[4]);
+                        let d4 = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
+                            v4,
+                            _mm512_castps_si512(d0),
+                        ));
+                        let d5 = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
+                            _mm512_alignr_epi32::<1>(v4, v4),
+                            _mm512_castps_si512(d1),
+                        ));
+                        *ri = bt([d0, d1, d2, d3, d4, d5]);
+                    }
+                    let at = ty as isize * a.y_sh + tx0 as isize;
+                    for b in 0..TILE {
+                        let v = bt([r[0][b], r[1][b], r[2][b], r[3][b], r[4][b], r[5][b]]);
+                        for (aa, &va) in v.iter().enumerate() {
+                            let dst = y.wrapping_offset((TILE * aa + b) as isize * t_step + at);
+                            // SAFETY: the live tiles of element (aa, b) of this tile row,
+                            // or 16 within the plane (`room`).
+                            unsafe { store16(dst, live, va) };
+                        }
+                    }
+                    tx0 += 16;
+                }
+            }
+        }
+    }
+
+    /// Output planes `[lo, hi)`: 16 tiles of a tile row (four output rows of 64 columns)
+    /// at a time.
+    ///
+    /// # Safety
+    /// As for `nnefc_winograd_out`; the CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn out_planes(a: &DwArgs, lo: usize, hi: usize) {
+        // Interleaving two vectors lane by lane: lanes 0..8 of each, then lanes 8..16.
+        let zip_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        let zip_hi = _mm512_add_epi32(zip_lo, _mm512_set1_epi32(8));
+        let t_step = a.c as isize * a.x_sc;
+        let w = a.w as isize;
+        let whole = crate::winograd::room(a.x_sh, a.x_sc, a.oh, a.ow);
+        for p in lo..hi {
+            // SAFETY: plane p of the caller's buffers; `m0` its products' element 0.
+            let (m0, y, res, _, b) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
+            let bias = _mm512_set1_ps(b);
+            let mut tx0 = 0;
+            while tx0 < a.ow {
+                // Lanes past the tiles (read whole when the planes have room) only reach
+                // output columns the stores leave out.
+                let live = if whole {
+                    0xFFFF
+                } else {
+                    lanes(0, (a.ow - tx0) as isize)
+                };
+                let c0 = (OUT * tx0) as isize;
+                let cols: [u16; 4] = core::array::from_fn(|q| lanes(0, w - c0 - 16 * q as isize));
+                for ty in 0..a.oh {
+                    let tile = ty as isize * a.x_sh + tx0 as isize;
+                    let mut s = [[_mm512_setzero_ps(); 4]; 6];
+                    for (aa, sa) in s.iter_mut().enumerate() {
+                        let mut row = [_mm512_setzero_ps(); 6];
+                        for (bb, mb) in row.iter_mut().enumerate() {
+                            let src = m0.wrapping_offset((TILE * aa + bb) as isize * t_step + tile);
+                            // SAFETY: the live tiles of the 36 products, or 16 within the
+                            // plane (`room`).
+                            *mb = unsafe {
+                                if whole {
+                                    _mm512_loadu_ps(src)
+                                } else {
+                                    _mm512_maskz_loadu_ps(live, src)
+                                }
+                            };
+                        }
+                        *sa = at(row);
+                    }
+                    // cj[j][i]: output row i, column j of the 16 tiles.
+                    let mut cj = [[_mm512_setzero_ps(); 4]; 4];
+                    for (j, c) in cj.iter_mut().enumerate() {
+                        *c = at([s[0][j], s[1][j], s[2][j], s[3][j], s[4][j], s[5][j]]);
+                    }
+                    for i in 0..OUT {
+                        let oy = OUT * ty + i;
+                        if oy >= a.h {
+                            continue;
+                        }
+                        let v = [
+                            _mm512_add_ps(cj[0][i], bias),
+                            _mm512_add_ps(cj[1][i], bias),
+                            _mm512_add_ps(cj[2][i], bias),
+                            _mm512_add_ps(cj[3][i], bias),
+                        ];
+                        // Columns 4l + j: zip columns 0 and 2, 1 and 3, then those pairs.
+                        let (p02l, p02h) = (
+                            _mm512_permutex2var_ps(v[0], zip_lo, v[2]),
+                            _mm512_permutex2var_ps(v[0], zip_hi, v[2]),
+                        );
+                        let (p13l, p13h) = (
+                            _mm512_permutex2var_ps(v[1], zip_lo, v[3]),
+                            _mm512_permutex2var_ps(v[1], zip_hi, v[3]),
+                        );
+                        let rows = [
+                            _mm512_permutex2var_ps(p02l, zip_lo, p13l),
+                            _mm512_permutex2var_ps(p02l, zip_hi, p13l),
+                            _mm512_permutex2var_ps(p02h, zip_lo, p13h),
+                            _mm512_permutex2var_ps(p02h, zip_hi, p13h),
+                        ];
+                        let row = oy as isize * a.y_sh + c0;
+                        for (q, &vq) in rows.iter().enumerate() {
+                            if cols[q] == 0 {
+                                break;
+                            }
+                            // SAFETY: the output columns of this row the tiles cover.
+                            unsafe { finish(vq, a, y, res, row + 16 * q as isize, cols[q]) };
+                        }
+                    }
+                }
+                tx0 += 16;
+            }
+        }
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+    use crate::dwconv::tests::Lcg;
+    use crate::winograd::tests::{check, geometry};
+    use crate::{nnefc_winograd_in, nnefc_winograd_out};
+
+    const BT: [[f64; 6]; 6] = [
+        [4.0, 0.0, -5.0, 0.0, 1.0, 0.0],
+        [0.0, -4.0, -4.0, 1.0, 1.0, 0.0],
+        [0.0, 4.0, -4.0, -1.0, 1.0, 0.0],
+        [0.0, -2.0, -1.0, 2.0, 1.0, 0.0],
+        [0.0, 2.0, -1.0, -2.0, 1.0, 0.0],
+        [0.0, 4.0, 0.0, -5.0, 0.0, 1.0],
+    ];
+    const AT: [[f64; 6]; 4] = [
+        [1.0, 1.0, 1.0, 1.0, 1.0, 0.0],
+        [0.0, 1.0, -1.0, 2.0, -2.0, 0.0],
+        [0.0, 1.0, 1.0, 4.0, 4.0, 0.0],
+        [0.0, 1.0, -1.0, 8.0, -8.0, 1.0],
+    ];
+
+    /// F(4×4) arguments: [`geometry`] with 6×6 tiles four apart.
+    fn geometry4(e: [usize; 6]) -> DwArgs {
+        DwArgs {
+            kh: TILE,
+            kw: TILE,
+            sh: OUT,
+            sw: OUT,
+            ..geometry(e)
+        }
+    }
+
+    /// Random tile counts (rows narrower and wider than 16 tiles, strided planes and
+    /// samples, zero padding, inputs stopping short of the tiles): the vector path (where
+    /// the CPU has it), a pool of workers and the portable path give the same bits, within
+    /// rounding of `Bᵀ d B` in f64.
+    #[test]
+    fn winograd4_input_transform_matches_the_definition() {
+        let mut r = Lcg(15);
+        let pool = crate::ThreadPool::new(3).expect("pool");
+        for case in 0..60 {
+            let (n, c) = (1 + r.below(2), 1 + r.below(4));
+            let (th, tw) = (
+                1 + r.below(6),
+                1 + r.below(if case % 3 == 0 { 40 } else { 12 }),
+            );
+            let (pt, pl) = (r.below(3), r.below(3));
+            // Tiles reach row 4·th + 2; inputs stop up to 3 short of that.
+            let h = 4 * th + 2 - pt - r.below(4).min(4 * th + 1 - pt);
+            let w = 4 * tw + 2 - pl - r.below(4).min(4 * tw + 1 - pl);
+            let (x_sh, x_sc) = (w + r.below(3), (h + r.below(2)) * (w + 2));
+            let x_sn = c * x_sc + r.below(5);
+            let x: Vec<f32> = (0..n * x_sn).map(|_| r.next()).collect();
+            let tiles = th * tw;
+            let yp = if case % 2 == 1 { tiles + 16 } else { tiles };
+            let mut want = vec![0.0f64; n * 36 * c * yp];
+            for ni in 0..n {
+                for ci in 0..c {
+                    for ty in 0..th {
+                        for tx in 0..tw {
+                            let d = |i: usize, j: usize| {
+                                let (iy, ix) = (4 * ty + i, 4 * tx + j);
+                                if iy < pt || ix < pl || iy - pt >= h || ix - pl >= w {
+                                    return 0.0;
+                                }
+                                f64::from(x[ni * x_sn + ci * x_sc + (iy - pt) * x_sh + ix - pl])
+                            };
+                            for aa in 0..6 {
+                                for b in 0..6 {
+                                    let mut s = 0.0;
+                                    for i in 0..6 {
+                                        for j in 0..6 {
+                                            s += BT[aa][i] * BT[b][j] * d(i, j);
+                                        }
+                                    }
+                                    want[((ni * 36 + 6 * aa + b) * c + ci) * yp + ty * tw + tx] = s;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            let args = |y: &mut [f32]| DwArgs {
+                x: x.as_ptr(),
+                x_sn: x_sn as isize,
+                x_sc: x_sc as isize,
+                x_sh: x_sh as isize,
+                y: y.as_mut_ptr(),
+                y_sn: (36 * c * yp) as isize,
+                y_sc: yp as isize,
+                y_sh: tw as isize,
+                pt,
+                pl,
+                ..geometry4([n, c, h, w, th, tw])
+            };
+            let keep = |i: usize| i % yp < tiles;
+            check(
+                case,
+                &want,
+                1e-5,
+                &pool,
+                &args,
+                nnefc_winograd_in,
+                in_portable,
+                &keep,
+            );
+        }
+    }
+
+    /// Random tile counts, output extents that cut the last tiles, strided products,
+    /// bias, residual and each activation: the vector path, a pool and the portable path
+    /// give the same bits, within rounding of `bias + Aᵀ M A (+ res)` then the activation.
+    #[test]
+    fn winograd4_output_transform_matches_the_definition() {
+        let mut r = Lcg(19);
+        let pool = crate::ThreadPool::new(3).expect("pool");
+        for case in 0..60 {
+            let (n, c) = (1 + r.below(2), 1 + r.below(4));
+            let (h, w) = (
+                1 + r.below(21),
+                1 + r.below(if case % 3 == 0 { 150 } else { 40 }),
+            );
+            let (th, tw) = (h.div_ceil(4), w.div_ceil(4));
+            let x_sh = tw + r.below(3);
+            let x_sc = th * x_sh + r.below(4) + if case % 2 == 1 { 16 } else { 0 };
+            let x_sn = 36 * c * x_sc + r.below(5);
+            let m: Vec<f32> = (0..n * x_sn).map(|_| r.next()).collect();
+            let bias: Vec<f32> = (0..c).map(|_| r.next()).collect();
+            let res: Vec<f32> = (0..n * c * h * w).map(|_| r.next()).collect();
+            let with_res = case % 2 == 0;
+            let act = case % 3;
+            let (lo, hi) = (-0.5f32, 0.75f32);
+            let mut want = vec![0.0f64; n * c * h * w];
+            for ni in 0..n {
+                for ci in 0..c {
+                    for oy in 0..h {
+                        for ox in 0..w {
+                            let (ty, tx, i, j) = (oy / 4, ox / 4, oy % 4, ox % 4);
+                            let mut s = f64::from(bias[ci]);
+                            for (aa, ra) in AT[i].iter().enumerate() {
+                                for (bb, rb) in AT[j].iter().enumerate() {
+                                    let t = 6 * aa + bb;
+                                    s += ra
+                                        * rb
+                                        * f64::from(
+                                            m[ni * x_sn + (t * c + ci) * x_sc + ty * x_sh + tx],
+                                        );
+                                }
+                            }
+                            let at = ((ni * c + ci) * h + oy) * w + ox;
+                            if with_res {
+                                s += f64::from(res[at]);
+                            }
+                            want[at] = match act {
+                                1 => s.max(0.0),
+                                2 => s.min(f64::from(hi)).max(f64::from(lo)),
+                                _ => s,
+                            };
+                        }
+                    }
+                }
+            }
+            let args = |y: &mut [f32]| DwArgs {
+                x: m.as_ptr(),
+                x_sn: x_sn as isize,
+                x_sc: x_sc as isize,
+                x_sh: x_sh as isize,
+                bias: bias.as_ptr(),
+                bias_sc: 1,
+                res: if with_res {
+                    res.as_ptr()
+                } else {
+                    core::ptr::null()
+                },
+                y: y.as_mut_ptr(),
+                y_sn: (c * h * w) as isize,
+                y_sc: (h * w) as isize,
+                y_sh: w as isize,
+                act,
+                lo,
+                hi,
+                ..geometry4([n, c, h, w, th, tw])
+            };
+            check(
+                case,
+                &want,
+                1e-5,
+                &pool,
+                &args,
+                nnefc_winograd_out,
+                out_portable,
+                &|_| true,
+            );
+        }
+    }
+}
