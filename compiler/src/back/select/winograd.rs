@@ -15,8 +15,8 @@
 //! cost a test per tile.
 //!
 //! F(4×4) is taken where the runtime's transforms read the conv's input in place
-//! ([`Input::InPlace`]) and the map has at least [`MIN_TILES_F4`] of its tiles; F(2×2)
-//! elsewhere. The input transform is the runtime's `nnefc_winograd_in` where the target
+//! ([`Input::InPlace`]) and the map has enough of its tiles for the products to
+//! outweigh the larger transformed filter ([`f4_pays`]); F(2×2) elsewhere. The input transform is the runtime's `nnefc_winograd_in` where the target
 //! takes the runtime's window kernels (`Lowering::runtime_windows`) and the view's rows
 //! are contiguous, else the 16 loop nests of [`input_loops`]; the output transform
 //! likewise `nnefc_winograd_out`, else 4 loop nests (F(2×2) only).
@@ -138,14 +138,30 @@ impl Tiles {
 }
 
 /// Fewest F(4×4) tiles for the F(4×4) path (with the runtime's transforms): maps of
-/// 21×21 and up. On smaller ones its products have few columns and the transforms fill
-/// few lanes of their 16-tile vectors. Zen 5, one thread (`nnefc bench --profile`):
-/// squeezenet1_1's 16→64 layers on 55×55 maps 0.24 → 0.18 ms and 32→128 on 27×27
-/// 0.178 → 0.15 ms, but its 13×13 layers (16 tiles) 0.167 → 0.16 at best (a 64→256
-/// conv alone: 0.158 ms through F(2×2), 0.160 through F(4×4)), so F(2×2) stays there.
-/// Whole models (`nnefc bench`, interleaved): squeezenet1_1 3.0 → 2.8–2.9 ms, resnet18
-/// 12.3–12.4 → 10.8–11.2 ms.
+/// 21×21 and up. Zen 5, one thread (`nnefc bench --profile`): squeezenet1_1's 16→64
+/// layers on 55×55 maps 0.24 → 0.18 ms and 32→128 on 27×27 0.178 → 0.15 ms; whole models
+/// (`nnefc bench`, interleaved) squeezenet1_1 3.0 → 2.8–2.9 ms, resnet18 12.3–12.4 →
+/// 10.8–11.2 ms.
 const MIN_TILES_F4: usize = 36;
+
+/// Fewest F(4×4) tiles for the F(4×4) path when its transformed filter is small
+/// ([`SMALL_F4_FILTER`]). On 13×13 and 14×14 maps (16 tiles of 4×4 outputs against 49
+/// of 2×2) the products shrink by a quarter but the transformed filter, which the
+/// products stream once, grows 2.25×: squeezenet1_1's 48→192 and 64→256 layers (1.3 and
+/// 2.4 MB of F(4×4) filter) go from 0.106 to 0.096 ms and from 0.170 to 0.159–0.171 ms,
+/// resnet18's four 256→256 layers on 14×14 maps (9.4 MB each) from 2.35–2.38 to
+/// 2.48–2.6 ms together (`nnefc bench --profile`, Zen 5, one thread).
+const MIN_TILES_F4_SMALL: usize = 16;
+
+/// Bytes of F(4×4) filter up to which [`MIN_TILES_F4_SMALL`] applies.
+const SMALL_F4_FILTER: usize = 5 << 19;
+
+/// Whether a conv of `cin → cout` channels on an `h × w` output takes F(4×4).
+fn f4_pays(cin: usize, cout: usize, h: usize, w: usize) -> bool {
+    let tiles = h.div_ceil(4) * w.div_ceil(4);
+    let filter = 36 * 4 * cin * cout;
+    tiles >= MIN_TILES_F4 || (tiles >= MIN_TILES_F4_SMALL && filter <= SMALL_F4_FILTER)
+}
 
 /// `U[t][co][ci]` for the `tiles.planes()` positions `t = side·a + b`, packed per `t` for
 /// the runtime GEMM.
@@ -211,9 +227,7 @@ pub(super) fn conv3x3(
     let (h, w) = (io.ys[2], io.ys[3]);
     // F(4×4) where the runtime's transforms read the input in place and the map gives
     // the products enough columns.
-    let kind = if matches!(input, Input::InPlace { .. })
-        && h.div_ceil(4) * w.div_ceil(4) >= MIN_TILES_F4
-    {
+    let kind = if matches!(input, Input::InPlace { .. }) && f4_pays(cin, cout, h, w) {
         Tiles::F4
     } else {
         Tiles::F2
