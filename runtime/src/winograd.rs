@@ -166,6 +166,22 @@ fn at(m: [f32; 4]) -> [f32; 2] {
 
 /// Every output, one tile at a time.
 unsafe fn out_portable(a: &DwArgs, lo: usize, hi: usize) {
+    // SAFETY: forwarded.
+    unsafe { out_tiles::<4, 2>(a, lo, hi, at) }
+}
+
+/// Output planes `[lo, hi)` of a transform whose tiles hold `S × S` products and `O × O`
+/// outputs, one tile at a time: `at` (its `Aᵀ`) along the rows, then down the columns,
+/// then the bias, the residual and the activation (the order every path follows).
+///
+/// # Safety
+/// As for `nnefc_winograd_out`.
+pub(crate) unsafe fn out_tiles<const S: usize, const O: usize>(
+    a: &DwArgs,
+    lo: usize,
+    hi: usize,
+    at: fn([f32; S]) -> [f32; O],
+) {
     let t_step = a.c as isize * a.x_sc;
     for p in lo..hi {
         // SAFETY: plane p of the caller's buffers; `m0` its products' element 0.
@@ -175,12 +191,12 @@ unsafe fn out_portable(a: &DwArgs, lo: usize, hi: usize) {
                 let tile = ty as isize * a.x_sh + tx as isize;
                 // SAFETY: element t of this tile's products.
                 let m = |t: usize| unsafe { *m0.wrapping_offset(t as isize * t_step + tile) };
-                let s: [[f32; 2]; 4] =
-                    core::array::from_fn(|aa| at(core::array::from_fn(|bb| m(4 * aa + bb))));
-                for j in 0..2 {
+                let s: [[f32; O]; S] =
+                    core::array::from_fn(|aa| at(core::array::from_fn(|bb| m(S * aa + bb))));
+                for j in 0..O {
                     let v = at(s.map(|row| row[j]));
                     for (i, &vi) in v.iter().enumerate() {
-                        let (oy, ox) = (2 * ty + i, 2 * tx + j);
+                        let (oy, ox) = (O * ty + i, O * tx + j);
                         if oy >= a.h || ox >= a.w {
                             continue;
                         }
@@ -208,6 +224,21 @@ fn bt(d: [f32; 4]) -> [f32; 4] {
 
 /// Every tile, one at a time.
 unsafe fn portable(a: &DwArgs, lo: usize, hi: usize) {
+    // SAFETY: forwarded.
+    unsafe { in_tiles::<4>(a, lo, hi, bt) }
+}
+
+/// Input planes `[lo, hi)` of a transform with `S × S` tiles (`S − 2` apart), one tile
+/// at a time: `bt` (its `Bᵀ`) along the rows, then down the columns.
+///
+/// # Safety
+/// As for `nnefc_winograd_in`.
+pub(crate) unsafe fn in_tiles<const S: usize>(
+    a: &DwArgs,
+    lo: usize,
+    hi: usize,
+    bt: fn([f32; S]) -> [f32; S],
+) {
     let t_step = a.c as isize * a.y_sc;
     for p in lo..hi {
         // SAFETY: plane p of the caller's buffers; `y` its element 0's plane (element
@@ -215,10 +246,10 @@ unsafe fn portable(a: &DwArgs, lo: usize, hi: usize) {
         let (x, y, ..) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
         for ty in 0..a.oh {
             for tx in 0..a.ow {
-                let r: [[f32; 4]; 4] = core::array::from_fn(|i| {
-                    let iy = (2 * ty + i) as isize - a.pt as isize;
+                let r: [[f32; S]; S] = core::array::from_fn(|i| {
+                    let iy = ((S - 2) * ty + i) as isize - a.pt as isize;
                     bt(core::array::from_fn(|j| {
-                        let ix = (2 * tx + j) as isize - a.pl as isize;
+                        let ix = ((S - 2) * tx + j) as isize - a.pl as isize;
                         if iy < 0 || ix < 0 || iy >= a.h as isize || ix >= a.w as isize {
                             return 0.0;
                         }
@@ -226,11 +257,11 @@ unsafe fn portable(a: &DwArgs, lo: usize, hi: usize) {
                         unsafe { *x.wrapping_offset(iy * a.x_sh + ix) }
                     }))
                 });
-                for b in 0..4 {
+                for b in 0..S {
                     let v = bt(r.map(|row| row[b]));
                     for (aa, &va) in v.iter().enumerate() {
                         let at =
-                            (4 * aa + b) as isize * t_step + ty as isize * a.y_sh + tx as isize;
+                            (S * aa + b) as isize * t_step + ty as isize * a.y_sh + tx as isize;
                         // SAFETY: element (aa, b) of this tile's output.
                         unsafe { *y.wrapping_offset(at) = va };
                     }
@@ -441,27 +472,6 @@ pub(crate) mod tests {
     use super::*;
     use crate::dwconv::tests::Lcg;
 
-    /// `Bᵀ d B` of one tile, in f64 from the definition.
-    fn reference(d: &[[f32; 4]; 4]) -> [[f64; 4]; 4] {
-        const BT: [[f64; 4]; 4] = [
-            [1.0, 0.0, -1.0, 0.0],
-            [0.0, 1.0, 1.0, 0.0],
-            [0.0, -1.0, 1.0, 0.0],
-            [0.0, 1.0, 0.0, -1.0],
-        ];
-        core::array::from_fn(|aa| {
-            core::array::from_fn(|b| {
-                let mut s = 0.0;
-                for (i, row) in d.iter().enumerate() {
-                    for (j, &v) in row.iter().enumerate() {
-                        s += BT[aa][i] * BT[b][j] * f64::from(v);
-                    }
-                }
-                s
-            })
-        })
-    }
-
     /// The arguments of a transform of `[n, c, h, w, oh, ow]` with every pointer null and
     /// every stride 0 (the tests fill in theirs).
     pub(crate) fn geometry([n, c, h, w, oh, ow]: [usize; 6]) -> DwArgs {
@@ -500,12 +510,15 @@ pub(crate) mod tests {
 
     /// Runs `kernel` serially and on `pool`, and `portable` over every plane, each into a
     /// fresh output of NaNs that `args` describes; asserts that the three agree bit for
-    /// bit and are within `tol` (relative, absolute below 1) of `want`, at the elements
-    /// `keep` accepts (the others are padding the vector path may write).
+    /// bit and are within `tol` of `want`, relative to `scale` (the magnitude of the
+    /// terms each element sums, or of the element itself where `scale` is empty;
+    /// absolute below 1), at the elements `keep` accepts (the others are padding the
+    /// vector path may write).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn check(
         case: usize,
         want: &[f64],
+        scale: &[f64],
         tol: f64,
         pool: &crate::ThreadPool,
         args: &dyn Fn(&mut [f32]) -> DwArgs,
@@ -538,7 +551,7 @@ pub(crate) mod tests {
                 continue;
             }
             assert!(
-                (f64::from(g) - v).abs() <= tol * v.abs().max(1.0),
+                (f64::from(g) - v).abs() <= tol * scale.get(i).map_or(v.abs(), |m| *m).max(1.0),
                 "case {case}: element {i}: {g} vs {v}"
             );
         }
@@ -549,7 +562,33 @@ pub(crate) mod tests {
     /// path give the same bits, within rounding of the definition.
     #[test]
     fn winograd_input_transform_matches_the_definition() {
-        let mut r = Lcg(5);
+        let bt = [
+            [1.0, 0.0, -1.0, 0.0],
+            [0.0, 1.0, 1.0, 0.0],
+            [0.0, -1.0, 1.0, 0.0],
+            [0.0, 1.0, 0.0, -1.0],
+        ]
+        .map(|r| r.to_vec());
+        check_input_transform(5, &bt, 1e-6, &geometry, portable);
+    }
+
+    /// Sixty random cases of an input transform with `Bᵀ = bt` (`side × side`, tiles
+    /// `side − 2` apart) against its definition in f64, within `tol` relative (absolute
+    /// below 1): `geometry` gives its arguments,
+    /// `portable` its portable path. Tile rows narrower and wider than 16 tiles, zero
+    /// padding of 0–2 above and to the left, inputs that stop short of the tiles' last
+    /// rows and columns (read as zeros), strided rows, planes and samples, and output
+    /// planes dense or padded by 16 (every other case).
+    pub(crate) fn check_input_transform(
+        seed: u64,
+        bt: &[Vec<f64>],
+        tol: f64,
+        geometry: &dyn Fn([usize; 6]) -> DwArgs,
+        portable: unsafe fn(&DwArgs, usize, usize),
+    ) {
+        let side = bt.len();
+        let (step, planes) = (side - 2, side * side);
+        let mut r = Lcg(seed);
         let pool = crate::ThreadPool::new(3).expect("pool");
         for case in 0..60 {
             let (n, c) = (1 + r.below(2), 1 + r.below(5));
@@ -557,69 +596,66 @@ pub(crate) mod tests {
                 1 + r.below(9),
                 1 + r.below(if case % 3 == 0 { 40 } else { 12 }),
             );
-            // Zero padding of 0–2 above and to the left, and inputs that stop short of the
-            // tiles' last rows and columns (read as zeros).
             let (pt, pl) = (r.below(3), r.below(3));
-            let h = 2 * th + 2 - pt - r.below(3).min(2 * th + 1 - pt);
-            let w = 2 * tw + 2 - pl - r.below(3).min(2 * tw + 1 - pl);
-            // Rows and planes with slack, so strides are not the dense ones.
+            // Tiles reach row step·th + 2; inputs stop up to `step` short of that.
+            let h = step * th + 2 - pt - r.below(step + 1).min(step * th + 1 - pt);
+            let w = step * tw + 2 - pl - r.below(step + 1).min(step * tw + 1 - pl);
             let (x_sh, x_sc) = (w + r.below(3), (h + r.below(2)) * (w + 2));
             let x_sn = c * x_sc + r.below(5);
             let x: Vec<f32> = (0..n * x_sn).map(|_| r.next()).collect();
             let tiles = th * tw;
-            // Odd cases pad each plane of the output by 16 (room for whole-vector stores).
             let yp = if case % 2 == 1 { tiles + 16 } else { tiles };
-            let want: Vec<f64> = {
-                let mut v = vec![0.0; n * 16 * c * yp];
-                for ni in 0..n {
-                    for ci in 0..c {
-                        for ty in 0..th {
-                            for tx in 0..tw {
-                                let d: [[f32; 4]; 4] = core::array::from_fn(|i| {
-                                    core::array::from_fn(|j| {
-                                        let (iy, ix) = (2 * ty + i, 2 * tx + j);
-                                        if iy < pt || ix < pl || iy - pt >= h || ix - pl >= w {
-                                            return 0.0;
+            let mut want = vec![0.0f64; n * planes * c * yp];
+            for ni in 0..n {
+                for ci in 0..c {
+                    for ty in 0..th {
+                        for tx in 0..tw {
+                            let d = |i: usize, j: usize| {
+                                let (iy, ix) = (step * ty + i, step * tx + j);
+                                if iy < pt || ix < pl || iy - pt >= h || ix - pl >= w {
+                                    return 0.0;
+                                }
+                                f64::from(x[ni * x_sn + ci * x_sc + (iy - pt) * x_sh + ix - pl])
+                            };
+                            for (aa, ba) in bt.iter().enumerate() {
+                                for (b, bb) in bt.iter().enumerate() {
+                                    let mut s = 0.0;
+                                    for (i, bai) in ba.iter().enumerate() {
+                                        for (j, bbj) in bb.iter().enumerate() {
+                                            s += bai * bbj * d(i, j);
                                         }
-                                        x[ni * x_sn + ci * x_sc + (iy - pt) * x_sh + ix - pl]
-                                    })
-                                });
-                                let t = reference(&d);
-                                for (aa, row) in t.iter().enumerate() {
-                                    for (b, &val) in row.iter().enumerate() {
-                                        v[((ni * 16 + 4 * aa + b) * c + ci) * yp + ty * tw + tx] =
-                                            val;
                                     }
+                                    let t = side * aa + b;
+                                    want[((ni * planes + t) * c + ci) * yp + ty * tw + tx] = s;
                                 }
                             }
                         }
                     }
                 }
-                v
-            };
+            }
             let args = |y: &mut [f32]| DwArgs {
                 x: x.as_ptr(),
                 x_sn: x_sn as isize,
                 x_sc: x_sc as isize,
                 x_sh: x_sh as isize,
                 y: y.as_mut_ptr(),
-                y_sn: (16 * c * yp) as isize,
+                y_sn: (planes * c * yp) as isize,
                 y_sc: yp as isize,
                 y_sh: tw as isize,
                 pt,
                 pl,
                 ..geometry([n, c, h, w, th, tw])
             };
-            let keep = |i: usize| i % yp < tiles;
             check(
                 case,
                 &want,
-                1e-6,
+                &[],
+                tol,
                 &pool,
                 &args,
                 nnefc_winograd_in,
                 portable,
-                &keep,
+                &|i| i % yp < tiles,
             );
         }
     }
@@ -629,20 +665,37 @@ pub(crate) mod tests {
     /// within rounding of `bias + Aᵀ M A (+ res)` then the activation.
     #[test]
     fn winograd_output_transform_matches_the_definition() {
-        const AT: [[f64; 4]; 2] = [[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, -1.0, -1.0]];
-        let mut r = Lcg(9);
+        let at = [[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, -1.0, -1.0]].map(|r| r.to_vec());
+        check_output_transform(9, &at, &geometry, out_portable, &|r, case| {
+            let w = 1 + r.below(if case % 3 == 0 { 80 } else { 24 });
+            (w, w.div_ceil(2) + r.below(3))
+        });
+    }
+
+    /// Sixty random cases of an output transform with `Aᵀ = at` (`out × side`, tiles
+    /// `out` outputs apart, `side²` products per tile) against its definition in f64:
+    /// `geometry` gives its arguments, `portable` its portable path, and `width(r, case)`
+    /// the output width and the products' row stride. Odd output extents, padded and
+    /// unpadded planes, strided samples, bias, residual (every other case) and each
+    /// activation.
+    pub(crate) fn check_output_transform(
+        seed: u64,
+        at: &[Vec<f64>],
+        geometry: &dyn Fn([usize; 6]) -> DwArgs,
+        portable: unsafe fn(&DwArgs, usize, usize),
+        width: &dyn Fn(&mut Lcg, usize) -> (usize, usize),
+    ) {
+        let (out, side) = (at.len(), at[0].len());
+        let mut r = Lcg(seed);
         let pool = crate::ThreadPool::new(3).expect("pool");
         for case in 0..60 {
             let (n, c) = (1 + r.below(2), 1 + r.below(5));
-            let (h, w) = (
-                1 + r.below(17),
-                1 + r.below(if case % 3 == 0 { 80 } else { 24 }),
-            );
-            let (th, tw) = (h.div_ceil(2), w.div_ceil(2));
-            let x_sh = tw + r.below(3);
+            let h = 1 + r.below(5 * out + 7);
+            let (w, x_sh) = width(&mut r, case);
+            let (th, tw) = (h.div_ceil(out), w.div_ceil(out));
             // Odd cases pad each plane of products by 16 (room for whole-vector loads).
             let x_sc = th * x_sh + r.below(4) + if case % 2 == 1 { 16 } else { 0 };
-            let x_sn = 16 * c * x_sc + r.below(5);
+            let x_sn = side * side * c * x_sc + r.below(5);
             let m: Vec<f32> = (0..n * x_sn).map(|_| r.next()).collect();
             let bias: Vec<f32> = (0..c).map(|_| r.next()).collect();
             let res: Vec<f32> = (0..n * c * h * w).map(|_| r.next()).collect();
@@ -650,26 +703,34 @@ pub(crate) mod tests {
             let act = case % 3;
             let (lo, hi) = (-0.5f32, 0.75f32);
             let mut want = vec![0.0f64; n * c * h * w];
+            // The magnitude of the terms each output sums: F(4×4)'s `Aᵀ` reaches 8, so
+            // its sums cancel terms far larger than themselves.
+            let mut mag = vec![0.0f64; n * c * h * w];
             for ni in 0..n {
                 for ci in 0..c {
                     for oy in 0..h {
                         for ox in 0..w {
-                            let (ty, tx, i, j) = (oy / 2, ox / 2, oy % 2, ox % 2);
+                            let (ty, tx, i, j) = (oy / out, ox / out, oy % out, ox % out);
                             let mut s = f64::from(bias[ci]);
-                            for (aa, ra) in AT[i].iter().enumerate() {
-                                for (bb, rb) in AT[j].iter().enumerate() {
-                                    let t = 4 * aa + bb;
-                                    s += ra
+                            let mut sm = s.abs();
+                            for (aa, ra) in at[i].iter().enumerate() {
+                                for (bb, rb) in at[j].iter().enumerate() {
+                                    let t = side * aa + bb;
+                                    let term = ra
                                         * rb
                                         * f64::from(
                                             m[ni * x_sn + (t * c + ci) * x_sc + ty * x_sh + tx],
                                         );
+                                    s += term;
+                                    sm += term.abs();
                                 }
                             }
                             let at = ((ni * c + ci) * h + oy) * w + ox;
                             if with_res {
                                 s += f64::from(res[at]);
+                                sm += f64::from(res[at]).abs();
                             }
+                            mag[at] = sm;
                             want[at] = match act {
                                 1 => s.max(0.0),
                                 2 => s.min(f64::from(hi)).max(f64::from(lo)),
@@ -703,11 +764,12 @@ pub(crate) mod tests {
             check(
                 case,
                 &want,
-                1e-5,
+                &mag,
+                1e-6,
                 &pool,
                 &args,
                 nnefc_winograd_out,
-                out_portable,
+                portable,
                 &|_| true,
             );
         }

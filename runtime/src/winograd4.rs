@@ -37,7 +37,6 @@
 //! Not here: the entry points and the F(2×2) transforms (`winograd.rs`), the products.
 
 use crate::DwArgs;
-use crate::dwconv::plane_ptrs;
 
 /// Elements of a tile side (input) and outputs per tile side.
 pub(crate) const TILE: usize = 6;
@@ -70,71 +69,14 @@ fn at(m: [f32; 6]) -> [f32; 4] {
 
 /// Input planes `[lo, hi)`, one tile at a time.
 pub(crate) unsafe fn in_portable(a: &DwArgs, lo: usize, hi: usize) {
-    let t_step = a.c as isize * a.y_sc;
-    for p in lo..hi {
-        // SAFETY: plane p of the caller's buffers; `y` its element 0's plane.
-        let (x, y, ..) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
-        for ty in 0..a.oh {
-            for tx in 0..a.ow {
-                let r: [[f32; 6]; 6] = core::array::from_fn(|i| {
-                    let iy = (OUT * ty + i) as isize - a.pt as isize;
-                    bt(core::array::from_fn(|j| {
-                        let ix = (OUT * tx + j) as isize - a.pl as isize;
-                        if iy < 0 || ix < 0 || iy >= a.h as isize || ix >= a.w as isize {
-                            return 0.0;
-                        }
-                        // SAFETY: an element of the plane.
-                        unsafe { *x.wrapping_offset(iy * a.x_sh + ix) }
-                    }))
-                });
-                for b in 0..TILE {
-                    let v = bt(r.map(|row| row[b]));
-                    for (aa, &va) in v.iter().enumerate() {
-                        let at =
-                            (TILE * aa + b) as isize * t_step + ty as isize * a.y_sh + tx as isize;
-                        // SAFETY: element (aa, b) of this tile's output.
-                        unsafe { *y.wrapping_offset(at) = va };
-                    }
-                }
-            }
-        }
-    }
+    // SAFETY: forwarded.
+    unsafe { crate::winograd::in_tiles::<TILE>(a, lo, hi, bt) }
 }
 
 /// Output planes `[lo, hi)`, one tile at a time.
 pub(crate) unsafe fn out_portable(a: &DwArgs, lo: usize, hi: usize) {
-    let t_step = a.c as isize * a.x_sc;
-    for p in lo..hi {
-        // SAFETY: plane p of the caller's buffers; `m0` its products' element 0.
-        let (m0, y, res, _, b) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
-        for ty in 0..a.oh {
-            for tx in 0..a.ow {
-                let tile = ty as isize * a.x_sh + tx as isize;
-                // SAFETY: element t of this tile's products.
-                let m = |t: usize| unsafe { *m0.wrapping_offset(t as isize * t_step + tile) };
-                let s: [[f32; 4]; 6] =
-                    core::array::from_fn(|aa| at(core::array::from_fn(|bb| m(TILE * aa + bb))));
-                for j in 0..OUT {
-                    let v = at(s.map(|row| row[j]));
-                    for (i, &vi) in v.iter().enumerate() {
-                        let (oy, ox) = (OUT * ty + i, OUT * tx + j);
-                        if oy >= a.h || ox >= a.w {
-                            continue;
-                        }
-                        let off = oy as isize * a.y_sh + ox as isize;
-                        let mut o = vi + b;
-                        if !res.is_null() {
-                            // SAFETY: the residual of this output.
-                            o += unsafe { *res.wrapping_offset(off) };
-                        }
-                        let o = crate::gemm::activate(o, a.act as u32, a.lo, a.hi);
-                        // SAFETY: an output of this plane.
-                        unsafe { *y.wrapping_offset(off) = o };
-                    }
-                }
-            }
-        }
-    }
+    // SAFETY: forwarded.
+    unsafe { crate::winograd::out_tiles::<TILE, OUT>(a, lo, hi, at) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -265,6 +207,9 @@ pub(crate) mod avx512 {
                         *ri = bt([d0, d1, d2, d3, d4, d5]);
                     }
                     let at = ty as isize * a.y_sh + tx0 as isize;
+                    // Column b of every row (an iterator's closure would not inherit
+                    // AVX-512).
+                    #[allow(clippy::needless_range_loop)]
                     for b in 0..TILE {
                         let v = bt([r[0][b], r[1][b], r[2][b], r[3][b], r[4][b], r[5][b]]);
                         for (aa, &va) in v.iter().enumerate() {
@@ -341,6 +286,7 @@ pub(crate) mod avx512 {
                     ]);
                 }
                 let at = (ty * a.ow) as isize;
+                #[allow(clippy::needless_range_loop)]
                 for b in 0..TILE {
                     let v = bt([r[0][b], r[1][b], r[2][b], r[3][b], r[4][b], r[5][b]]);
                     for (aa, &va) in v.iter().enumerate() {
@@ -468,7 +414,7 @@ pub(crate) mod avx512 {
         let t_step = a.c as isize * a.x_sc;
         let w = a.w as isize;
         let tiles = a.oh * a.ow;
-        let flat = a.ow % 4 == 0 && a.x_sh == a.ow as isize;
+        let flat = a.ow.is_multiple_of(4) && a.x_sh == a.ow as isize;
         // Dense rows of 5–7 tiles: two tile rows per step, each in 8 lanes (one load of
         // 16 consecutive tiles, spread by a permute), where each row alone would fill 7
         // of 16 lanes at most. A 32→128 conv on a 27×27 map (7 tiles a row; Zen 5, one
@@ -589,9 +535,7 @@ pub(crate) mod avx512 {
 #[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
-    use crate::dwconv::tests::Lcg;
-    use crate::winograd::tests::{check, geometry};
-    use crate::{nnefc_winograd_in, nnefc_winograd_out};
+    use crate::winograd::tests::{check_input_transform, check_output_transform, geometry};
 
     const BT: [[f64; 6]; 6] = [
         [4.0, 0.0, -5.0, 0.0, 1.0, 0.0],
@@ -619,175 +563,31 @@ mod tests {
         }
     }
 
-    /// Random tile counts (rows narrower and wider than 16 tiles, strided planes and
-    /// samples, zero padding, inputs stopping short of the tiles): the vector path (where
-    /// the CPU has it), a pool of workers and the portable path give the same bits, within
+    /// Random tile counts, zero padding, strided planes and samples, inputs stopping
+    /// short of the tiles (`check_input_transform`): the vector path (with and without
+    /// paired rows), a pool of workers and the portable path give the same bits, within
     /// rounding of `Bᵀ d B` in f64.
     #[test]
     fn winograd4_input_transform_matches_the_definition() {
-        let mut r = Lcg(15);
-        let pool = crate::ThreadPool::new(3).expect("pool");
-        for case in 0..60 {
-            let (n, c) = (1 + r.below(2), 1 + r.below(4));
-            let (th, tw) = (
-                1 + r.below(6),
-                1 + r.below(if case % 3 == 0 { 40 } else { 12 }),
-            );
-            let (pt, pl) = (r.below(3), r.below(3));
-            // Tiles reach row 4·th + 2; inputs stop up to 3 short of that.
-            let h = 4 * th + 2 - pt - r.below(4).min(4 * th + 1 - pt);
-            let w = 4 * tw + 2 - pl - r.below(4).min(4 * tw + 1 - pl);
-            let (x_sh, x_sc) = (w + r.below(3), (h + r.below(2)) * (w + 2));
-            let x_sn = c * x_sc + r.below(5);
-            let x: Vec<f32> = (0..n * x_sn).map(|_| r.next()).collect();
-            let tiles = th * tw;
-            let yp = if case % 2 == 1 { tiles + 16 } else { tiles };
-            let mut want = vec![0.0f64; n * 36 * c * yp];
-            for ni in 0..n {
-                for ci in 0..c {
-                    for ty in 0..th {
-                        for tx in 0..tw {
-                            let d = |i: usize, j: usize| {
-                                let (iy, ix) = (4 * ty + i, 4 * tx + j);
-                                if iy < pt || ix < pl || iy - pt >= h || ix - pl >= w {
-                                    return 0.0;
-                                }
-                                f64::from(x[ni * x_sn + ci * x_sc + (iy - pt) * x_sh + ix - pl])
-                            };
-                            for aa in 0..6 {
-                                for b in 0..6 {
-                                    let mut s = 0.0;
-                                    for i in 0..6 {
-                                        for j in 0..6 {
-                                            s += BT[aa][i] * BT[b][j] * d(i, j);
-                                        }
-                                    }
-                                    want[((ni * 36 + 6 * aa + b) * c + ci) * yp + ty * tw + tx] = s;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            let args = |y: &mut [f32]| DwArgs {
-                x: x.as_ptr(),
-                x_sn: x_sn as isize,
-                x_sc: x_sc as isize,
-                x_sh: x_sh as isize,
-                y: y.as_mut_ptr(),
-                y_sn: (36 * c * yp) as isize,
-                y_sc: yp as isize,
-                y_sh: tw as isize,
-                pt,
-                pl,
-                ..geometry4([n, c, h, w, th, tw])
-            };
-            let keep = |i: usize| i % yp < tiles;
-            check(
-                case,
-                &want,
-                1e-5,
-                &pool,
-                &args,
-                nnefc_winograd_in,
-                in_portable,
-                &keep,
-            );
-        }
+        let bt = BT.map(|r| r.to_vec());
+        check_input_transform(15, &bt, 1e-5, &geometry4, in_portable);
     }
 
     /// Random tile counts, output extents that cut the last tiles, strided products,
-    /// bias, residual and each activation: the vector path, a pool and the portable path
-    /// give the same bits, within rounding of `bias + Aᵀ M A (+ res)` then the activation.
+    /// bias, residual and each activation (`check_output_transform`); every fourth case
+    /// has dense rows of a multiple of 4 tiles (the flat path), every other fourth dense
+    /// rows of 5–7 tiles (the paired rows).
     #[test]
     fn winograd4_output_transform_matches_the_definition() {
-        let mut r = Lcg(19);
-        let pool = crate::ThreadPool::new(3).expect("pool");
-        for case in 0..60 {
-            let (n, c) = (1 + r.below(2), 1 + r.below(4));
-            let h = 1 + r.below(21);
-            // Every fourth case: dense rows of a multiple of 4 tiles (the flat path);
-            // every other fourth, dense rows of 5–7 tiles with room (the paired rows).
-            let flat = case % 4 == 1;
-            let pair = case % 4 == 3;
-            let w = if flat {
-                16 * (1 + r.below(3)) - r.below(4)
-            } else if pair {
-                17 + r.below(12)
-            } else {
-                1 + r.below(if case % 3 == 0 { 150 } else { 40 })
+        let at = AT.map(|r| r.to_vec());
+        check_output_transform(19, &at, &geometry4, out_portable, &|r, case| {
+            let w = match case % 4 {
+                1 => 16 * (1 + r.below(3)) - r.below(4),
+                3 => 17 + r.below(12),
+                _ => 1 + r.below(if case % 3 == 0 { 150 } else { 40 }),
             };
-            let (th, tw) = (h.div_ceil(4), w.div_ceil(4));
-            let x_sh = if flat || pair { tw } else { tw + r.below(3) };
-            let x_sc = th * x_sh + r.below(4) + if case % 2 == 1 { 16 } else { 0 };
-            let x_sn = 36 * c * x_sc + r.below(5);
-            let m: Vec<f32> = (0..n * x_sn).map(|_| r.next()).collect();
-            let bias: Vec<f32> = (0..c).map(|_| r.next()).collect();
-            let res: Vec<f32> = (0..n * c * h * w).map(|_| r.next()).collect();
-            let with_res = case % 2 == 0;
-            let act = case % 3;
-            let (lo, hi) = (-0.5f32, 0.75f32);
-            let mut want = vec![0.0f64; n * c * h * w];
-            for ni in 0..n {
-                for ci in 0..c {
-                    for oy in 0..h {
-                        for ox in 0..w {
-                            let (ty, tx, i, j) = (oy / 4, ox / 4, oy % 4, ox % 4);
-                            let mut s = f64::from(bias[ci]);
-                            for (aa, ra) in AT[i].iter().enumerate() {
-                                for (bb, rb) in AT[j].iter().enumerate() {
-                                    let t = 6 * aa + bb;
-                                    s += ra
-                                        * rb
-                                        * f64::from(
-                                            m[ni * x_sn + (t * c + ci) * x_sc + ty * x_sh + tx],
-                                        );
-                                }
-                            }
-                            let at = ((ni * c + ci) * h + oy) * w + ox;
-                            if with_res {
-                                s += f64::from(res[at]);
-                            }
-                            want[at] = match act {
-                                1 => s.max(0.0),
-                                2 => s.min(f64::from(hi)).max(f64::from(lo)),
-                                _ => s,
-                            };
-                        }
-                    }
-                }
-            }
-            let args = |y: &mut [f32]| DwArgs {
-                x: m.as_ptr(),
-                x_sn: x_sn as isize,
-                x_sc: x_sc as isize,
-                x_sh: x_sh as isize,
-                bias: bias.as_ptr(),
-                bias_sc: 1,
-                res: if with_res {
-                    res.as_ptr()
-                } else {
-                    core::ptr::null()
-                },
-                y: y.as_mut_ptr(),
-                y_sn: (c * h * w) as isize,
-                y_sc: (h * w) as isize,
-                y_sh: w as isize,
-                act,
-                lo,
-                hi,
-                ..geometry4([n, c, h, w, th, tw])
-            };
-            check(
-                case,
-                &want,
-                1e-5,
-                &pool,
-                &args,
-                nnefc_winograd_out,
-                out_portable,
-                &|_| true,
-            );
-        }
+            let tw = w.div_ceil(4);
+            (w, if case % 2 == 1 { tw } else { tw + r.below(3) })
+        });
     }
 }

@@ -469,28 +469,7 @@ fn winograd_random() {
     assert_close("wino1", &got[0], &want[0]);
     // conv → add residual → clamp, odd output extents, 16 input channels: the epilogue
     // fused into the output transform (the runtime's, on AVX-512 hosts).
-    let mut g = Graph::new("wino2");
-    let xt = r.tensor(DType::F32, &[2, 16, 13, 9], -1.0, 1.0);
-    let rt = r.tensor(DType::F32, &[2, 24, 13, 9], -1.0, 1.0);
-    let x = g.add_input("x", xt.ty());
-    let res = g.add_input("r", rt.ty());
-    let f = g.add_const(r.tensor(DType::F32, &[24, 16, 3, 3], -1.0, 1.0), None, None);
-    let bias = g.add_const(r.tensor(DType::F32, &[1, 24], -1.0, 1.0), None, None);
-    let a = ConvAttrs {
-        border: Border::Constant,
-        padding: vec![(1, 1), (1, 1)],
-        stride: Vec::new(),
-        dilation: Vec::new(),
-        groups: 1,
-        output_shape: Vec::new(),
-    };
-    let c = node(&mut g, Op::Conv(a), &[x, f, bias]);
-    let s2 = node(&mut g, Op::Binary(crate::ir::BinaryOp::Add), &[c, res]);
-    let lo = g.add_const(Tensor::f32(vec![], vec![-0.75]), None, None);
-    let hi = g.add_const(Tensor::f32(vec![], vec![0.5]), None, None);
-    let y = node(&mut g, Op::Clamp, &[s2, lo, hi]);
-    g.outputs.push(y);
-    let inputs = [xt, rt];
+    let (g, inputs) = residual_conv(&mut r, "wino2", [2, 16, 13, 9], 24, [(1, 1), (1, 1)], true);
     let want = crate::ir::interp::run(&g, &inputs).expect("interp");
     let m = load(&g, &opts("wino2"));
     let k = &m.art.kernels;
@@ -508,26 +487,14 @@ fn winograd_random() {
     // A 29×30 map (8 × 8 F(4×4) tiles, the last ones cut; rows of a multiple of 4 tiles,
     // which the output transform takes 16 at a time across rows), asymmetric padding,
     // residual and relu: F(4×4) transforms and 36 products on AVX-512 hosts.
-    let mut g = Graph::new("wino3");
-    let xt = r.tensor(DType::F32, &[1, 32, 29, 30], -1.0, 1.0);
-    let rt = r.tensor(DType::F32, &[1, 48, 29, 30], -1.0, 1.0);
-    let x = g.add_input("x", xt.ty());
-    let res = g.add_input("r", rt.ty());
-    let f = g.add_const(r.tensor(DType::F32, &[48, 32, 3, 3], -1.0, 1.0), None, None);
-    let bias = g.add_const(r.tensor(DType::F32, &[1, 48], -1.0, 1.0), None, None);
-    let a = ConvAttrs {
-        border: Border::Constant,
-        padding: vec![(2, 0), (1, 1)],
-        stride: Vec::new(),
-        dilation: Vec::new(),
-        groups: 1,
-        output_shape: Vec::new(),
-    };
-    let c = node(&mut g, Op::Conv(a), &[x, f, bias]);
-    let s2 = node(&mut g, Op::Binary(crate::ir::BinaryOp::Add), &[c, res]);
-    let y = node(&mut g, Op::Unary(crate::ir::UnaryOp::Relu), &[s2]);
-    g.outputs.push(y);
-    let inputs = [xt, rt];
+    let (g, inputs) = residual_conv(
+        &mut r,
+        "wino3",
+        [1, 32, 29, 30],
+        48,
+        [(2, 0), (1, 1)],
+        false,
+    );
     let want = crate::ir::interp::run(&g, &inputs).expect("interp");
     let m = load(&g, &opts("wino3"));
     let k = &m.art.kernels;
@@ -544,6 +511,49 @@ fn winograd_random() {
     }
     let got = m.run(&inputs).expect("status 0");
     assert_close("wino3", &got[0], &want[0]);
+}
+
+/// `act(conv3x3(x) + bias + r)` with random data: input `xs`, `cout` filters, the given
+/// padding; `act` a clamp to [−0.75, 0.5] when `clamp`, else relu. Returns the graph and
+/// its inputs `[x, r]`.
+fn residual_conv(
+    r: &mut Rng,
+    name: &str,
+    xs: [usize; 4],
+    cout: usize,
+    padding: [(usize, usize); 2],
+    clamp: bool,
+) -> (Graph, [Tensor; 2]) {
+    let mut g = Graph::new(name);
+    let xt = r.tensor(DType::F32, &xs, -1.0, 1.0);
+    let rt = r.tensor(DType::F32, &[xs[0], cout, xs[2], xs[3]], -1.0, 1.0);
+    let x = g.add_input("x", xt.ty());
+    let res = g.add_input("r", rt.ty());
+    let f = g.add_const(
+        r.tensor(DType::F32, &[cout, xs[1], 3, 3], -1.0, 1.0),
+        None,
+        None,
+    );
+    let bias = g.add_const(r.tensor(DType::F32, &[1, cout], -1.0, 1.0), None, None);
+    let a = ConvAttrs {
+        border: Border::Constant,
+        padding: padding.to_vec(),
+        stride: Vec::new(),
+        dilation: Vec::new(),
+        groups: 1,
+        output_shape: Vec::new(),
+    };
+    let c = node(&mut g, Op::Conv(a), &[x, f, bias]);
+    let s2 = node(&mut g, Op::Binary(crate::ir::BinaryOp::Add), &[c, res]);
+    let y = if clamp {
+        let lo = g.add_const(Tensor::f32(vec![], vec![-0.75]), None, None);
+        let hi = g.add_const(Tensor::f32(vec![], vec![0.5]), None, None);
+        node(&mut g, Op::Clamp, &[s2, lo, hi])
+    } else {
+        node(&mut g, Op::Unary(crate::ir::UnaryOp::Relu), &[s2])
+    };
+    g.outputs.push(y);
+    (g, [xt, rt])
 }
 
 #[test]
