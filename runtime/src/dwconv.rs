@@ -725,8 +725,29 @@ pub(crate) mod avx512 {
     #[inline]
     #[target_feature(enable = "avx512f")]
     pub(crate) unsafe fn finish(
+        v: __m512,
+        a: &DwArgs,
+        y: *mut f32,
+        res: *const f32,
+        at: isize,
+        live: u16,
+    ) {
+        // SAFETY: forwarded.
+        unsafe { finish_act(v, a, a.act as u32, y, res, at, live) }
+    }
+
+    /// [`finish`] with the activation `act` (`DwArgs::act`) given: a caller that passes
+    /// a constant has the dispatch on it folded away.
+    ///
+    /// # Safety
+    /// As for [`finish`].
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn finish_act(
         mut v: __m512,
         a: &DwArgs,
+        act: u32,
         y: *mut f32,
         res: *const f32,
         at: isize,
@@ -741,7 +762,7 @@ pub(crate) mod avx512 {
         // The GEMM tiles' activation, so a conv computes the same bits on either path.
         let (lo, hi) = (_mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi));
         // SAFETY: the caller runs on AVX-512F.
-        v = unsafe { crate::gemm::activate_avx512(v, a.act as u32, lo, hi) };
+        v = unsafe { crate::gemm::activate_avx512(v, act, lo, hi) };
         // SAFETY: the caller's contract.
         unsafe { crate::gemm::store16(y.wrapping_offset(at), live, v) };
     }

@@ -82,7 +82,7 @@ pub(crate) unsafe fn out_portable(a: &DwArgs, lo: usize, hi: usize) {
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512 {
     use super::{DwArgs, OUT, TILE};
-    use crate::dwconv::avx512::finish;
+    use crate::dwconv::avx512::finish_act;
     use crate::dwconv::{lanes, plane_ptrs};
     use crate::gemm::store16;
     use core::arch::x86_64::*;
@@ -411,6 +411,25 @@ pub(crate) mod avx512 {
     /// As for `nnefc_winograd_out`; the CPU has AVX-512F.
     #[target_feature(enable = "avx512f")]
     pub(crate) unsafe fn out_planes(a: &DwArgs, lo: usize, hi: usize) {
+        // SAFETY: forwarded.
+        unsafe {
+            match a.act {
+                1 => out_planes_act::<1>(a, lo, hi),
+                2 => out_planes_act::<2>(a, lo, hi),
+                _ => out_planes_act::<0>(a, lo, hi),
+            }
+        }
+    }
+
+    /// [`out_planes`] with the activation `ACT` (`DwArgs::act`): the epilogue of each
+    /// vector then branches on nothing but the residual. With the row loops below free of
+    /// early exits (so they unroll), a 16→64 conv on 55×55 (one layer, Zen 5, `nnefc
+    /// bench --profile --per-step`): transform 0.048 → 0.043 ms.
+    ///
+    /// # Safety
+    /// As for [`out_planes`]; `ACT == a.act`.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn out_planes_act<const ACT: u32>(a: &DwArgs, lo: usize, hi: usize) {
         let t_step = a.c as isize * a.x_sc;
         let w = a.w as isize;
         let tiles = a.oh * a.ow;
@@ -448,7 +467,7 @@ pub(crate) mod avx512 {
                             }
                             let at = oy as isize * a.y_sh + 16 * (q % 2) as isize;
                             // SAFETY: the output columns of this row the tiles cover.
-                            unsafe { finish(r[q], a, y, res, at, cols[q % 2]) };
+                            unsafe { finish_act(r[q], a, ACT, y, res, at, cols[q % 2]) };
                         }
                     }
                 }
@@ -485,11 +504,11 @@ pub(crate) mod avx512 {
                         for (i, r) in rows.iter().enumerate() {
                             let oy = OUT * ty + i;
                             if oy >= a.h {
-                                break;
+                                continue;
                             }
                             let at = oy as isize * a.y_sh + c0;
                             // SAFETY: the output columns of this row the tiles cover.
-                            unsafe { finish(r[q], a, y, res, at, cols) };
+                            unsafe { finish_act(r[q], a, ACT, y, res, at, cols) };
                         }
                     }
                 }
@@ -511,18 +530,22 @@ pub(crate) mod avx512 {
                     // SAFETY: the live tiles of the 36 products, or 16 within the plane
                     // (`room`).
                     let rows = unsafe { tile_rows(m0, t_step, tile, whole, live, bias, None) };
+                    // Constant trip counts (no early exit), so that the loops unroll
+                    // and the rows stay in registers.
                     for (i, r) in rows.iter().enumerate() {
                         let oy = OUT * ty + i;
                         if oy >= a.h {
-                            break;
+                            continue;
                         }
                         let row = oy as isize * a.y_sh + c0;
                         for (q, &vq) in r.iter().enumerate() {
                             if cols[q] == 0 {
-                                break;
+                                continue;
                             }
                             // SAFETY: the output columns of this row the tiles cover.
-                            unsafe { finish(vq, a, y, res, row + 16 * q as isize, cols[q]) };
+                            unsafe {
+                                finish_act(vq, a, ACT, y, res, row + 16 * q as isize, cols[q])
+                            };
                         }
                     }
                 }
