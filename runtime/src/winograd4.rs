@@ -32,7 +32,10 @@
 //! of its 6 input rows' 66 columns once and splits them into the 6 tap columns with eight
 //! two-source permutes (even/odd twice) and two shifts; the output transform reads the 36
 //! planes of 16 tiles once and interleaves the four output columns of each tile into
-//! whole output rows.
+//! whole output rows. Where a tile row is dense and narrow, a step takes 16 tiles across
+//! rows instead, so small maps fill their vectors: two rows of at most 7 tiles (both
+//! transforms), or the next 16 tiles of rows a multiple of 4 tiles wide (the output
+//! transform).
 //!
 //! Not here: the entry points and the F(2×2) transforms (`winograd.rs`), the products.
 

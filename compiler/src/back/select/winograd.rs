@@ -16,10 +16,11 @@
 //!
 //! F(4×4) is taken where the runtime's transforms read the conv's input in place
 //! ([`Input::InPlace`]) and the map has enough of its tiles for the products to
-//! outweigh the larger transformed filter ([`f4_pays`]); F(2×2) elsewhere. The input transform is the runtime's `nnefc_winograd_in` where the target
-//! takes the runtime's window kernels (`Lowering::runtime_windows`) and the view's rows
-//! are contiguous, else the 16 loop nests of [`input_loops`]; the output transform
-//! likewise `nnefc_winograd_out`, else 4 loop nests (F(2×2) only).
+//! outweigh the larger transformed filter ([`f4_pays`]); F(2×2) elsewhere. The input
+//! transform is the runtime's `nnefc_winograd_in` where the target takes the runtime's
+//! window kernels (`Lowering::runtime_windows`) and the view's rows are contiguous, else
+//! the 16 loop nests of [`input_loops`]; the output transform likewise
+//! `nnefc_winograd_out`, else 4 loop nests (F(2×2) only).
 //!
 //! Not here: other tile sizes, strided/dilated/grouped convs, the self-contained mode
 //! (the caller only routes 2-d, 3×3, stride 1, dilation 1, one group, constant filter).
@@ -159,7 +160,7 @@ const SMALL_F4_FILTER: usize = 5 << 19;
 /// Whether a conv of `cin → cout` channels on an `h × w` output takes F(4×4).
 fn f4_pays(cin: usize, cout: usize, h: usize, w: usize) -> bool {
     let tiles = h.div_ceil(4) * w.div_ceil(4);
-    let filter = 36 * 4 * cin * cout;
+    let filter = (36 * 4 * cin).saturating_mul(cout);
     tiles >= MIN_TILES_F4 || (tiles >= MIN_TILES_F4_SMALL && filter <= SMALL_F4_FILTER)
 }
 
