@@ -159,6 +159,9 @@ fn keep_runtime_linked() {
     std::hint::black_box(nnefc_runtime::nnefc_dwconv as *const ());
     std::hint::black_box(nnefc_runtime::nnefc_maxpool as *const ());
     std::hint::black_box(nnefc_runtime::nnefc_conv as *const ());
+    std::hint::black_box(nnefc_runtime::nnefc_winograd_in as *const ());
+    std::hint::black_box(nnefc_runtime::nnefc_winograd_out as *const ());
+    std::hint::black_box(nnefc_runtime::nnefc_winograd_fused as *const ());
 }
 
 impl LoadedModel {

@@ -50,6 +50,7 @@ mod tensor;
 pub mod weights;
 mod winograd;
 mod winograd4;
+mod winograd_fused;
 
 #[cfg(feature = "std")]
 pub use conv::pack_conv_filter;
@@ -73,3 +74,4 @@ pub use tensor::{Element, TensorView, TensorViewMut};
 #[cfg(feature = "std")]
 pub use weights::Weights;
 pub use winograd::{nnefc_winograd_in, nnefc_winograd_out};
+pub use winograd_fused::nnefc_winograd_fused;

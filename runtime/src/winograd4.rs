@@ -60,7 +60,7 @@ fn bt(d: [f32; 6]) -> [f32; 6] {
 
 /// `Aᵀ` applied to six values (see the module doc for the order of the operations).
 #[inline(always)]
-fn at(m: [f32; 6]) -> [f32; 4] {
+pub(crate) fn at(m: [f32; 6]) -> [f32; 4] {
     let (p, q, s, d) = (m[1] + m[2], m[1] - m[2], m[3] + m[4], m[3] - m[4]);
     [
         (m[0] + p) + s,
@@ -340,7 +340,7 @@ pub(crate) mod avx512 {
     /// `[i][q]` holds row `i` of tiles `4q .. 4q + 4`, their four columns each in order.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    unsafe fn tile_rows(
+    pub(crate) unsafe fn tile_rows(
         m0: *const f32,
         t_step: isize,
         tile: isize,

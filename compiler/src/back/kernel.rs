@@ -351,6 +351,17 @@ pub enum WindowOp {
     /// plane, tile row; `oh × ow` tiles), the output `h × w`, plus the bias (and its stride
     /// between channels), the residual and the activation.
     WinogradOut { bias: (BufId, i64) },
+    /// The Winograd F(4×4, 3×3) tap products fused with the output transform
+    /// (`nnefc_winograd_fused`, `ConvArgs`): the input is [`WindowOp::WinogradIn`]'s
+    /// output for `cin` channels (`x` strides: sample, plane, tile row; `oh × ow` tiles),
+    /// `filter` the transformed filter `U_t[co][ci]` at `(t·channels + co)·cin + ci`, the
+    /// output `h × w`, plus the bias (and its stride between channels), the residual and
+    /// the activation.
+    WinogradFused {
+        filter: BufId,
+        bias: (BufId, i64),
+        cin: usize,
+    },
 }
 
 impl WindowOp {
@@ -363,6 +374,7 @@ impl WindowOp {
             WindowOp::Max => "nnefc_maxpool",
             WindowOp::WinogradIn => "nnefc_winograd_in",
             WindowOp::WinogradOut { .. } => "nnefc_winograd_out",
+            WindowOp::WinogradFused { .. } => "nnefc_winograd_fused",
         }
     }
 }
@@ -371,9 +383,9 @@ impl WindowCall {
     /// Every buffer the call reads or writes: input, filter, bias, residual, output.
     pub fn buffers(&self) -> Vec<BufId> {
         let (filter, bias) = match self.op {
-            WindowOp::Conv { filter, bias } | WindowOp::Dense { filter, bias, .. } => {
-                (Some(filter), Some(bias.0))
-            }
+            WindowOp::Conv { filter, bias }
+            | WindowOp::Dense { filter, bias, .. }
+            | WindowOp::WinogradFused { filter, bias, .. } => (Some(filter), Some(bias.0)),
             WindowOp::WinogradOut { bias } => (None, Some(bias.0)),
             WindowOp::Max | WindowOp::WinogradIn => (None, None),
         };
@@ -589,7 +601,7 @@ impl fmt::Display for Program {
                 Step::Window(d) => {
                     let [n, c, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl] = d.dims;
                     let cx = match d.op {
-                        WindowOp::Dense { cin, .. } => cin,
+                        WindowOp::Dense { cin, .. } | WindowOp::WinogradFused { cin, .. } => cin,
                         _ => c,
                     };
                     let (name, op) = match d.op {
@@ -614,6 +626,11 @@ impl fmt::Display for Program {
                         WindowOp::WinogradOut { bias } => (
                             "winograd_out",
                             format!(" tiles {sh}x{sw} bias=b{}/{}", bias.0.0, bias.1),
+                        ),
+                        WindowOp::WinogradFused { filter, bias, cin } => (
+                            "winograd_fused",
+                            format!(" tiles {sh}x{sw} from {cin} channels * b{}", filter.0)
+                                + &format!(" bias=b{}/{}", bias.0.0, bias.1),
                         ),
                     };
                     writeln!(

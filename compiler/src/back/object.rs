@@ -1288,7 +1288,9 @@ fn define_body(
                     let x = buf_ptr(&mut b, d.x.0)?;
                     let x = b.ins().iadd_imm_s(x, d.x.1 * 4);
                     let (filter, bias, bias_sc) = match d.op {
-                        WindowOp::Conv { filter, bias } | WindowOp::Dense { filter, bias, .. } => {
+                        WindowOp::Conv { filter, bias }
+                        | WindowOp::Dense { filter, bias, .. }
+                        | WindowOp::WinogradFused { filter, bias, .. } => {
                             (buf_ptr(&mut b, filter)?, buf_ptr(&mut b, bias.0)?, bias.1)
                         }
                         WindowOp::WinogradOut { bias } => {
@@ -1334,7 +1336,12 @@ fn define_body(
                     let hi = b.ins().f32const(hi);
                     b.ins().store(store, lo, args, at);
                     b.ins().store(store, hi, args, at + 4);
-                    if let WindowOp::Dense { cin, groups, .. } = d.op {
+                    let conv_args = match d.op {
+                        WindowOp::Dense { cin, groups, .. } => Some((cin, groups)),
+                        WindowOp::WinogradFused { cin, .. } => Some((cin, (0, 0))),
+                        _ => None,
+                    };
+                    if let Some((cin, groups)) = conv_args {
                         for (i, v) in [cin as i64, groups.0, groups.1].into_iter().enumerate() {
                             let v = b.ins().iconst(ptr, v);
                             b.ins().store(store, v, args, at + 8 * (i as i32 + 1));

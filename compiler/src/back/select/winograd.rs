@@ -157,6 +157,12 @@ const MIN_TILES_F4_SMALL: usize = 16;
 /// Bytes of F(4×4) filter up to which [`MIN_TILES_F4_SMALL`] applies.
 const SMALL_F4_FILTER: usize = 5 << 19;
 
+/// Fewest tiles a row for the fused products and output transform of F(4×4)
+/// (`nnefc_winograd_fused`): its steps take one 16-tile vector per tile row, so narrower
+/// rows keep the batched GEMM and the separate output transform, whose steps fill their
+/// vectors across rows.
+const MIN_FUSED_ROW: usize = 12;
+
 /// Whether a conv of `cin → cout` channels on an `h × w` output takes F(4×4).
 fn f4_pays(cin: usize, cout: usize, h: usize, w: usize) -> bool {
     let tiles = h.div_ceil(4) * w.div_ceil(4);
@@ -171,6 +177,24 @@ fn transformed_filter(
     cout: usize,
     cin: usize,
     packing: APacking,
+    tiles: Tiles,
+) -> Result<Vec<f32>, CodegenError> {
+    let u = transform_filter(filter, cout, cin, tiles)?;
+    let plen = super::linalg::packed_len(packing, cout, cin);
+    let mut packed = Vec::with_capacity(tiles.planes() * plen);
+    for t in 0..tiles.planes() {
+        let part = &u[t * cout * cin..(t + 1) * cout * cin];
+        packed.extend(super::linalg::pack_const(packing, cout, cin, part, cin, 1)?);
+    }
+    Ok(packed)
+}
+
+/// `U[t][co][ci]` for the `tiles.planes()` positions `t = side·a + b`, element
+/// `(t, co, ci)` at `(t·cout + co)·cin + ci`: the layout `nnefc_winograd_fused` reads.
+fn transform_filter(
+    filter: &[f32],
+    cout: usize,
+    cin: usize,
     tiles: Tiles,
 ) -> Result<Vec<f32>, CodegenError> {
     if filter.len() != cout * cin * 9 {
@@ -196,13 +220,7 @@ fn transformed_filter(
             }
         }
     }
-    let plen = super::linalg::packed_len(packing, cout, cin);
-    let mut packed = Vec::with_capacity(planes * plen);
-    for t in 0..planes {
-        let part = &u[t * cout * cin..(t + 1) * cout * cin];
-        packed.extend(super::linalg::pack_const(packing, cout, cin, part, cin, 1)?);
-    }
-    Ok(packed)
+    Ok(u)
 }
 
 /// The input of [`conv3x3`].
@@ -287,6 +305,38 @@ pub(super) fn conv3x3(
             ));
         }
     }
+    let (out, activation, residual) = match &fusion {
+        Some(fu) => (fu.out, fu.activation, fu.residual),
+        None => (io.y, Activation::None, None),
+    };
+    let ost = strides(&io.ys);
+    let (bg, _) = bias_strides(lw, io.b, cout)?;
+    let bb = lw.buf(io.b)?;
+    let ob = lw.buf(out)?;
+    let rb = match residual {
+        Some(r) => Some(lw.buf(r)?),
+        None => None,
+    };
+    if kind == Tiles::F4 && tx >= MIN_FUSED_ROW {
+        // The products summed in registers and transformed at once: no plane of products
+        // in memory (see the runtime's `winograd_fused.rs`).
+        let u = transform_filter(filter, cout, cin, kind)?;
+        let bytes = u.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let ubuf = lw.const_buf(bytes, f, u.len());
+        lw.prog.steps.push(Step::Window(WindowCall {
+            dims: [n, cout, h, w, ty, tx, side, side, os, os, 1, 1, 0, 0],
+            x: (v, 0, [vst[0], vst[2], vst[3]]),
+            op: WindowOp::WinogradFused {
+                filter: ubuf,
+                bias: (bb, bg),
+                cin,
+            },
+            residual: rb,
+            y: (ob, [ost[0], ost[1], ost[2]]),
+            activation,
+        }));
+        return Ok(());
+    }
     // One GEMM per product and batch item: M[n][t][co][tile] = U_t · V[n][t].
     // The tap products are GEMMs like any other: lane panels where they pay (resnet18's
     // 7×7 maps give 16-column products, which the 6-row tiles run at half speed).
@@ -333,19 +383,7 @@ pub(super) fn conv3x3(
         epi: GemmEpi::default(),
     }));
     // Output transform: Y[n][co][2·y + i][2·x + j] for the (i, j) kernels.
-    let (out, activation, residual) = match &fusion {
-        Some(fu) => (fu.out, fu.activation, fu.residual),
-        None => (io.y, Activation::None, None),
-    };
-    let ost = strides(&io.ys);
     let mst = [planes * cout * tp, cout * tp, tp, tx, 1].map(|x| x as i64);
-    let (bg, _) = bias_strides(lw, io.b, cout)?;
-    let bb = lw.buf(io.b)?;
-    let ob = lw.buf(out)?;
-    let rb = match residual {
-        Some(r) => Some(lw.buf(r)?),
-        None => None,
-    };
     if lw.runtime_windows {
         // One pass of the runtime's vector kernel: each product read once, the two output
         // columns of each tile interleaved into whole rows, instead of four loop nests

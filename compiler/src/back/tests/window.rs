@@ -511,6 +511,25 @@ fn winograd_random() {
     }
     let got = m.run(&inputs).expect("status 0");
     assert_close("wino3", &got[0], &want[0]);
+    // A 50×53 map (14 tiles a row): the F(4×4) products fused with the output transform,
+    // residual and clamp included, on AVX-512 hosts.
+    let (g, inputs) = residual_conv(&mut r, "wino4", [2, 24, 50, 53], 40, [(1, 1), (1, 1)], true);
+    let want = crate::ir::interp::run(&g, &inputs).expect("interp");
+    let m = load(&g, &opts("wino4"));
+    let k = &m.art.kernels;
+    if crate::back::object::target_has_avx512(&opts("wino4")).expect("host") {
+        assert!(
+            k.contains("tiles 6x6 stride=(4,4)")
+                && !k.contains("batches=36")
+                && k.lines().any(|l| l.starts_with("winograd_fused b")
+                    && l.contains("from 24 channels")
+                    && l.contains(" residual=b")
+                    && l.contains("Clamp(-0.75, 0.5)")),
+            "{k}"
+        );
+    }
+    let got = m.run(&inputs).expect("status 0");
+    assert_close("wino4", &got[0], &want[0]);
 }
 
 /// `act(conv3x3(x) + bias + r)` with random data: input `xs`, `cout` filters, the given
