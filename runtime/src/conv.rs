@@ -35,7 +35,6 @@
 use crate::DwArgs;
 use crate::gemm::activate;
 use crate::parallel::{self, Parallel, workers};
-use core::ffi::c_void;
 
 /// Output channels per tile of the packed filter (and per register block of sums).
 pub const CONV_CO_TILE: usize = 8;
@@ -143,29 +142,8 @@ pub unsafe extern "C" fn nnefc_conv(args: *const ConvArgs, par: *const Parallel)
         .min(unsafe { workers(par) } * TASKS_PER_WORKER)
         .min(macs / TASK_MIN_MACS)
         .max(1);
-    let mut ctx = Split {
-        args: a,
-        units,
-        tasks,
-    };
-    // SAFETY: `task` reads `ctx` for the duration of the call only; tasks write disjoint
-    // outputs.
-    unsafe { parallel::run(par, task, (&raw mut ctx).cast::<c_void>(), tasks) }
-}
-
-struct Split<'a> {
-    args: &'a ConvArgs,
-    units: usize,
-    tasks: usize,
-}
-
-unsafe extern "C" fn task(ctx: *mut c_void, i: usize, _worker: usize) {
-    // SAFETY: `ctx` is the `Split` of the enclosing call.
-    let s = unsafe { &*ctx.cast::<Split<'_>>() };
-    let lo = i * s.units / s.tasks;
-    let hi = (i + 1) * s.units / s.tasks;
-    // SAFETY: disjoint units of the caller's buffers.
-    unsafe { run_units(s.args, lo, hi) }
+    // SAFETY: tasks write disjoint outputs.
+    unsafe { parallel::ranges(par, a, units, tasks, run_units) }
 }
 
 /// One unit of work: sample, tile of output channels, first output row and row count.
@@ -316,6 +294,7 @@ unsafe fn unit_body(a: &ConvArgs, u: Unit) {
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{CONV_CO_TILE, ConvArgs, Unit};
+    use crate::dwconv::avx512::finish_act;
     use crate::dwconv::{lanes, lanes3, prefetch_row};
     use core::arch::x86_64::*;
 
@@ -922,9 +901,9 @@ mod avx512 {
         // SAFETY: forwarded.
         unsafe {
             match a.geo.act {
-                1 => finish_act::<N, 1>(a, u, acc, at, live),
-                2 => finish_act::<N, 2>(a, u, acc, at, live),
-                _ => finish_act::<N, 0>(a, u, acc, at, live),
+                1 => finish_tile_act::<N, 1>(a, u, acc, at, live),
+                2 => finish_tile_act::<N, 2>(a, u, acc, at, live),
+                _ => finish_tile_act::<N, 0>(a, u, acc, at, live),
             }
         }
     }
@@ -932,7 +911,7 @@ mod avx512 {
     /// [`finish_tile`] with the activation `ACT` (`DwArgs::act`).
     #[inline]
     #[target_feature(enable = "avx512f")]
-    unsafe fn finish_act<const N: usize, const ACT: u32>(
+    unsafe fn finish_tile_act<const N: usize, const ACT: u32>(
         a: &ConvArgs,
         u: Unit,
         acc: &[[__m512; N]; CONV_CO_TILE],
@@ -941,7 +920,6 @@ mod avx512 {
     ) {
         let g = &a.geo;
         let o0 = u.tile * CONV_CO_TILE;
-        let (lo, hi) = (_mm512_set1_ps(g.lo), _mm512_set1_ps(g.hi));
         for (o, acc_o) in acc.iter().enumerate() {
             if o0 + o >= g.c {
                 break;
@@ -957,18 +935,8 @@ mod avx512 {
                 if let Some(b) = bias {
                     v = _mm512_add_ps(v, _mm512_set1_ps(b));
                 }
-                let at = plane + at[k];
-                if !g.res.is_null() {
-                    // SAFETY: the residual of these outputs, laid out as they are.
-                    v = _mm512_add_ps(v, unsafe {
-                        _mm512_maskz_loadu_ps(live[k], g.res.wrapping_offset(at))
-                    });
-                }
-                // SAFETY: the CPU has AVX-512F; these outputs' live lanes.
-                unsafe {
-                    v = crate::gemm::activate_avx512(v, ACT, lo, hi);
-                    crate::gemm::store16(g.y.wrapping_offset(at), live[k], v);
-                }
+                // SAFETY: these outputs' live lanes (and their residual's).
+                unsafe { finish_act(v, g, ACT, g.y, g.res, plane + at[k], live[k]) };
             }
         }
     }

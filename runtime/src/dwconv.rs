@@ -27,7 +27,6 @@
 
 use crate::gemm::activate;
 use crate::parallel::{self, Parallel, workers};
-use core::ffi::c_void;
 
 /// `nnefc_dwconv_args`: one depthwise convolution. Every field is pointer-sized except
 /// the last two (`lo`, `hi`), so the struct is 27 words plus 8 bytes (224 bytes on 64-bit
@@ -141,31 +140,8 @@ pub(crate) unsafe fn run(
     } else {
         1
     };
-    let mut ctx = Split {
-        args: a,
-        planes,
-        tasks,
-        run: planes_fn,
-    };
-    // SAFETY: `task` reads `ctx` for the duration of the call only; tasks write disjoint
-    // planes.
-    unsafe { parallel::run(par, task, (&raw mut ctx).cast::<c_void>(), tasks) }
-}
-
-struct Split<'a> {
-    args: &'a DwArgs,
-    planes: usize,
-    tasks: usize,
-    run: unsafe fn(&DwArgs, usize, usize),
-}
-
-unsafe extern "C" fn task(ctx: *mut c_void, i: usize, _worker: usize) {
-    // SAFETY: `ctx` is the `Split` of the enclosing call.
-    let s = unsafe { &*ctx.cast::<Split<'_>>() };
-    let lo = i * s.planes / s.tasks;
-    let hi = (i + 1) * s.planes / s.tasks;
-    // SAFETY: disjoint planes of the caller's buffers.
-    unsafe { (s.run)(s.args, lo, hi) }
+    // SAFETY: tasks write disjoint planes.
+    unsafe { parallel::ranges(par, a, planes, tasks, planes_fn) }
 }
 
 /// Planes `[lo, hi)` with the widest code the CPU supports.

@@ -91,6 +91,50 @@ pub(crate) unsafe fn run(par: *const Parallel, task: TaskFn, ctx: *mut c_void, n
     }
 }
 
+/// Runs `f(args, lo, hi)` over `0..count` cut into `tasks` contiguous ranges of near-equal
+/// length, one task each, through `par` (see [`run`]): how the window kernels split their
+/// planes or units of work.
+///
+/// # Safety
+/// `par` is null or valid; `f` may be called with `args` from several threads at once,
+/// each call on a disjoint range.
+pub(crate) unsafe fn ranges<T>(
+    par: *const Parallel,
+    args: &T,
+    count: usize,
+    tasks: usize,
+    f: unsafe fn(&T, usize, usize),
+) {
+    struct Job<'a, T> {
+        args: &'a T,
+        count: usize,
+        tasks: usize,
+        f: unsafe fn(&T, usize, usize),
+    }
+    unsafe extern "C" fn task<T>(ctx: *mut c_void, i: usize, _worker: usize) {
+        // SAFETY: `ctx` is the `Job` of the enclosing call, alive until it returns.
+        let j = unsafe { &*ctx.cast::<Job<'_, T>>() };
+        // SAFETY: a range of its own, by the caller's contract.
+        unsafe { (j.f)(j.args, i * j.count / j.tasks, (i + 1) * j.count / j.tasks) }
+    }
+    let tasks = tasks.max(1);
+    let job = Job {
+        args,
+        count,
+        tasks,
+        f,
+    };
+    // SAFETY: `task` reads `job` for the duration of the call only.
+    unsafe {
+        run(
+            par,
+            task::<T>,
+            (&raw const job).cast_mut().cast::<c_void>(),
+            tasks,
+        )
+    }
+}
+
 #[cfg(feature = "std")]
 pub use pool::{ThreadPool, nnefc_pool_free, nnefc_pool_new, nnefc_pool_parallel};
 

@@ -189,29 +189,52 @@ pub(crate) unsafe fn out_tiles<const S: usize, const O: usize>(
         for ty in 0..a.oh {
             for tx in 0..a.ow {
                 let tile = ty as isize * a.x_sh + tx as isize;
-                // SAFETY: element t of this tile's products.
-                let m = |t: usize| unsafe { *m0.wrapping_offset(t as isize * t_step + tile) };
-                let s: [[f32; O]; S] =
-                    core::array::from_fn(|aa| at(core::array::from_fn(|bb| m(S * aa + bb))));
-                for j in 0..O {
-                    let v = at(s.map(|row| row[j]));
-                    for (i, &vi) in v.iter().enumerate() {
-                        let (oy, ox) = (O * ty + i, O * tx + j);
-                        if oy >= a.h || ox >= a.w {
-                            continue;
-                        }
-                        let off = oy as isize * a.y_sh + ox as isize;
-                        let mut o = vi + b;
-                        if !res.is_null() {
-                            // SAFETY: the residual of this output.
-                            o += unsafe { *res.wrapping_offset(off) };
-                        }
-                        let o = crate::gemm::activate(o, a.act as u32, a.lo, a.hi);
-                        // SAFETY: an output of this plane.
-                        unsafe { *y.wrapping_offset(off) = o };
-                    }
-                }
+                // SAFETY: element t of this tile's products; the plane's outputs.
+                unsafe {
+                    store_tile::<S, O>(a, y, res, b, (ty, tx), at, |t| {
+                        *m0.wrapping_offset(t as isize * t_step + tile)
+                    })
+                };
             }
+        }
+    }
+}
+
+/// The outputs of tile `(ty, tx)` inside `a.h × a.w`, from its `S × S` products (`m(t)`
+/// for `t = S·a + b`): `at` (`Aᵀ`) along the rows, then down the columns, then `+ b`,
+/// `+ res`, the activation, stored to the output plane at `y` (`res` its residual, or
+/// null). The order every path of the output transforms follows.
+///
+/// # Safety
+/// `y` (and `res`, when not null) address an output plane of `a`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn store_tile<const S: usize, const O: usize>(
+    a: &DwArgs,
+    y: *mut f32,
+    res: *const f32,
+    b: f32,
+    (ty, tx): (usize, usize),
+    at: fn([f32; S]) -> [f32; O],
+    m: impl Fn(usize) -> f32,
+) {
+    let s: [[f32; O]; S] = core::array::from_fn(|aa| at(core::array::from_fn(|bb| m(S * aa + bb))));
+    for j in 0..O {
+        let v = at(s.map(|row| row[j]));
+        for (i, &vi) in v.iter().enumerate() {
+            let (oy, ox) = (O * ty + i, O * tx + j);
+            if oy >= a.h || ox >= a.w {
+                continue;
+            }
+            let off = oy as isize * a.y_sh + ox as isize;
+            let mut o = vi + b;
+            if !res.is_null() {
+                // SAFETY: the residual of this output.
+                o += unsafe { *res.wrapping_offset(off) };
+            }
+            let o = crate::gemm::activate(o, a.act as u32, a.lo, a.hi);
+            // SAFETY: an output of this plane.
+            unsafe { *y.wrapping_offset(off) = o };
         }
     }
 }

@@ -25,7 +25,6 @@
 
 use crate::ConvArgs;
 use crate::parallel::{self, Parallel, workers};
-use core::ffi::c_void;
 
 /// Tile rows per step (one 16-tile vector each).
 const ROWS: usize = 2;
@@ -58,20 +57,12 @@ pub unsafe extern "C" fn nnefc_winograd_fused(args: *const ConvArgs, par: *const
     {
         return;
     }
-    let units = Units::of(a);
     // SAFETY: `par` is null or valid.
-    let tasks = units
+    let tasks = Units::of(a)
         .count
-        .min(unsafe { workers(par) } * TASKS_PER_WORKER)
-        .max(1);
-    let mut ctx = Split {
-        args: a,
-        units,
-        tasks,
-    };
-    // SAFETY: `task` reads `ctx` for the duration of the call only; tasks write disjoint
-    // outputs.
-    unsafe { parallel::run(par, task, (&raw mut ctx).cast::<c_void>(), tasks) }
+        .min(unsafe { workers(par) } * TASKS_PER_WORKER);
+    // SAFETY: tasks write disjoint outputs.
+    unsafe { parallel::ranges(par, a, Units::of(a).count, tasks, run_units) }
 }
 
 /// The steps of a call: sample × block of tile rows × group of 16 tiles × block of output
@@ -115,23 +106,9 @@ impl Units {
     }
 }
 
-struct Split<'a> {
-    args: &'a ConvArgs,
-    units: Units,
-    tasks: usize,
-}
-
-unsafe extern "C" fn task(ctx: *mut c_void, i: usize, _worker: usize) {
-    // SAFETY: `ctx` is the `Split` of the enclosing call.
-    let s = unsafe { &*ctx.cast::<Split<'_>>() };
-    let lo = i * s.units.count / s.tasks;
-    let hi = (i + 1) * s.units.count / s.tasks;
-    // SAFETY: disjoint units of the caller's buffers.
-    unsafe { run_units(s.args, s.units, lo, hi) }
-}
-
 /// Units `[lo, hi)` with the widest code the CPU has.
-unsafe fn run_units(a: &ConvArgs, units: Units, lo: usize, hi: usize) {
+unsafe fn run_units(a: &ConvArgs, lo: usize, hi: usize) {
+    let units = Units::of(a);
     #[cfg(target_arch = "x86_64")]
     if crate::gemm::avx512_selected() {
         // SAFETY: the CPU has AVX-512F (that is what selected the kernel family).
@@ -152,7 +129,6 @@ unsafe fn run_units(a: &ConvArgs, units: Units, lo: usize, hi: usize) {
 /// One unit, one output at a time (a multiply then an add per term).
 unsafe fn portable(a: &ConvArgs, (n, ty0, tx0, co0): (usize, usize, usize, usize)) {
     let g = &a.geo;
-    let at = crate::winograd4::at;
     for co in co0..(co0 + CHANNELS).min(g.c) {
         // SAFETY: channel `co`'s bias.
         let b = if g.bias.is_null() {
@@ -176,29 +152,24 @@ unsafe fn portable(a: &ConvArgs, (n, ty0, tx0, co0): (usize, usize, usize, usize
                         }
                     }
                 }
-                let s: [[f32; 4]; 6] =
-                    core::array::from_fn(|aa| at(core::array::from_fn(|bb| m[6 * aa + bb])));
-                for j in 0..4 {
-                    let v = at(s.map(|row| row[j]));
-                    for (i, &vi) in v.iter().enumerate() {
-                        let (oy, ox) = (4 * ty + i, 4 * tx + j);
-                        if oy >= g.h || ox >= g.w {
-                            continue;
-                        }
-                        let off = n as isize * g.y_sn
-                            + co as isize * g.y_sc
-                            + oy as isize * g.y_sh
-                            + ox as isize;
-                        let mut o = vi + b;
-                        if !g.res.is_null() {
-                            // SAFETY: the residual of this output.
-                            o += unsafe { *g.res.wrapping_offset(off) };
-                        }
-                        let o = crate::gemm::activate(o, g.act as u32, g.lo, g.hi);
-                        // SAFETY: an output of this call.
-                        unsafe { *g.y.wrapping_offset(off) = o };
-                    }
-                }
+                let plane = n as isize * g.y_sn + co as isize * g.y_sc;
+                let res = if g.res.is_null() {
+                    g.res
+                } else {
+                    g.res.wrapping_offset(plane)
+                };
+                // SAFETY: output plane `co` of sample `n`.
+                unsafe {
+                    crate::winograd::store_tile::<6, 4>(
+                        g,
+                        g.y.wrapping_offset(plane),
+                        res,
+                        b,
+                        (ty, tx),
+                        crate::winograd4::at,
+                        |t| m[t],
+                    )
+                };
             }
         }
     }

@@ -166,6 +166,21 @@ pub struct ConvAttrs {
     pub output_shape: Vec<usize>,
 }
 
+impl Default for ConvAttrs {
+    /// NNEF's defaults for `conv`: constant border, automatic padding, unit strides and
+    /// dilations, one group.
+    fn default() -> ConvAttrs {
+        ConvAttrs {
+            border: Border::Constant,
+            padding: Vec::new(),
+            stride: Vec::new(),
+            dilation: Vec::new(),
+            groups: 1,
+            output_shape: Vec::new(),
+        }
+    }
+}
+
 /// Attributes of the window ops `box`, `debox`, `argmax_pool`, `sample`, `desample`
 /// and the native pools. Every list covers **all** dims (length rank); empty `padding`
 /// means automatic, empty `stride`/`dilation` all ones.

@@ -524,16 +524,9 @@ mod tests {
     /// `relu(conv(input, filter, bias) + residual)` on `[1, 4, 5, 5]` (a 1×1 conv): an
     /// epilogue chain (`passes::epilogue`).
     fn conv_add_relu(g: &mut Graph, input: ValueId, f: ValueId, b: ValueId, r: ValueId) -> ValueId {
-        use crate::ir::{BinaryOp, Border, ConvAttrs};
+        use crate::ir::{BinaryOp, ConvAttrs};
         let ty = g.ty(input).clone();
-        let conv = Op::Conv(ConvAttrs {
-            border: Border::Constant,
-            padding: Vec::new(),
-            stride: Vec::new(),
-            dilation: Vec::new(),
-            groups: 1,
-            output_shape: Vec::new(),
-        });
+        let conv = Op::Conv(ConvAttrs::default());
         let c = g.add_node(conv, vec![input, f, b], vec![ty.clone()])[0];
         let a = g.add_node(Op::Binary(BinaryOp::Add), vec![c, r], vec![ty.clone()])[0];
         g.add_node(Op::Unary(UnaryOp::Relu), vec![a], vec![ty])[0]

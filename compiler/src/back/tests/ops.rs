@@ -608,12 +608,8 @@ fn residual_that_is_the_conv_input() {
         let f = g.add_const(r.tensor(DType::F32, &[c, c, k, k], -0.3, 0.3), None, None);
         let bias = g.add_const(r.tensor(DType::F32, &[1, c], -1.0, 1.0), None, None);
         let conv = Op::Conv(crate::ir::ConvAttrs {
-            border: Border::Constant,
             padding: vec![(k / 2, k / 2); 2],
-            stride: vec![1, 1],
-            dilation: vec![1, 1],
-            groups: 1,
-            output_shape: Vec::new(),
+            ..Default::default()
         });
         let s = node(&mut g, Op::Softmax { axes: vec![1] }, &[x])[0];
         let cv = node(&mut g, conv, &[s, f, bias])[0];

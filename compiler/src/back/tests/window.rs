@@ -431,15 +431,7 @@ fn winograd_random() {
     let x = g.add_input("x", xt.ty());
     let f = g.add_const(r.tensor(DType::F32, &[40, 64, 3, 3], -1.0, 1.0), None, None);
     let bias = g.add_const(r.tensor(DType::F32, &[1, 40], -1.0, 1.0), None, None);
-    let a = ConvAttrs {
-        border: Border::Constant,
-        padding: Vec::new(),
-        stride: Vec::new(),
-        dilation: Vec::new(),
-        groups: 1,
-        output_shape: Vec::new(),
-    };
-    let c = node(&mut g, Op::Conv(a), &[x, f, bias]);
+    let c = node(&mut g, Op::Conv(ConvAttrs::default()), &[x, f, bias]);
     let y = node(&mut g, Op::Unary(crate::ir::UnaryOp::Relu), &[c]);
     g.outputs.push(y);
     let inputs = [xt];
@@ -555,12 +547,8 @@ fn residual_conv(
     );
     let bias = g.add_const(r.tensor(DType::F32, &[1, cout], -1.0, 1.0), None, None);
     let a = ConvAttrs {
-        border: Border::Constant,
         padding: padding.to_vec(),
-        stride: Vec::new(),
-        dilation: Vec::new(),
-        groups: 1,
-        output_shape: Vec::new(),
+        ..Default::default()
     };
     let c = node(&mut g, Op::Conv(a), &[x, f, bias]);
     let s2 = node(&mut g, Op::Binary(crate::ir::BinaryOp::Add), &[c, res]);
