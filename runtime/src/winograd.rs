@@ -485,7 +485,6 @@ mod avx512 {
 /// and store whole vectors, the lanes past a row's tiles landing on the next row's or on
 /// the plane's padding, where masked accesses of partial groups cost AMD's Zen cores
 /// several times a whole one (resnet18's 7×7 layers: 512 planes of 4×4 tiles).
-#[cfg(target_arch = "x86_64")]
 pub(crate) fn room(row: isize, plane: isize, oh: usize, ow: usize) -> bool {
     oh > 0 && row >= ow as isize && plane >= (oh as isize - 1) * row + 16 * ow.div_ceil(16) as isize
 }

@@ -82,9 +82,107 @@ pub(crate) unsafe fn out_portable(a: &DwArgs, lo: usize, hi: usize) {
     unsafe { crate::winograd::out_tiles::<TILE, OUT>(a, lo, hi, at) }
 }
 
+/// How a plane's tiles are taken 16 at a time (one vector) by the AVX-512 output paths
+/// (the output transform and the fused products, `winograd_fused.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Walk {
+    /// 16 tiles of one tile row: vector `j` is tile row `j % oh`, tiles from
+    /// `16·(j / oh)`.
+    Rows,
+    /// Dense rows a multiple of 4 tiles wide: vector `j` is tiles `16·j .. 16·j + 16` in
+    /// order, whatever rows they span (four tiles always share a row). A 13×13 map's 4×4
+    /// tiles take one vector instead of four of 4 live lanes each (a 64→256 conv alone,
+    /// Zen 5, `nnefc bench --profile --per-step`: output transform 0.038 → 0.017 ms).
+    Flat,
+    /// Dense rows of 5–7 tiles: vector `j` is tile rows `2·j` and `2·j + 1`, one load of
+    /// 16 consecutive tiles spread by a permute into 8 lanes each, where each row alone
+    /// would fill 7 of 16 lanes at most. A 32→128 conv on a 27×27 map (Zen 5, one layer,
+    /// `nnefc bench --profile --per-step`): output transform 0.038–0.040 → 0.025 ms.
+    Pairs,
+}
+
+/// The vectors of a plane of `a`'s tiles (`oh × ow`, rows `x_sh` apart in planes of
+/// `x_sc`): which [`Walk`], how many, and where each starts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Vectors {
+    pub(crate) walk: Walk,
+    oh: usize,
+    ow: usize,
+    x_sh: isize,
+    tiles: usize,
+    /// Whether every vector may be loaded whole (16 lanes within the plane).
+    pub(crate) whole: bool,
+    /// Vectors per plane.
+    pub(crate) count: usize,
+}
+
+impl Vectors {
+    pub(crate) fn of(a: &DwArgs) -> Vectors {
+        let (oh, ow) = (a.oh, a.ow);
+        let tiles = oh * ow;
+        let dense = a.x_sh == ow as isize;
+        let (walk, count, whole) = if dense && ow.is_multiple_of(4) {
+            let count = tiles.div_ceil(16);
+            (Walk::Flat, count, a.x_sc >= (16 * count) as isize)
+        } else if dense
+            && (5..8).contains(&ow)
+            && a.x_sc >= (oh.saturating_sub(1) * ow + 16) as isize
+        {
+            (Walk::Pairs, oh.div_ceil(2), true)
+        } else {
+            let whole = crate::winograd::room(a.x_sh, a.x_sc, oh, ow);
+            (Walk::Rows, oh * ow.div_ceil(16), whole)
+        };
+        Vectors {
+            walk,
+            oh,
+            ow,
+            x_sh: a.x_sh,
+            tiles,
+            whole,
+            count,
+        }
+    }
+
+    /// Where vector `j`'s first tile sits in a plane.
+    pub(crate) fn base(&self, j: usize) -> isize {
+        match self.walk {
+            Walk::Rows => (j % self.oh) as isize * self.x_sh + (16 * (j / self.oh)) as isize,
+            Walk::Flat => (16 * j) as isize,
+            Walk::Pairs => (2 * j * self.ow) as isize,
+        }
+    }
+
+    /// The lanes of vector `j` to load: its tiles, or all 16 when [`Vectors::whole`].
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) fn live(&self, j: usize) -> u16 {
+        use crate::dwconv::lanes;
+        match self.walk {
+            _ if self.whole => 0xFFFF,
+            Walk::Rows => lanes(0, (self.ow - 16 * (j / self.oh)) as isize),
+            Walk::Flat => lanes(0, (self.tiles - 16 * j) as isize),
+            Walk::Pairs => 0xFFFF,
+        }
+    }
+
+    /// The tiles `(ty, tx)` of vector `j`.
+    pub(crate) fn tiles(&self, j: usize) -> impl Iterator<Item = (usize, usize)> + use<> {
+        let ow = self.ow;
+        let (lo, hi) = match self.walk {
+            Walk::Rows => {
+                let (ty, tx0) = (j % self.oh, 16 * (j / self.oh));
+                (ty * ow + tx0, ty * ow + (tx0 + 16).min(ow))
+            }
+            Walk::Flat => (16 * j, (16 * j + 16).min(self.tiles)),
+            Walk::Pairs => (2 * j * ow, (2 * j + 2).min(self.oh) * ow),
+        };
+        (lo..hi).map(move |f| (f / ow, f % ow))
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512 {
-    use super::{DwArgs, OUT, TILE};
+    use super::{DwArgs, OUT, TILE, Vectors, Walk};
     use crate::dwconv::avx512::finish_act;
     use crate::dwconv::{lanes, plane_ptrs};
     use crate::gemm::store16;
@@ -403,12 +501,7 @@ pub(crate) mod avx512 {
         out
     }
 
-    /// Output planes `[lo, hi)`: 16 tiles at a time, either 16 of a tile row (four
-    /// output rows of 64 columns) or, when the tile rows are dense and a multiple of 4
-    /// tiles wide, the plane's next 16 tiles in order whatever rows they span (four
-    /// tiles always share a row then): a 13×13 map's 4×4 tiles take one step instead of
-    /// four steps of 4 live lanes each (a 64→256 conv alone, Zen 5, `nnefc bench
-    /// --profile --per-step`: 0.038 → 0.017 ms).
+    /// Output planes `[lo, hi)`: 16 tiles at a time, as [`Vectors`] walks them.
     ///
     /// # Safety
     /// As for `nnefc_winograd_out`; the CPU has AVX-512F.
@@ -425,134 +518,118 @@ pub(crate) mod avx512 {
     }
 
     /// [`out_planes`] with the activation `ACT` (`DwArgs::act`): the epilogue of each
-    /// vector then branches on nothing but the residual. With the row loops below free of
-    /// early exits (so they unroll), a 16→64 conv on 55×55 (one layer, Zen 5, `nnefc
-    /// bench --profile --per-step`): transform 0.048 → 0.043 ms.
+    /// vector then branches on nothing but the residual. With the row loops of
+    /// [`store_rows`] free of early exits (so they unroll), a 16→64 conv on 55×55 (one
+    /// layer, Zen 5, `nnefc bench --profile --per-step`): transform 0.048 → 0.043 ms.
     ///
     /// # Safety
     /// As for [`out_planes`]; `ACT == a.act`.
     #[target_feature(enable = "avx512f")]
     unsafe fn out_planes_act<const ACT: u32>(a: &DwArgs, lo: usize, hi: usize) {
         let t_step = a.c as isize * a.x_sc;
-        let w = a.w as isize;
-        let tiles = a.oh * a.ow;
-        let flat = a.ow.is_multiple_of(4) && a.x_sh == a.ow as isize;
-        // Dense rows of 5–7 tiles: two tile rows per step, each in 8 lanes (one load of
-        // 16 consecutive tiles, spread by a permute), where each row alone would fill 7
-        // of 16 lanes at most. A 32→128 conv on a 27×27 map (7 tiles a row; Zen 5, one
-        // layer, `nnefc bench --profile --per-step`): 0.038–0.040 → 0.025 ms.
-        let pair = !flat
-            && (5..8).contains(&a.ow)
-            && a.x_sh == a.ow as isize
-            && a.x_sc >= ((a.oh - 1) * a.ow + 16) as isize;
-        if pair {
-            // Lanes 0..8: tiles 0..8 of the load (row ty, then lanes no output keeps);
-            // lanes 8..16: tiles ow..ow + 8 (row ty + 1, likewise).
-            let idx = _mm512_add_epi32(
-                _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7),
-                _mm512_mask_set1_epi32(_mm512_setzero_si512(), 0xFF00, a.ow as i32),
-            );
-            let cols = [lanes(0, w), lanes(0, w - 16)];
-            for p in lo..hi {
-                // SAFETY: plane p of the caller's buffers; `m0` its products' element 0.
-                let (m0, y, res, _, b) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
-                let bias = _mm512_set1_ps(b);
-                for ty in (0..a.oh).step_by(2) {
-                    let tile = (ty * a.ow) as isize;
-                    // SAFETY: 16 tiles within the plane (checked above).
-                    let rows =
-                        unsafe { tile_rows(m0, t_step, tile, true, 0xFFFF, bias, Some(idx)) };
-                    for (i, r) in rows.iter().enumerate() {
-                        for (half, q) in [(0, 0), (0, 1), (1, 2), (1, 3)] {
-                            let oy = OUT * (ty + half) + i;
-                            if oy >= a.h || cols[q % 2] == 0 {
-                                continue;
-                            }
-                            let at = oy as isize * a.y_sh + 16 * (q % 2) as isize;
-                            // SAFETY: the output columns of this row the tiles cover.
-                            unsafe { finish_act(r[q], a, ACT, y, res, at, cols[q % 2]) };
-                        }
-                    }
-                }
-            }
-            return;
-        }
-        let whole = if flat {
-            a.x_sc >= (16 * tiles.div_ceil(16)) as isize
-        } else {
-            crate::winograd::room(a.x_sh, a.x_sc, a.oh, a.ow)
-        };
+        let vs = Vectors::of(a);
+        let gather = gather(&vs);
         for p in lo..hi {
             // SAFETY: plane p of the caller's buffers; `m0` its products' element 0.
             let (m0, y, res, _, b) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
             let bias = _mm512_set1_ps(b);
-            if flat {
-                for f0 in (0..tiles).step_by(16) {
-                    let live = if whole {
-                        0xFFFF
-                    } else {
-                        lanes(0, (tiles - f0) as isize)
-                    };
-                    // SAFETY: the live tiles, or 16 within the plane (`whole`).
-                    let rows =
-                        unsafe { tile_rows(m0, t_step, f0 as isize, whole, live, bias, None) };
-                    for q in 0..4 {
-                        let f = f0 + 4 * q;
-                        if f >= tiles {
-                            break;
+            for j in 0..vs.count {
+                // SAFETY: the live tiles of the 36 products, or 16 within the plane
+                // (`Vectors::whole`).
+                let rows = unsafe {
+                    tile_rows(m0, t_step, vs.base(j), vs.whole, vs.live(j), bias, gather)
+                };
+                // SAFETY: this plane's outputs.
+                unsafe { store_rows::<ACT>(&vs, j, a, &rows, y, res) };
+            }
+        }
+    }
+
+    /// The permute [`tile_rows`] applies to the loads of a [`Walk::Pairs`] vector: lanes
+    /// 0..8 take tiles 0..8 of the load (row `ty`, then lanes no output keeps), lanes
+    /// 8..16 tiles `ow .. ow + 8` (row `ty + 1`, likewise).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn gather(vs: &Vectors) -> Option<__m512i> {
+        (vs.walk == Walk::Pairs).then(|| {
+            _mm512_add_epi32(
+                _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7),
+                _mm512_mask_set1_epi32(_mm512_setzero_si512(), 0xFF00, vs.ow as i32),
+            )
+        })
+    }
+
+    /// Stores `rows` (what [`tile_rows`] made of vector `j` of `vs`, with [`gather`])
+    /// to the output plane `y` (`res` its residual) through `a`'s epilogue.
+    ///
+    /// # Safety
+    /// `y` and `res` address an output plane as `a` describes; `j < vs.count`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn store_rows<const ACT: u32>(
+        vs: &Vectors,
+        j: usize,
+        a: &DwArgs,
+        rows: &[[__m512; 4]; 4],
+        y: *mut f32,
+        res: *const f32,
+    ) {
+        let w = a.w as isize;
+        match vs.walk {
+            Walk::Rows => {
+                let (ty, c0) = (j % vs.oh, (OUT * 16 * (j / vs.oh)) as isize);
+                let cols: [u16; 4] = core::array::from_fn(|q| lanes(0, w - c0 - 16 * q as isize));
+                // Constant trip counts (no early exit), so that the loops unroll and the
+                // rows stay in registers.
+                for (i, r) in rows.iter().enumerate() {
+                    let oy = OUT * ty + i;
+                    if oy >= a.h {
+                        continue;
+                    }
+                    let row = oy as isize * a.y_sh + c0;
+                    for (q, &vq) in r.iter().enumerate() {
+                        if cols[q] == 0 {
+                            continue;
                         }
-                        let (ty, tx) = (f / a.ow, f % a.ow);
-                        let c0 = (OUT * tx) as isize;
-                        let cols = lanes(0, w - c0);
-                        for (i, r) in rows.iter().enumerate() {
-                            let oy = OUT * ty + i;
-                            if oy >= a.h {
-                                continue;
-                            }
-                            let at = oy as isize * a.y_sh + c0;
-                            // SAFETY: the output columns of this row the tiles cover.
-                            unsafe { finish_act(r[q], a, ACT, y, res, at, cols) };
-                        }
+                        // SAFETY: the output columns of this row the tiles cover.
+                        unsafe { finish_act(vq, a, ACT, y, res, row + 16 * q as isize, cols[q]) };
                     }
                 }
-                continue;
             }
-            let mut tx0 = 0;
-            while tx0 < a.ow {
-                // Lanes past the tiles (read whole when the planes have room) only reach
-                // output columns the stores leave out.
-                let live = if whole {
-                    0xFFFF
-                } else {
-                    lanes(0, (a.ow - tx0) as isize)
-                };
-                let c0 = (OUT * tx0) as isize;
-                let cols: [u16; 4] = core::array::from_fn(|q| lanes(0, w - c0 - 16 * q as isize));
-                for ty in 0..a.oh {
-                    let tile = ty as isize * a.x_sh + tx0 as isize;
-                    // SAFETY: the live tiles of the 36 products, or 16 within the plane
-                    // (`room`).
-                    let rows = unsafe { tile_rows(m0, t_step, tile, whole, live, bias, None) };
-                    // Constant trip counts (no early exit), so that the loops unroll
-                    // and the rows stay in registers.
+            Walk::Flat => {
+                // Four tiles always share a row: rows are a multiple of 4 tiles wide.
+                for q in 0..4 {
+                    let f = 16 * j + 4 * q;
+                    if f >= vs.tiles {
+                        break;
+                    }
+                    let (ty, tx) = (f / vs.ow, f % vs.ow);
+                    let c0 = (OUT * tx) as isize;
+                    let cols = lanes(0, w - c0);
                     for (i, r) in rows.iter().enumerate() {
                         let oy = OUT * ty + i;
                         if oy >= a.h {
                             continue;
                         }
-                        let row = oy as isize * a.y_sh + c0;
-                        for (q, &vq) in r.iter().enumerate() {
-                            if cols[q] == 0 {
-                                continue;
-                            }
-                            // SAFETY: the output columns of this row the tiles cover.
-                            unsafe {
-                                finish_act(vq, a, ACT, y, res, row + 16 * q as isize, cols[q])
-                            };
-                        }
+                        let at = oy as isize * a.y_sh + c0;
+                        // SAFETY: the output columns of this row the tiles cover.
+                        unsafe { finish_act(r[q], a, ACT, y, res, at, cols) };
                     }
                 }
-                tx0 += 16;
+            }
+            Walk::Pairs => {
+                let cols = [lanes(0, w), lanes(0, w - 16)];
+                for (i, r) in rows.iter().enumerate() {
+                    for (half, q) in [(0, 0), (0, 1), (1, 2), (1, 3)] {
+                        let oy = OUT * (2 * j + half) + i;
+                        if oy >= a.h || cols[q % 2] == 0 {
+                            continue;
+                        }
+                        let at = oy as isize * a.y_sh + 16 * (q % 2) as isize;
+                        // SAFETY: the output columns of this row the tiles cover.
+                        unsafe { finish_act(r[q], a, ACT, y, res, at, cols[q % 2]) };
+                    }
+                }
             }
         }
     }

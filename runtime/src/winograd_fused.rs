@@ -25,18 +25,17 @@
 
 use crate::ConvArgs;
 use crate::parallel::{self, Parallel, workers};
+use crate::winograd4::Vectors;
 
-/// Tile rows per step (one 16-tile vector each).
-const ROWS: usize = 2;
-/// Output channels per step.
-const CHANNELS: usize = 8;
+/// Sums a step keeps in registers: `V` vectors of 16 tiles × `C` output channels.
+const SUMS: usize = 16;
 /// Products per tile.
 const PLANES: usize = 36;
 /// Steps per worker when splitting, so that a slow worker does not hold up the rest.
 const TASKS_PER_WORKER: usize = 4;
 
 /// Runs the fused products and output transform `args` describes (see the module doc),
-/// split over blocks of tile rows and output channels when `par` offers several workers.
+/// split over blocks of tiles and output channels when `par` offers several workers.
 ///
 /// # Safety
 /// `args` points to a valid [`ConvArgs`] whose pointers and strides address buffers of
@@ -65,12 +64,16 @@ pub unsafe extern "C" fn nnefc_winograd_fused(args: *const ConvArgs, par: *const
     unsafe { parallel::ranges(par, a, Units::of(a).count, tasks, run_units) }
 }
 
-/// The steps of a call: sample × block of tile rows × group of 16 tiles × block of output
-/// channels (innermost, so that a block of the input is reused across them).
+/// The steps of a call: sample × block of `v` vectors of 16 tiles (as [`Vectors`] walks
+/// a plane) × block of `c` output channels (innermost, so that a block of the input is
+/// reused across them). Planes of one vector (a 13×13 map's 16 tiles) take it with 16
+/// channels, the others two vectors with 8.
 #[derive(Clone, Copy)]
 struct Units {
-    rows: usize,
-    groups: usize,
+    vectors: Vectors,
+    v: usize,
+    c: usize,
+    blocks: usize,
     chans: usize,
     count: usize,
 }
@@ -78,30 +81,27 @@ struct Units {
 impl Units {
     fn of(a: &ConvArgs) -> Units {
         let g = &a.geo;
-        let (rows, groups, chans) = (
-            g.oh.div_ceil(ROWS),
-            g.ow.div_ceil(16),
-            g.c.div_ceil(CHANNELS),
-        );
+        let vectors = Vectors::of(g);
+        let v = if vectors.count >= 2 { 2 } else { 1 };
+        let (blocks, chans) = (vectors.count.div_ceil(v), g.c.div_ceil(SUMS / v));
         Units {
-            rows,
-            groups,
+            vectors,
+            v,
+            c: SUMS / v,
+            blocks,
             chans,
-            count: g.n * rows * groups * chans,
+            count: g.n * blocks * chans,
         }
     }
 
-    /// Unit `u` as (sample, first tile row, first tile column, first output channel).
-    fn at(self, u: usize) -> (usize, usize, usize, usize) {
+    /// Unit `u` as (sample, first vector, first output channel).
+    fn at(self, u: usize) -> (usize, usize, usize) {
         let cb = u % self.chans;
         let rest = u / self.chans;
-        let gb = rest % self.groups;
-        let rest = rest / self.groups;
         (
-            rest / self.rows,
-            (rest % self.rows) * ROWS,
-            gb * 16,
-            cb * CHANNELS,
+            rest / self.blocks,
+            (rest % self.blocks) * self.v,
+            cb * self.c,
         )
     }
 }
@@ -113,31 +113,35 @@ unsafe fn run_units(a: &ConvArgs, lo: usize, hi: usize) {
     if crate::gemm::avx512_selected() {
         // SAFETY: the CPU has AVX-512F (that is what selected the kernel family).
         return unsafe {
-            match a.geo.act {
-                1 => avx512::units::<1>(a, units, lo, hi),
-                2 => avx512::units::<2>(a, units, lo, hi),
-                _ => avx512::units::<0>(a, units, lo, hi),
+            match (a.geo.act, units.v) {
+                (1, 1) => avx512::units::<1, 1, 16>(a, units, lo, hi),
+                (2, 1) => avx512::units::<2, 1, 16>(a, units, lo, hi),
+                (_, 1) => avx512::units::<0, 1, 16>(a, units, lo, hi),
+                (1, _) => avx512::units::<1, 2, 8>(a, units, lo, hi),
+                (2, _) => avx512::units::<2, 2, 8>(a, units, lo, hi),
+                (_, _) => avx512::units::<0, 2, 8>(a, units, lo, hi),
             }
         };
     }
     for u in lo..hi {
         // SAFETY: the caller's contract.
-        unsafe { portable(a, units.at(u)) };
+        unsafe { portable(a, units, units.at(u)) };
     }
 }
 
 /// One unit, one output at a time (a multiply then an add per term).
-unsafe fn portable(a: &ConvArgs, (n, ty0, tx0, co0): (usize, usize, usize, usize)) {
+unsafe fn portable(a: &ConvArgs, units: Units, (n, j0, co0): (usize, usize, usize)) {
     let g = &a.geo;
-    for co in co0..(co0 + CHANNELS).min(g.c) {
+    let vs = units.vectors;
+    for co in co0..(co0 + units.c).min(g.c) {
         // SAFETY: channel `co`'s bias.
         let b = if g.bias.is_null() {
             0.0
         } else {
             unsafe { *g.bias.offset(co as isize * g.bias_sc) }
         };
-        for ty in ty0..(ty0 + ROWS).min(g.oh) {
-            for tx in tx0..(tx0 + 16).min(g.ow) {
+        for j in j0..(j0 + units.v).min(vs.count) {
+            for (ty, tx) in vs.tiles(j) {
                 let mut m = [0.0f32; PLANES];
                 for (t, mt) in m.iter_mut().enumerate() {
                     let v = g
@@ -177,54 +181,51 @@ unsafe fn portable(a: &ConvArgs, (n, ty0, tx0, co0): (usize, usize, usize, usize
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{CHANNELS, ConvArgs, PLANES, ROWS, Units};
-    use crate::dwconv::avx512::finish_act;
-    use crate::dwconv::lanes;
-    use crate::winograd4::avx512::tile_rows;
+    use super::{ConvArgs, PLANES, SUMS, Units};
+    use crate::winograd4::avx512::{gather, store_rows, tile_rows};
     use core::arch::x86_64::*;
 
-    /// Units `[lo, hi)` with the activation `ACT` (`== a.geo.act`).
+    /// Units `[lo, hi)` of `V` vectors × `C` channels (`V·C` = [`SUMS`]) with the
+    /// activation `ACT` (`== a.geo.act`).
     ///
     /// # Safety
-    /// As for `nnefc_winograd_fused`; the CPU has AVX-512F.
+    /// As for `nnefc_winograd_fused`; the CPU has AVX-512F; `V == units.v`.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn units<const ACT: u32>(a: &ConvArgs, units: Units, lo: usize, hi: usize) {
+    pub(super) unsafe fn units<const ACT: u32, const V: usize, const C: usize>(
+        a: &ConvArgs,
+        units: Units,
+        lo: usize,
+        hi: usize,
+    ) {
         let g = &a.geo;
-        let whole = crate::winograd::room(g.x_sh, g.x_sc, g.oh, g.ow);
-        let w = g.w as isize;
-        // The products of one unit: [t][channel][row], 16 tiles each (36 KB).
-        let mut ms = [_mm512_setzero_ps(); PLANES * CHANNELS * ROWS];
+        let vs = units.vectors;
+        let idx = gather(&vs);
+        // The products of one unit: [t][channel][vector], 16 tiles each (36 KB).
+        let mut ms = [_mm512_setzero_ps(); PLANES * SUMS];
         for u in lo..hi {
-            let (n, ty0, tx0, co0) = units.at(u);
-            let nr = ROWS.min(g.oh - ty0);
-            let nc = CHANNELS.min(g.c - co0);
-            let live = if whole {
-                0xFFFF
-            } else {
-                lanes(0, (g.ow - tx0) as isize)
-            };
+            let (n, j0, co0) = units.at(u);
+            let nv = V.min(vs.count - j0);
+            let nc = C.min(g.c - co0);
+            // A vector past the last repeats it (its sums are not stored).
+            let base: [isize; V] = core::array::from_fn(|r| vs.base(j0 + r.min(nv - 1)));
+            let live: [u16; V] = core::array::from_fn(|r| vs.live(j0 + r.min(nv - 1)));
             for t in 0..PLANES {
-                let mut acc = [[_mm512_setzero_ps(); ROWS]; CHANNELS];
-                let vb = g.x.wrapping_offset(
-                    n as isize * g.x_sn
-                        + (t * a.cin) as isize * g.x_sc
-                        + ty0 as isize * g.x_sh
-                        + tx0 as isize,
-                );
+                let mut acc = [[_mm512_setzero_ps(); V]; C];
+                let vb =
+                    g.x.wrapping_offset(n as isize * g.x_sn + (t * a.cin) as isize * g.x_sc);
                 let ub = g.filter.wrapping_add((t * g.c + co0) * a.cin);
                 for k in 0..a.cin {
                     let row = vb.wrapping_offset(k as isize * g.x_sc);
-                    let mut b = [_mm512_setzero_ps(); ROWS];
+                    let mut b = [_mm512_setzero_ps(); V];
                     for (r, br) in b.iter_mut().enumerate() {
-                        // A row past the last repeats it (its sums are not stored).
-                        let src = row.wrapping_offset(r.min(nr - 1) as isize * g.x_sh);
-                        // SAFETY: the live tiles of this row, or 16 within the plane
-                        // (`room`).
+                        let src = row.wrapping_offset(base[r]);
+                        // SAFETY: the live tiles of this vector, or 16 within the plane
+                        // (`Vectors::whole`).
                         *br = unsafe {
-                            if whole {
+                            if vs.whole {
                                 _mm512_loadu_ps(src)
                             } else {
-                                _mm512_maskz_loadu_ps(live, src)
+                                _mm512_maskz_loadu_ps(live[r], src)
                             }
                         };
                     }
@@ -232,19 +233,19 @@ mod avx512 {
                         // A channel past the last repeats it (its sums are not stored).
                         // SAFETY: a weight of this call's filter.
                         let wv = _mm512_set1_ps(unsafe { *ub.add(c.min(nc - 1) * a.cin + k) });
-                        for r in 0..ROWS {
+                        for r in 0..V {
                             acc_c[r] = _mm512_fmadd_ps(wv, b[r], acc_c[r]);
                         }
                     }
                 }
                 for (c, acc_c) in acc.iter().enumerate() {
                     for (r, &v) in acc_c.iter().enumerate() {
-                        ms[(t * CHANNELS + c) * ROWS + r] = v;
+                        ms[(t * C + c) * V + r] = v;
                     }
                 }
             }
             let m0 = ms.as_ptr().cast::<f32>();
-            let t_step = (CHANNELS * ROWS * 16) as isize;
+            let t_step = (SUMS * 16) as isize;
             for c in 0..nc {
                 let co = co0 + c;
                 let b = if g.bias.is_null() {
@@ -262,27 +263,13 @@ mod avx512 {
                         g.res.wrapping_offset(plane)
                     },
                 );
-                for r in 0..nr {
-                    let tile = ((c * ROWS + r) * 16) as isize;
-                    // SAFETY: 16 tiles of the scratch per product.
-                    let rows = unsafe {
-                        tile_rows(m0, t_step, tile, true, 0xFFFF, _mm512_set1_ps(b), None)
-                    };
-                    let c0 = (4 * tx0) as isize;
-                    for (i, ri) in rows.iter().enumerate() {
-                        let oy = 4 * (ty0 + r) + i;
-                        if oy >= g.h {
-                            continue;
-                        }
-                        for (q, &vq) in ri.iter().enumerate() {
-                            let cols = lanes(0, w - c0 - 16 * q as isize);
-                            if cols == 0 {
-                                continue;
-                            }
-                            let at = oy as isize * g.y_sh + c0 + 16 * q as isize;
-                            // SAFETY: the output columns of this row the tiles cover.
-                            unsafe { finish_act(vq, g, ACT, y, res, at, cols) };
-                        }
+                for r in 0..nv {
+                    let tile = ((c * V + r) * 16) as isize;
+                    // SAFETY: 16 tiles of the scratch per product; output plane `co`.
+                    unsafe {
+                        let rows =
+                            tile_rows(m0, t_step, tile, true, 0xFFFF, _mm512_set1_ps(b), idx);
+                        store_rows::<ACT>(&vs, j0 + r, g, &rows, y, res);
                     }
                 }
             }
@@ -304,22 +291,30 @@ mod tests {
         [0.0, 1.0, -1.0, 8.0, -8.0, 1.0],
     ];
 
-    /// Random shapes (tile rows narrower and wider than 16 tiles, channel counts that do
-    /// not fill a block, two samples, padded and dense planes), bias, residual and each
+    /// Random shapes (tile rows narrower and wider than 16 tiles, every walk of the tiles,
+    /// channel counts that do not fill a block, two samples, padded and dense planes), bias, residual and each
     /// activation: serial and pooled runs give the same bits, and the vector path (where
     /// the CPU has it) and the portable one are within rounding of the definition in f64.
     #[test]
     fn winograd_fused_matches_the_definition() {
         let mut r = Lcg(23);
         let pool = crate::ThreadPool::new(3).expect("pool");
+        let mut walks = std::collections::BTreeSet::new();
         for case in 0..40 {
             let (n, cin, c) = (1 + r.below(2), 1 + r.below(20), 1 + r.below(19));
             let (h, w) = (
                 1 + r.below(30),
                 1 + r.below(if case % 3 == 0 { 90 } else { 30 }),
             );
+            // Every fourth case has dense rows of 5–7 tiles (paired rows, where the planes
+            // have room) or a multiple of 4 tiles (the flat walk).
+            let w = match case % 8 {
+                1 | 5 => 17 + r.below(12),
+                3 => [13, 29, 45][r.below(3)] + r.below(4),
+                _ => w,
+            };
             let (th, tw) = (h.div_ceil(4), w.div_ceil(4));
-            let x_sh = tw + r.below(2);
+            let x_sh = tw + if case % 2 == 1 { 0 } else { r.below(2) };
             let x_sc = th * x_sh + r.below(3) + if case % 2 == 1 { 16 } else { 0 };
             let x_sn = PLANES * cin * x_sc + r.below(5);
             let x: Vec<f32> = (0..n * x_sn).map(|_| r.next()).collect();
@@ -401,6 +396,7 @@ mod tests {
                 filter_sn: 0,
                 bias_sn: 0,
             };
+            walks.insert(format!("{:?}", Units::of(&args(&mut [])).vectors.walk));
             let mut runs = Vec::new();
             for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
                 let mut y = vec![f32::NAN; want.len()];
@@ -419,7 +415,7 @@ mod tests {
             let a = args(&mut y);
             let units = Units::of(&a);
             for un in 0..units.count {
-                unsafe { portable(&a, units.at(un)) };
+                unsafe { portable(&a, units, units.at(un)) };
             }
             runs.push(y);
             for (k, got) in runs.iter().enumerate() {
@@ -431,5 +427,6 @@ mod tests {
                 }
             }
         }
+        assert_eq!(walks.len(), 3, "walks covered: {walks:?}");
     }
 }

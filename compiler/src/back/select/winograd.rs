@@ -157,11 +157,37 @@ const MIN_TILES_F4_SMALL: usize = 16;
 /// Bytes of F(4×4) filter up to which [`MIN_TILES_F4_SMALL`] applies.
 const SMALL_F4_FILTER: usize = 5 << 19;
 
-/// Fewest tiles a row for the fused products and output transform of F(4×4)
-/// (`nnefc_winograd_fused`): its steps take one 16-tile vector per tile row, so narrower
-/// rows keep the batched GEMM and the separate output transform, whose steps fill their
-/// vectors across rows.
+/// Fewest tiles a row for which the fused products and output transform of F(4×4)
+/// (`nnefc_winograd_fused`) take one 16-tile vector per tile row.
 const MIN_FUSED_ROW: usize = 12;
+
+/// Most input channels for which narrow tile rows (below [`MIN_FUSED_ROW`]) take the
+/// fused kernel. Its steps read the transformed input of their tiles once per block of
+/// 8 output channels: with few input channels that block stays in L1, with many it
+/// streams from L2 where the batched GEMM blocks it.
+const MAX_FUSED_NARROW_CIN: usize = 32;
+
+/// Whether F(4×4) on `ty × tx` tiles from `cin` channels takes the fused products and
+/// output transform: rows of 12 or more tiles (one vector of 16 a row), and, from at
+/// most [`MAX_FUSED_NARROW_CIN`] channels, planes of two or more full or nearly full
+/// vectors (pairs of rows of 5–7 tiles, rows a multiple of 4 tiles wide taken 16 tiles at
+/// a time across rows). Not rows of 9–11 tiles, which would leave a vector a third empty,
+/// nor planes of one vector (a 13×13 map's 16 tiles), whose steps broadcast a weight per
+/// multiply-add. Zen 5, one thread, `nnefc bench --profile --per-step`, batched products
+/// + output transform → fused: squeezenet1_1's 27×27 layers (7-tile rows, 32 channels)
+/// 0.108 + 0.024 → 0.110 ms; its 13×13 ones (one vector) 0.126 + 0.016 → 0.155 and
+/// 0.070 + 0.012 → 0.091; resnet18's 28×28 ones (128 channels) 0.38 + 0.03 → 0.78.
+fn fused_pays(ty: usize, tx: usize, cin: usize) -> bool {
+    if tx >= MIN_FUSED_ROW {
+        return true;
+    }
+    let vectors = if (5..8).contains(&tx) {
+        ty.div_ceil(2)
+    } else {
+        (ty * tx).div_ceil(16)
+    };
+    cin <= MAX_FUSED_NARROW_CIN && vectors >= 2 && (tx.is_multiple_of(4) || (5..8).contains(&tx))
+}
 
 /// Whether a conv of `cin → cout` channels on an `h × w` output takes F(4×4).
 fn f4_pays(cin: usize, cout: usize, h: usize, w: usize) -> bool {
@@ -317,7 +343,7 @@ pub(super) fn conv3x3(
         Some(r) => Some(lw.buf(r)?),
         None => None,
     };
-    if kind == Tiles::F4 && tx >= MIN_FUSED_ROW {
+    if kind == Tiles::F4 && fused_pays(ty, tx, cin) {
         // The products summed in registers and transformed at once: no plane of products
         // in memory (see the runtime's `winograd_fused.rs`).
         let u = transform_filter(filter, cout, cin, kind)?;

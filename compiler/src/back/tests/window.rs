@@ -476,13 +476,13 @@ fn winograd_random() {
     }
     let got = m.run(&inputs).expect("status 0");
     assert_close("wino2", &got[0], &want[0]);
-    // A 29×30 map (8 × 8 F(4×4) tiles, the last ones cut; rows of a multiple of 4 tiles,
-    // which the output transform takes 16 at a time across rows), asymmetric padding,
-    // residual and relu: F(4×4) transforms and 36 products on AVX-512 hosts.
+    // A 15×14 map (4 × 4 F(4×4) tiles, the last ones cut: one vector of 16 tiles a plane,
+    // which the output transform takes across rows), asymmetric padding, residual and
+    // relu: F(4×4) transforms and 36 products on AVX-512 hosts.
     let (g, inputs) = residual_conv(
         &mut r,
         "wino3",
-        [1, 32, 29, 30],
+        [1, 32, 15, 14],
         48,
         [(2, 0), (1, 1)],
         false,
@@ -522,6 +522,29 @@ fn winograd_random() {
     }
     let got = m.run(&inputs).expect("status 0");
     assert_close("wino4", &got[0], &want[0]);
+    // Fused on maps of narrow tile rows: a 29×30 map (8 × 8 tiles, the last ones cut,
+    // taken 16 at a time across rows) and a batch-2 26×27 one (7 tiles a row, taken in
+    // pairs of rows), asymmetric padding and a residual.
+    for (name, xs, clamp) in [
+        ("wino5", [1, 32, 29, 30], false),
+        ("wino6", [2, 20, 26, 27], true),
+    ] {
+        let (g, inputs) = residual_conv(&mut r, name, xs, 48, [(2, 0), (1, 1)], clamp);
+        let want = crate::ir::interp::run(&g, &inputs).expect("interp");
+        let m = load(&g, &opts(name));
+        let k = &m.art.kernels;
+        if crate::back::object::target_has_avx512(&opts(name)).expect("host") {
+            assert!(
+                !k.contains("batches=36")
+                    && k.lines().any(|l| l.starts_with("winograd_fused b")
+                        && l.contains(&format!("from {} channels", xs[1]))
+                        && l.contains(" residual=b")),
+                "{k}"
+            );
+        }
+        let got = m.run(&inputs).expect("status 0");
+        assert_close(name, &got[0], &want[0]);
+    }
 }
 
 /// `act(conv3x3(x) + bias + r)` with random data: input `xs`, `cout` filters, the given
