@@ -162,6 +162,7 @@ fn keep_runtime_linked() {
     std::hint::black_box(nnefc_runtime::nnefc_winograd_in as *const ());
     std::hint::black_box(nnefc_runtime::nnefc_winograd_out as *const ());
     std::hint::black_box(nnefc_runtime::nnefc_winograd_fused as *const ());
+    std::hint::black_box(nnefc_runtime::nnefc_conv_pool as *const ());
 }
 
 impl LoadedModel {

@@ -22,7 +22,7 @@ struct EntryPoint(#[allow(dead_code)] *const ());
 // SAFETY: only the addresses are stored; nothing is ever called or read through them.
 unsafe impl Sync for EntryPoint {}
 #[used]
-static RUNTIME_ENTRY_POINTS: [EntryPoint; 10] = [
+static RUNTIME_ENTRY_POINTS: [EntryPoint; 11] = [
     EntryPoint(nnefc::runtime::nnefc_sgemm as *const ()),
     EntryPoint(nnefc::runtime::nnefc_sgemm_packed_a as *const ()),
     EntryPoint(nnefc::runtime::nnefc_sgemm_parallel as *const ()),
@@ -33,6 +33,7 @@ static RUNTIME_ENTRY_POINTS: [EntryPoint; 10] = [
     EntryPoint(nnefc::runtime::nnefc_winograd_in as *const ()),
     EntryPoint(nnefc::runtime::nnefc_winograd_out as *const ()),
     EntryPoint(nnefc::runtime::nnefc_winograd_fused as *const ()),
+    EntryPoint(nnefc::runtime::nnefc_conv_pool as *const ()),
 ];
 
 const EXIT_CODES: &str = "\

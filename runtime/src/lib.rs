@@ -40,6 +40,7 @@ macro_rules! unroll {
 }
 
 mod conv;
+mod conv_pool;
 mod dwconv;
 pub mod gemm;
 mod maxpool;
@@ -55,6 +56,11 @@ mod winograd_fused;
 #[cfg(feature = "std")]
 pub use conv::pack_conv_filter;
 pub use conv::{CONV_CO_TILE, ConvArgs, conv_filter_len, conv_supported, nnefc_conv};
+#[cfg(feature = "std")]
+pub use conv_pool::pack_conv_pool_filter;
+pub use conv_pool::{
+    CONV_POOL_CO_TILE, ConvPoolArgs, conv_pool_filter_len, conv_pool_takes, nnefc_conv_pool,
+};
 pub use dwconv::{DwArgs, nnefc_dwconv};
 pub use gemm::{
     GemmArgs, GemmEpilogue, nnefc_sgemm, nnefc_sgemm_batch_parallel, nnefc_sgemm_packed_a,

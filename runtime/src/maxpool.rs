@@ -58,7 +58,7 @@ unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
 /// AVX-512DQ (`vrangeps`, the maximum with +0 above −0), which every AVX-512 CPU since
 /// Skylake-SP has.
 #[cfg(target_arch = "x86_64")]
-fn has_avx512dq() -> bool {
+pub(crate) fn has_avx512dq() -> bool {
     #[cfg(feature = "std")]
     {
         std::is_x86_feature_detected!("avx512dq")

@@ -362,6 +362,17 @@ pub enum WindowOp {
         bias: (BufId, i64),
         cin: usize,
     },
+    /// A dense convolution of `cin` input channels and the 3×3 `max_pool` (`ignore`
+    /// border) over its output, fused (`nnefc_conv_pool`, `ConvPoolArgs`): the call's
+    /// dims, input, bias and activation are the conv's (as for [`WindowOp::Dense`], the
+    /// filter packed by `nnefc_runtime::pack_conv_pool_filter`), its output is the
+    /// pool's, `pool` = `[oh, ow, stride, pt, pl]` (both strides equal).
+    ConvPool {
+        filter: BufId,
+        bias: (BufId, i64),
+        cin: usize,
+        pool: [usize; 5],
+    },
 }
 
 impl WindowOp {
@@ -375,6 +386,7 @@ impl WindowOp {
             WindowOp::WinogradIn => "nnefc_winograd_in",
             WindowOp::WinogradOut { .. } => "nnefc_winograd_out",
             WindowOp::WinogradFused { .. } => "nnefc_winograd_fused",
+            WindowOp::ConvPool { .. } => "nnefc_conv_pool",
         }
     }
 }
@@ -385,7 +397,8 @@ impl WindowCall {
         let (filter, bias) = match self.op {
             WindowOp::Conv { filter, bias }
             | WindowOp::Dense { filter, bias, .. }
-            | WindowOp::WinogradFused { filter, bias, .. } => (Some(filter), Some(bias.0)),
+            | WindowOp::WinogradFused { filter, bias, .. }
+            | WindowOp::ConvPool { filter, bias, .. } => (Some(filter), Some(bias.0)),
             WindowOp::WinogradOut { bias } => (None, Some(bias.0)),
             WindowOp::Max | WindowOp::WinogradIn => (None, None),
         };
@@ -601,8 +614,15 @@ impl fmt::Display for Program {
                 Step::Window(d) => {
                     let [n, c, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl] = d.dims;
                     let cx = match d.op {
-                        WindowOp::Dense { cin, .. } | WindowOp::WinogradFused { cin, .. } => cin,
+                        WindowOp::Dense { cin, .. }
+                        | WindowOp::WinogradFused { cin, .. }
+                        | WindowOp::ConvPool { cin, .. } => cin,
                         _ => c,
+                    };
+                    // The output's extents: the pool's for a fused conv and pool.
+                    let (yh, yw) = match d.op {
+                        WindowOp::ConvPool { pool, .. } => (pool[0], pool[1]),
+                        _ => (oh, ow),
                     };
                     let (name, op) = match d.op {
                         WindowOp::Conv { filter, bias } => (
@@ -632,10 +652,24 @@ impl fmt::Display for Program {
                             format!(" tiles {sh}x{sw} from {cin} channels * b{}", filter.0)
                                 + &format!(" bias=b{}/{}", bias.0.0, bias.1),
                         ),
+                        WindowOp::ConvPool {
+                            filter,
+                            bias,
+                            cin,
+                            pool: [_, _, ps, ppt, ppl],
+                        } => (
+                            "conv_pool",
+                            format!(" from {cin} channels * b{}[{kh},{kw}]", filter.0)
+                                + &format!(" bias=b{}/{}", bias.0.0, bias.1)
+                                + &format!(
+                                    " (conv [{oh},{ow}], then max_pool [3,3] \
+                                     stride=({ps},{ps}) pad=({ppt},{ppl}); the conv's:)"
+                                ),
+                        ),
                     };
                     writeln!(
                         f,
-                        "{name} b{}[{n},{c},{oh},{ow}] = b{}@{}[{n},{cx},{h},{w}]{op} \
+                        "{name} b{}[{n},{c},{yh},{yw}] = b{}@{}[{n},{cx},{h},{w}]{op} \
                          stride=({sh},{sw}) dilation=({dh},{dw}) pad=({pt},{pl}){} {:?} parallel",
                         d.y.0.0,
                         d.x.0.0,

@@ -572,6 +572,8 @@ const DW_ARGS_SIZE: u32 = 27 * 8 + 8;
 /// `nnefc_runtime::ConvArgs`: the depthwise record, then the input channel count and the
 /// filter and bias strides between groups.
 const CONV_ARGS_SIZE: u32 = DW_ARGS_SIZE + 24;
+/// `nnefc_runtime::ConvPoolArgs`: the conv's record, then the pool's depthwise record.
+const CONV_POOL_ARGS_SIZE: u32 = CONV_ARGS_SIZE + DW_ARGS_SIZE;
 /// Most products one `nnefc_sgemm_batch_parallel` call takes (bounds the entry point's
 /// stack: 64 · 136 bytes).
 const BATCH_CHUNK: usize = 64;
@@ -1066,7 +1068,7 @@ fn define_body(
         let dw_args = has_dw.then(|| {
             b.create_sized_stack_slot(StackSlotData::new(
                 StackSlotKind::ExplicitSlot,
-                CONV_ARGS_SIZE,
+                CONV_POOL_ARGS_SIZE,
                 3,
             ))
         });
@@ -1290,7 +1292,8 @@ fn define_body(
                     let (filter, bias, bias_sc) = match d.op {
                         WindowOp::Conv { filter, bias }
                         | WindowOp::Dense { filter, bias, .. }
-                        | WindowOp::WinogradFused { filter, bias, .. } => {
+                        | WindowOp::WinogradFused { filter, bias, .. }
+                        | WindowOp::ConvPool { filter, bias, .. } => {
                             (buf_ptr(&mut b, filter)?, buf_ptr(&mut b, bias.0)?, bias.1)
                         }
                         WindowOp::WinogradOut { bias } => {
@@ -1338,7 +1341,9 @@ fn define_body(
                     b.ins().store(store, hi, args, at + 4);
                     let conv_args = match d.op {
                         WindowOp::Dense { cin, groups, .. } => Some((cin, groups)),
-                        WindowOp::WinogradFused { cin, .. } => Some((cin, (0, 0))),
+                        WindowOp::WinogradFused { cin, .. } | WindowOp::ConvPool { cin, .. } => {
+                            Some((cin, (0, 0)))
+                        }
                         _ => None,
                     };
                     if let Some((cin, groups)) = conv_args {
@@ -1346,6 +1351,34 @@ fn define_body(
                             let v = b.ins().iconst(ptr, v);
                             b.ins().store(store, v, args, at + 8 * (i as i32 + 1));
                         }
+                    }
+                    if let WindowOp::ConvPool {
+                        pool: [poh, pow, ps, ppt, ppl],
+                        ..
+                    } = d.op
+                    {
+                        // The pool's DwArgs after the conv's ConvArgs: over the conv's
+                        // output (`n, c, oh, ow` of the call), writing the call's output;
+                        // no input, filter, bias or residual pointers, no activation.
+                        let [n, c, _, _, oh, ow, ..] = d.dims;
+                        let null = b.ins().iconst(ptr, 0);
+                        let mut pool: Vec<Value> =
+                            [n, c, oh, ow, poh, pow, 3, 3, ps, ps, 1, 1, ppt, ppl]
+                                .iter()
+                                .map(|&e| b.ins().iconst(ptr, e as i64))
+                                .collect();
+                        pool.extend([null; 8]);
+                        pool.push(y);
+                        pool.extend(d.y.1.iter().map(|&st| b.ins().iconst(ptr, st)));
+                        pool.push(null);
+                        let base = CONV_ARGS_SIZE as i32;
+                        for (i, v) in pool.iter().enumerate() {
+                            b.ins().store(store, *v, args, base + psize * i as i32);
+                        }
+                        let zero = b.ins().f32const(0.0);
+                        let at = base + psize * pool.len() as i32;
+                        b.ins().store(store, zero, args, at);
+                        b.ins().store(store, zero, args, at + 4);
                     }
                     b.ins().call(f_dw, &[args, par]);
                 }

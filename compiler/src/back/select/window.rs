@@ -102,7 +102,7 @@ impl Geometry {
         })
     }
 
-    fn from_window(
+    pub(super) fn from_window(
         w: &WindowAttrs,
         input: &[usize],
         output: &[usize],
@@ -546,6 +546,38 @@ pub(super) fn max_pool(
     window_combine(lw, "max_pool", &p, &geo, Combine::Max, None, &[], out)
 }
 
+/// Whether the runtime's window maximum (`nnefc_maxpool`, and `nnefc_conv_pool` after a
+/// conv) takes this 2-D `max_pool` geometry: 3×3 windows with equal strides of 1 or 2 and
+/// no dilation over NCHW planes, every window keeping a tap inside the input.
+pub(super) fn runtime_max_pool(geo: &Geometry) -> bool {
+    let plain = |d: usize| {
+        geo.size[d] == 1
+            && geo.stride[d] == 1
+            && geo.dilation[d] == 1
+            && geo.front[d] == 0
+            && geo.output[d] == geo.input[d]
+    };
+    geo.input.len() == 4
+        && plain(0)
+        && plain(1)
+        && geo.size[2..] == [3, 3]
+        && geo.dilation[2..] == [1, 1]
+        && geo.stride[2] == geo.stride[3]
+        && (geo.stride[2] == 1 || geo.stride[2] == 2)
+        && (2..4).all(|d| {
+            tap_runs(
+                geo.output[d],
+                geo.input[d],
+                3,
+                geo.stride[d],
+                1,
+                geo.front[d],
+            )
+            .iter()
+            .all(|r| !r.2.is_empty())
+        })
+}
+
 /// 2-D `max_pool` with the `ignore` border as one call of the runtime's vector kernel
 /// (`nnefc_maxpool`, [`Step::Window`] with [`WindowOp::Max`]) when the target has it:
 /// 3×3 windows with equal strides of 1 or 2 and no dilation over NCHW rows, every window
@@ -558,38 +590,7 @@ fn max_pool_call(
     geo: &Geometry,
     out: BufId,
 ) -> Result<bool, CodegenError> {
-    let plain = |d: usize| {
-        geo.size[d] == 1
-            && geo.stride[d] == 1
-            && geo.dilation[d] == 1
-            && geo.front[d] == 0
-            && geo.output[d] == geo.input[d]
-    };
-    let fits = lw.runtime_windows
-        && geo.input.len() == 4
-        && plain(0)
-        && plain(1)
-        && geo.size[2..] == [3, 3]
-        && geo.dilation[2..] == [1, 1]
-        && geo.stride[2] == geo.stride[3]
-        && (geo.stride[2] == 1 || geo.stride[2] == 2)
-        && src.strides[3] == 1;
-    if !fits {
-        return Ok(false);
-    }
-    let every_window_reads = (2..4).all(|d| {
-        tap_runs(
-            geo.output[d],
-            geo.input[d],
-            3,
-            geo.stride[d],
-            1,
-            geo.front[d],
-        )
-        .iter()
-        .all(|r| !r.2.is_empty())
-    });
-    if !every_window_reads {
+    if !(lw.runtime_windows && runtime_max_pool(geo) && src.strides[3] == 1) {
         return Ok(false);
     }
     let ost = strides(&geo.output);

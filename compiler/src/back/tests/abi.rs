@@ -95,6 +95,15 @@ fn descriptor_layout_matches_runtime() {
         std::mem::offset_of!(nnefc_runtime::ConvArgs, bias_sn),
         29 * 8 + 8
     );
+    // The fused conv and pool record: the conv's, then the pool's depthwise record.
+    assert_eq!(
+        std::mem::size_of::<nnefc_runtime::ConvPoolArgs>(),
+        30 * 8 + 8 + 27 * 8 + 8
+    );
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::ConvPoolArgs, pool),
+        30 * 8 + 8
+    );
     // The stack epilogue written by `object::epilogue`.
     assert_eq!(std::mem::size_of::<nnefc_runtime::GemmEpilogue>(), 32);
     assert_eq!(

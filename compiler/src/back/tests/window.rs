@@ -1373,6 +1373,92 @@ fn max_pool_both_paths_random() {
     check_both_paths(&build, "mpn", "\nmaxpool ");
 }
 
+/// A first-layer conv, its activation and a 3×3 `max_pool` (`ignore` border) after it:
+/// on AVX-512 hosts one fused call (`conv_pool` in the kernel dump, `nnefc_conv_pool`),
+/// elsewhere (a target without AVX-512) the conv and the pool apart, both against the
+/// interpreter. 3×3, 5×5 and 7×7 filters, strides 1 and 2 for conv and pool, conv and
+/// pool padding, 1–4 input channels, output channel counts that do not fill a block of
+/// 64 (and two blocks), two samples, no activation, relu or clamp. A pool whose input is
+/// also a graph output stays apart.
+#[test]
+fn conv_pool_both_paths_random() {
+    let mut r = Rng::new(61);
+    for case in 0..10 {
+        let k = [3, 5, 7][case % 3];
+        let (cs, ps) = (1 + r.below(2), 1 + r.below(2));
+        let cin = 1 + r.below(4);
+        let cout = [1 + r.below(30), 64, 70 + r.below(60)][case % 3];
+        let xs = [1 + case % 2, cin, k + 4 + r.below(30), k + 4 + r.below(50)];
+        let mut g = Graph::new("cp");
+        let xt = r.tensor(DType::F32, &xs, -1.0, 1.0);
+        let x = g.add_input("x", xt.ty());
+        let f = g.add_const(
+            r.tensor(DType::F32, &[cout, cin, k, k], -1.0, 1.0),
+            None,
+            None,
+        );
+        let bias = g.add_const(r.tensor(DType::F32, &[1, cout], -1.0, 1.0), None, None);
+        let a = ConvAttrs {
+            stride: vec![cs, cs],
+            padding: vec![
+                (r.below(k / 2 + 1), r.below(2)),
+                (r.below(k / 2 + 1), r.below(2)),
+            ],
+            ..Default::default()
+        };
+        let c = node(&mut g, Op::Conv(a), &[x, f, bias]);
+        let act = match case % 4 {
+            0 => c,
+            1 | 2 => node(&mut g, Op::Unary(crate::ir::UnaryOp::Relu), &[c]),
+            _ => {
+                let lo = g.add_const(Tensor::f32(vec![], vec![-0.25]), None, None);
+                let hi = g.add_const(Tensor::f32(vec![], vec![0.5]), None, None);
+                node(&mut g, Op::Clamp, &[c, lo, hi])
+            }
+        };
+        let w = WindowAttrs {
+            size: vec![1, 1, 3, 3],
+            border: Border::Ignore,
+            padding: vec![
+                (0, 0),
+                (0, 0),
+                (r.below(2), r.below(2)),
+                (r.below(2), r.below(2)),
+            ],
+            stride: vec![1, 1, ps, ps],
+            dilation: Vec::new(),
+            output_shape: Vec::new(),
+        };
+        let y = node(&mut g, Op::MaxPool(w), &[act]);
+        g.outputs.push(y);
+        // The last case also outputs the conv's activation: the pool cannot take it.
+        let apart = case == 9;
+        if apart {
+            g.outputs.push(act);
+        }
+        let inputs = [xt];
+        let want = crate::ir::interp::run(&g, &inputs).expect("interp");
+        let name = format!("cp{case}");
+        let native = opts(&name);
+        let m = load(&g, &native);
+        let fused = m.art.kernels.contains("\nconv_pool b");
+        let avx512 = crate::back::object::target_has_avx512(&native).expect("host");
+        assert_eq!(fused, avx512 && !apart, "{}", m.art.kernels);
+        let got = m.run(&inputs).expect("status 0");
+        for (gt, wt) in got.iter().zip(&want) {
+            assert_close(&name, gt, wt);
+        }
+        let mut loops = opts(&format!("{name}l"));
+        loops.target = Some(target_lexicon::Triple::host().to_string());
+        let m = load(&g, &loops);
+        assert!(!m.art.kernels.contains("conv_pool"), "{}", m.art.kernels);
+        let got = m.run(&inputs).expect("status 0");
+        for (gt, wt) in got.iter().zip(&want) {
+            assert_close(&format!("{name} (loops)"), gt, wt);
+        }
+    }
+}
+
 /// Dense 2-D convs of few input channels through both of their code paths, each against
 /// the interpreter: the runtime's direct kernel (`conv … from C channels` in the kernel
 /// dump, chosen for 3×3/5×5/7×7 filters with equal strides when the target has AVX-512)
