@@ -553,53 +553,50 @@ mod avx512 {
         let ninf = _mm512_set1_ps(f32::NEG_INFINITY);
         let (lo, hi) = (_mm512_set1_ps(p.lo), _mm512_set1_ps(p.hi));
         let slots: [Option<*const f32>; 3] = rows.map(|r| r.map(|s| ring[s].as_ptr()));
-        // The maxima down conv column `cx` over the three rows, when all three exist.
-        let full = if NAN {
-            None
+        // Windows with all three rows and columns (and no NaN in the rows) take the
+        // column maxima first, outputs `i_lo..i_hi` of the chunk.
+        let (i_lo, i_hi) = if NAN || slots.iter().any(|r| r.is_none()) {
+            (0, 0)
         } else {
-            slots[0].zip(slots[1]).zip(slots[2])
+            let first = (p.pl as usize).div_ceil(p.sw).saturating_sub(px0);
+            // Outputs whose last column `(px0 + i)·s − pl + 2` is below `ow`.
+            let end = (g.ow + p.pl)
+                .saturating_sub(2)
+                .div_ceil(p.sw)
+                .saturating_sub(px0);
+            (first.min(npx), end.clamp(first.min(npx), npx))
         };
-        let column = |((r0, r1), r2): ((*const f32, *const f32), *const f32), cx: isize| {
-            let at = (cx as usize - cx_lo) * CONV_POOL_CO_TILE;
-            let mut v = [ninf; VECS];
-            for (h, vh) in v.iter_mut().enumerate() {
-                // SAFETY: held conv outputs.
-                unsafe {
-                    let (x0, x1, x2) = (
-                        _mm512_loadu_ps(r0.add(at + 16 * h)),
-                        _mm512_loadu_ps(r1.add(at + 16 * h)),
-                        _mm512_loadu_ps(r2.add(at + 16 * h)),
-                    );
-                    *vh = max::<PLAIN>(max::<PLAIN>(x0, x1), x2);
+        if i_lo < i_hi
+            && let [Some(r0), Some(r1), Some(r2)] = slots
+        {
+            let c0 = ((px0 + i_lo) * p.sw) as isize - p.pl as isize - cx_lo as isize;
+            // SAFETY: the held rows cover these windows' columns.
+            unsafe {
+                if p.sw == 1 {
+                    interior::<1, PLAIN>([r0, r1, r2], c0 as usize, &mut out[i_lo..i_hi]);
+                } else {
+                    interior::<2, PLAIN>([r0, r1, r2], c0 as usize, &mut out[i_lo..i_hi]);
                 }
             }
-            v
-        };
-        // The last column computed (stride 2: the next window's first).
-        let mut last: Option<(isize, [__m512; VECS])> = None;
-        for (i, o) in out.iter_mut().enumerate().take(npx) {
-            let cx0 = ((px0 + i) * p.sw) as isize - p.pl as isize;
-            let (dx0, dx1) = ((-cx0).max(0), (g.ow as isize - cx0).min(3));
-            if let Some(rs) = full
-                && dx0 == 0
-                && dx1 == 3
-            {
-                // Columns first, then across (no NaN in the rows).
-                let c0 = match last {
-                    Some((cx, v)) if cx == cx0 => v,
-                    _ => column(rs, cx0),
-                };
-                let (c1, c2) = (column(rs, cx0 + 1), column(rs, cx0 + 2));
-                last = Some((cx0 + 2, c2));
-                for h in 0..VECS {
-                    let m = max::<PLAIN>(max::<PLAIN>(c0[h], c1[h]), c2[h]);
-                    // SAFETY: the CPU has AVX-512F.
-                    let v = unsafe { activate_avx512(m, p.act as u32, lo, hi) };
-                    // SAFETY: 16 floats of this output's 64.
-                    unsafe { _mm512_storeu_ps(o.as_mut_ptr().add(16 * h), v) };
+            if p.act != 0 {
+                for o in &mut out[i_lo..i_hi] {
+                    for h in 0..VECS {
+                        // SAFETY: 16 floats of this output's 64; the CPU has AVX-512F.
+                        unsafe {
+                            let v = _mm512_loadu_ps(o.as_ptr().add(16 * h));
+                            let v = activate_avx512(v, p.act as u32, lo, hi);
+                            _mm512_storeu_ps(o.as_mut_ptr().add(16 * h), v);
+                        }
+                    }
                 }
+            }
+        }
+        for (i, o) in out.iter_mut().enumerate().take(npx) {
+            if (i_lo..i_hi).contains(&i) {
                 continue;
             }
+            let cx0 = ((px0 + i) * p.sw) as isize - p.pl as isize;
+            let (dx0, dx1) = ((-cx0).max(0), (g.ow as isize - cx0).min(3));
             let mut m = [ninf; VECS];
             let mut sum = [_mm512_setzero_ps(); VECS];
             for src in slots.iter().flatten() {
@@ -696,6 +693,50 @@ mod avx512 {
                     unsafe { _mm512_mask_storeu_ps(p.y.offset(at), live, rj) };
                 }
             }
+        }
+    }
+
+    /// Outputs of windows whose three rows `rows` and three columns (from ring column
+    /// `c0`, stride `S`) all exist and hold no NaN, into `out`: the maxima down each
+    /// column first, then across, stride 2 reusing a window's last column as the next
+    /// one's first.
+    ///
+    /// # Safety
+    /// The rows hold the columns `c0 .. c0 + (out.len() − 1)·S + 3` of the ring.
+    #[inline(never)]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    unsafe fn interior<const S: usize, const PLAIN: bool>(
+        rows: [*const f32; 3],
+        c0: usize,
+        out: &mut [[f32; CONV_POOL_CO_TILE]],
+    ) {
+        let column = |c: usize, h: usize| {
+            let at = c * CONV_POOL_CO_TILE + 16 * h;
+            // SAFETY: held conv outputs (the caller's contract).
+            unsafe {
+                max::<PLAIN>(
+                    max::<PLAIN>(
+                        _mm512_loadu_ps(rows[0].add(at)),
+                        _mm512_loadu_ps(rows[1].add(at)),
+                    ),
+                    _mm512_loadu_ps(rows[2].add(at)),
+                )
+            }
+        };
+        let mut prev = [_mm512_setzero_ps(); VECS];
+        unroll!(h in [0, 1, 2, 3] {
+            prev[h] = column(c0, h);
+        });
+        for (i, o) in out.iter_mut().enumerate() {
+            let c = c0 + i * S;
+            unroll!(h in [0, 1, 2, 3] {
+                let first = if S == 2 { prev[h] } else { column(c, h) };
+                let (mid, last) = (column(c + 1, h), column(c + 2, h));
+                prev[h] = last;
+                let m = max::<PLAIN>(max::<PLAIN>(first, mid), last);
+                // SAFETY: 16 floats of this output's 64.
+                unsafe { _mm512_storeu_ps(o.as_mut_ptr().add(16 * h), m) };
+            });
         }
     }
 
