@@ -81,15 +81,26 @@ pub fn pack_conv_filter(
     kw: usize,
     f: &[f32],
 ) -> Result<std::vec::Vec<f32>, crate::Error> {
-    let taps = cin * kh * kw;
+    pack_channel_tiles::<CONV_CO_TILE>(cout, cin * kh * kw, f)
+}
+
+/// A dense `[cout, taps]` filter as `ceil(cout / T)` tiles, tile `t` holding for every
+/// tap in order the `T` values of output channels `T·t..T·t + T` (0 past `cout`): the
+/// format of [`pack_conv_filter`] (`T` = 8) and `pack_conv_pool_filter` (64).
+#[cfg(feature = "std")]
+pub(crate) fn pack_channel_tiles<const T: usize>(
+    cout: usize,
+    taps: usize,
+    f: &[f32],
+) -> Result<std::vec::Vec<f32>, crate::Error> {
     if cout.checked_mul(taps) != Some(f.len()) {
         return Err(crate::Error::Status(crate::Status::ShapeMismatch));
     }
-    let mut out = std::vec![0.0f32; conv_filter_len(cout, cin, kh, kw)];
+    let mut out = std::vec![0.0f32; cout.div_ceil(T) * taps * T];
     for o in 0..cout {
-        let tile = (o / CONV_CO_TILE) * taps * CONV_CO_TILE;
+        let tile = (o / T) * taps * T;
         for t in 0..taps {
-            out[tile + t * CONV_CO_TILE + o % CONV_CO_TILE] = f[o * taps + t];
+            out[tile + t * T + o % T] = f[o * taps + t];
         }
     }
     Ok(out)

@@ -108,18 +108,7 @@ pub fn pack_conv_pool_filter(
     kw: usize,
     f: &[f32],
 ) -> Result<std::vec::Vec<f32>, crate::Error> {
-    let taps = cin * kh * kw;
-    if cout.checked_mul(taps) != Some(f.len()) {
-        return Err(crate::Error::Status(crate::Status::ShapeMismatch));
-    }
-    let mut out = std::vec![0.0f32; conv_pool_filter_len(cout, cin, kh, kw)];
-    for o in 0..cout {
-        let block = (o / CONV_POOL_CO_TILE) * taps * CONV_POOL_CO_TILE;
-        for t in 0..taps {
-            out[block + t * CONV_POOL_CO_TILE + o % CONV_POOL_CO_TILE] = f[o * taps + t];
-        }
-    }
-    Ok(out)
+    crate::conv::pack_channel_tiles::<CONV_POOL_CO_TILE>(cout, cin * kh * kw, f)
 }
 
 /// Runs the fused convolution and max pool `args` describes (see the module doc), in
