@@ -18,9 +18,16 @@
 //! kernel adds the residual element by element, in place or from elsewhere). Other
 //! chains keep their slots: select may run their members alone.
 //!
+//! A first-layer conv (few input channels, a filter the runtime's direct kernels take)
+//! whose chain (without residual) or output alone feeds a 3×3 `max_pool` with the
+//! `ignore` border ([`pool_after`]) is computed together with that pool: by the
+//! runtime's fused kernel (`nnefc_conv_pool`) where the target has it, else with the
+//! pooled value in the node's scratch. Either way that value gets no slot, and the conv's
+//! input stays alive to the pool.
+//!
 //! Not here: the lowering itself.
 
-use crate::ir::{BinaryOp, DType, Graph, NodeId, Op, UnaryOp, ValueId};
+use crate::ir::{BinaryOp, Border, DType, Graph, NodeId, Op, UnaryOp, ValueId};
 
 /// The activation ending a chain.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -153,4 +160,83 @@ pub fn chain(g: &Graph, users: &[Vec<NodeId>], conv: usize) -> Option<EpilogueCh
         residual,
         activation,
     })
+}
+
+/// Whether a conv of `cin` input channels (per group) and these strides goes to the
+/// runtime's direct kernel rather than im2col + GEMM (`back::select::conv`, where the
+/// measurements are).
+pub fn few_channels(cin: usize, stride: &[usize]) -> bool {
+    cin <= 4 || (cin <= 16 && stride.iter().all(|&s| s == 1))
+}
+
+/// A `max_pool` computed together with the conv before it (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PoolAfter {
+    /// The pool's node index.
+    pub pool: usize,
+    /// The value it pools: the chain's output, or the conv's when there is no chain.
+    pub pooled: ValueId,
+}
+
+/// The 3×3 `max_pool` computed with the conv at node `conv`, if any: a 2-D conv whose
+/// chain [`always_fused`] folds, one group of few input channels ([`few_channels`]), a
+/// zero border and a filter `nnefc_runtime::conv_pool_takes` takes; its epilogue chain, if
+/// any, without residual; then, next in node order, a `max_pool` (`ignore` border, 3×3,
+/// equal strides of 1 or 2, no dilation, no padding of batch or channels) that alone
+/// reads what they produce, which is not a graph output. `users` is `g.users()`.
+pub fn pool_after(g: &Graph, users: &[Vec<NodeId>], conv: usize) -> Option<PoolAfter> {
+    let n = g.nodes.get(conv)?;
+    let Op::Conv(a) = &n.op else {
+        return None;
+    };
+    let (x, f) = (*n.inputs.first()?, *n.inputs.get(1)?);
+    let (xs, fs) = (g.ty(x).shape()?, g.ty(f).shape()?);
+    if xs.len() != 4
+        || fs.len() != 4
+        || a.groups != 1
+        || !matches!(a.border, Border::Constant | Border::Ignore)
+        || !always_fused(g, conv)
+    {
+        return None;
+    }
+    let two = |v: &[usize]| match v {
+        [] => Some([1, 1]),
+        [p, q] => Some([*p, *q]),
+        _ => None,
+    };
+    let (stride, dilation) = (two(&a.stride)?, two(&a.dilation)?);
+    let (pooled, at) = match chain(g, users, conv) {
+        Some(c) if c.residual.is_none() && c.nodes.first() == Some(&(conv + 1)) => {
+            (c.out, c.nodes.last()? + 1)
+        }
+        Some(_) => return None,
+        None => (*n.outputs.first()?, conv + 1),
+    };
+    let p = g.nodes.get(at)?;
+    let Op::MaxPool(w) = &p.op else {
+        return None;
+    };
+    let only_reader = users
+        .get(pooled.index())
+        .is_some_and(|u| u.len() == 1 && u[0].index() == at);
+    let window_ok = w.border == Border::Ignore
+        && w.size == [1, 1, 3, 3]
+        && matches!(w.stride.as_slice(), [1, 1, s, t] if s == t)
+        && (w.dilation.is_empty() || w.dilation.iter().all(|&d| d == 1))
+        && (w.padding.is_empty() || w.padding[..2] == [(0, 0), (0, 0)]);
+    let pool_stride = w.stride.get(2).copied().unwrap_or(0);
+    let takes = nnefc_runtime::conv_pool_takes(
+        [fs[2], fs[3], stride[0], stride[1], dilation[0], dilation[1]],
+        fs[1],
+        [3, 3, pool_stride, pool_stride, 1, 1],
+    );
+    (only_reader
+        && !g.outputs.contains(&pooled)
+        && p.inputs.as_slice() == [pooled]
+        && p.outputs.len() == 1
+        && g.ty(pooled).dtype == DType::F32
+        && window_ok
+        && takes
+        && few_channels(fs[1], &stride))
+    .then_some(PoolAfter { pool: at, pooled })
 }

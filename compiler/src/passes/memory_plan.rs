@@ -92,6 +92,19 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
             }
         }
     }
+    // A conv computed with the max pool after it (`passes::epilogue::pool_after`): the
+    // pooled value gets no slot, and the conv's input stays alive to the pool.
+    for (ni, n) in graph.nodes.iter().enumerate() {
+        let Some(pa) = super::epilogue::pool_after(graph, &users, ni) else {
+            continue;
+        };
+        internal[pa.pooled.index()] = true;
+        if let Some(x) = n.inputs.first()
+            && let Some(l) = last.get_mut(x.index())
+        {
+            *l = Some(l.map_or(pa.pool, |l| l.max(pa.pool)));
+        }
+    }
     // Element-wise fusion groups (`passes::fusion`): a member's output other than the
     // root's lives in registers only, and what members read from outside the group is read
     // when the root runs.
@@ -614,6 +627,59 @@ mod tests {
             %v7 @448 +400 live [4, 5]
             arena 1792 bytes (peak live 1792)"#]]
         .assert_eq(&p.to_string());
+    }
+
+    /// `x → softmax s → conv (3 → 8 channels, 3×3 stride 2) → relu → max_pool (3×3
+    /// stride 2) → softmax z`: the conv and the pool are computed together
+    /// (`epilogue::pool_after`), so neither the conv's output nor the relu's has a slot,
+    /// and `s` lives to the pool. With the relu's output also read after the pool, the
+    /// conv and the pool are apart: that output keeps its slot (the conv's own output
+    /// is still inside its epilogue chain) and `s` dies at the conv.
+    #[test]
+    fn a_pool_after_a_first_layer_conv_takes_no_slot() {
+        use crate::ir::{Border, ConvAttrs, Tensor, UnaryOp, WindowAttrs};
+        let build = |read_later: bool| {
+            let mut g = Graph::new("g");
+            let x = g.add_input("x", TensorType::new(DType::F32, &[1, 3, 9, 9]));
+            let f = g.add_const(Tensor::f32(vec![8, 3, 3, 3], vec![0.5; 216]), None, None);
+            let b = g.add_const(Tensor::f32(vec![1, 8], vec![0.25; 8]), None, None);
+            let s = softmax(&mut g, x);
+            let conv = ConvAttrs {
+                stride: vec![2, 2],
+                ..Default::default()
+            };
+            let c4 = TensorType::new(DType::F32, &[1, 8, 4, 4]);
+            let c = g.add_node(Op::Conv(conv), vec![s, f, b], vec![c4.clone()])[0];
+            let r = g.add_node(Op::Unary(UnaryOp::Relu), vec![c], vec![c4])[0];
+            let pool = WindowAttrs {
+                size: vec![1, 1, 3, 3],
+                border: Border::Ignore,
+                padding: vec![(0, 0); 4],
+                stride: vec![1, 1, 2, 2],
+                dilation: Vec::new(),
+                output_shape: Vec::new(),
+            };
+            let p1 = TensorType::new(DType::F32, &[1, 8, 1, 1]);
+            let m = g.add_node(Op::MaxPool(pool), vec![r], vec![p1])[0];
+            let z = softmax(&mut g, m);
+            g.outputs.push(z);
+            if read_later {
+                let z2 = softmax(&mut g, r);
+                g.outputs.push(z2);
+            }
+            g
+        };
+        expect_test::expect![[r#"
+            %v3 @0 +972 live [0, 3]
+            %v6 @1024 +32 live [3, 4]
+            arena 1088 bytes (peak live 1088)"#]]
+        .assert_eq(&plan(&build(false)).unwrap().to_string());
+        expect_test::expect![[r#"
+            %v3 @0 +972 live [0, 2]
+            %v5 @1024 +512 live [2, 5]
+            %v6 @0 +32 live [3, 4]
+            arena 1536 bytes (peak live 1536)"#]]
+        .assert_eq(&plan(&build(true)).unwrap().to_string());
     }
 
     /// Two chains, the second's residual the first's output (ResNet's blocks): both

@@ -185,8 +185,37 @@ fn direct(
     Ok(())
 }
 
-/// `conv`: grouped N-d cross-correlation plus bias (direct loop nest).
+/// `conv`, and the `max_pool` after it when the graph computes the two together
+/// (`passes::epilogue::pool_after`, which the memory plan saw: the pooled value has no
+/// slot): one runtime call where [`pool_after`] finds it, else the conv as usual with
+/// the pooled value in this node's scratch, then the pool from there.
 pub(super) fn conv(
+    lw: &mut Lowering<'_>,
+    a: &ConvAttrs,
+    ins: &[ValueId],
+    outs: &[ValueId],
+) -> Result<(), CodegenError> {
+    let g = lw.g;
+    let Some(pa) = crate::passes::epilogue::pool_after(g, &g.users(), lw.node_idx()) else {
+        return conv_body(lw, a, ins, outs);
+    };
+    lw.scratch_value = Some(pa.pooled);
+    let done = conv_body(lw, a, ins, outs);
+    lw.scratch_value = None;
+    done?;
+    if !lw.skip.get(pa.pool).copied().unwrap_or(true) {
+        let p = &g.nodes[pa.pool];
+        let Op::MaxPool(w) = &p.op else {
+            return Err(CodegenError::Internal("pool_after without a pool".into()));
+        };
+        super::window::max_pool(lw, w, &p.inputs, &p.outputs)?;
+        lw.skip[pa.pool] = true;
+    }
+    Ok(())
+}
+
+/// `conv`: grouped N-d cross-correlation plus bias (direct loop nest).
+fn conv_body(
     lw: &mut Lowering<'_>,
     a: &ConvAttrs,
     ins: &[ValueId],
@@ -312,7 +341,7 @@ pub(super) fn conv(
         && src.strides[3] == 1
     {
         if groups == 1
-            && let Some(after) = pool_after(lw, &io, &stride, &dilation)?
+            && let Some(after) = pool_after(lw, &io)?
         {
             return conv_pool_call(lw, &src, &geo, &io, &stride, fw, after);
         }
@@ -751,7 +780,7 @@ fn conv_call(
 /// of 16 channels go to Winograd before they get here when its transforms are the
 /// runtime's: `winograd::worthwhile`.)
 fn few_channels(cin: usize, stride: &[usize]) -> bool {
-    cin <= 4 || (cin <= 16 && stride.iter().all(|&s| s == 1))
+    crate::passes::epilogue::few_channels(cin, stride)
 }
 
 /// Dense 2-D conv of few input channels as one call of the runtime's direct kernel
@@ -799,8 +828,8 @@ fn direct_call(
     })
 }
 
-/// A 3×3 `max_pool` that alone reads this conv's output (through an epilogue chain
-/// without residual), which `conv_pool_call` computes with the conv.
+/// The `max_pool` the graph computes with this conv (`passes::epilogue::pool_after`),
+/// which `conv_pool_call` takes as one runtime call.
 struct PoolAfter {
     /// The chain's nodes, then the pool's.
     nodes: Vec<usize>,
@@ -811,85 +840,44 @@ struct PoolAfter {
     y: ValueId,
 }
 
-/// The `max_pool` (`ignore` border) the runtime's fused conv and pool (`nnefc_conv_pool`)
-/// would compute after this conv, if there is one: it directly follows the conv or its
-/// epilogue chain (activation only), is the only reader of what they produce (not a graph
-/// output), has a geometry the runtime's window maximum takes
-/// ([`super::window::runtime_max_pool`]), the conv one `nnefc_runtime::conv_pool_takes`
-/// takes, and its output does not overlap the conv's input (which the call reads while
-/// writing it).
-fn pool_after(
-    lw: &mut Lowering<'_>,
-    io: &ConvIo,
-    stride: &[usize],
-    dilation: &[usize],
-) -> Result<Option<PoolAfter>, CodegenError> {
+/// The `max_pool` the graph computes with this conv, when the runtime's fused kernel
+/// (`nnefc_conv_pool`) takes it: its geometry is one the runtime's window maximum takes
+/// ([`super::window::runtime_max_pool`]) and its output does not overlap the conv's
+/// input (which the call reads while writing it; the memory plan keeps that input alive
+/// to the pool). The graph-level conditions (the conv's shape, the chain, the pool alone
+/// reading it) are `pool_after`'s.
+fn pool_after(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<PoolAfter>, CodegenError> {
     let conv = lw.node_idx();
-    let users = lw.g.users();
-    let (cur, mut nodes, activation) = match crate::passes::epilogue::chain(lw.g, &users, conv) {
-        Some(ch) if ch.residual.is_none() && ch.nodes.first() == Some(&(conv + 1)) => {
+    let g = lw.g;
+    let users = g.users();
+    let Some(pa) = crate::passes::epilogue::pool_after(g, &users, conv) else {
+        return Ok(None);
+    };
+    let (mut nodes, activation) = match crate::passes::epilogue::chain(g, &users, conv) {
+        Some(ch) => {
             let act = match ch.activation {
                 ChainActivation::None => Activation::None,
                 ChainActivation::Relu => Activation::Relu,
                 ChainActivation::Clamp(lo, hi) => Activation::Clamp(lo, hi),
             };
-            (ch.out, ch.nodes, act)
+            (ch.nodes, act)
         }
-        Some(_) => return Ok(None),
-        None => (io.y, Vec::new(), Activation::None),
+        None => (Vec::new(), Activation::None),
     };
-    let at = nodes.last().map_or(conv + 1, |&l| l + 1);
-    let Some(node) = lw.g.nodes.get(at) else {
-        return Ok(None);
-    };
-    let Op::MaxPool(w) = &node.op else {
+    let p = &g.nodes[pa.pool];
+    let (Op::MaxPool(w), [y]) = (&p.op, p.outputs.as_slice()) else {
         return Ok(None);
     };
-    let only_reader = users
-        .get(cur.index())
-        .is_some_and(|u| u.len() == 1 && u[0].index() == at);
-    if !only_reader
-        || lw.g.outputs.contains(&cur)
-        || node.inputs.as_slice() != [cur]
-        || node.outputs.len() != 1
-        || w.border != Border::Ignore
-        || lw.g.ty(cur).dtype != DType::F32
-    {
+    let geo = Geometry::from_window(w, &lw.shape(pa.pooled)?, &lw.shape(*y)?)?;
+    if geo.empty() || !super::window::runtime_max_pool(&geo) || !disjoint(lw, *y, io.x)? {
         return Ok(None);
     }
-    let y = node.outputs[0];
-    let geo = Geometry::from_window(w, &lw.shape(cur)?, &lw.shape(y)?)?;
-    if geo.empty() || !super::window::runtime_max_pool(&geo) {
-        return Ok(None);
-    }
-    let takes = nnefc_runtime::conv_pool_takes(
-        [
-            io.fs[2],
-            io.fs[3],
-            stride[0],
-            stride[1],
-            dilation[0],
-            dilation[1],
-        ],
-        io.xs[1],
-        [
-            geo.size[2],
-            geo.size[3],
-            geo.stride[2],
-            geo.stride[3],
-            geo.dilation[2],
-            geo.dilation[3],
-        ],
-    );
-    if !takes || !disjoint(lw, y, io.x)? {
-        return Ok(None);
-    }
-    nodes.push(at);
+    nodes.push(pa.pool);
     Ok(Some(PoolAfter {
         nodes,
         activation,
         geo,
-        y,
+        y: *y,
     }))
 }
 

@@ -88,6 +88,13 @@ pub(crate) struct Lowering<'g> {
     pub lane_gemm: bool,
     /// Nodes already computed by an earlier node (epilogue fusion in `conv`); `run` skips them.
     pub skip: Vec<bool>,
+    /// Values without a slot that live in the scratch of the node computing them, by
+    /// value: their offset in the workspace.
+    redirect: Vec<Option<usize>>,
+    /// A value without a slot to place in the current node's scratch when first asked
+    /// for ([`Lowering::buf`]): the value a conv computed with the max pool after it
+    /// pools, when the two are not one runtime call (`conv::conv`).
+    pub scratch_value: Option<ValueId>,
 }
 
 impl<'g> Lowering<'g> {
@@ -113,6 +120,8 @@ impl<'g> Lowering<'g> {
             prefix: prefix.to_string(),
             node_index: 0,
             skip: vec![false; g.nodes.len()],
+            redirect: vec![None; g.values.len()],
+            scratch_value: None,
             direct_only: false,
             self_contained: false,
             runtime_windows: false,
@@ -173,6 +182,17 @@ impl<'g> Lowering<'g> {
             }
             ValueDef::Node(..) => match self.output_of.get(v.index()).copied().flatten() {
                 Some(j) => BufKind::Output(j),
+                None if self.scratch_value == Some(v) || self.redirect[v.index()].is_some() => {
+                    let off = match self.redirect[v.index()] {
+                        Some(off) => off,
+                        None => {
+                            let off = self.scratch_offset(len * dtype.size());
+                            self.redirect[v.index()] = Some(off);
+                            off
+                        }
+                    };
+                    BufKind::Workspace(off)
+                }
                 None => {
                     let s = self
                         .plan
@@ -194,11 +214,17 @@ impl<'g> Lowering<'g> {
 
     /// Scratch for the current node (64-byte aligned, after the arena).
     pub fn scratch(&mut self, dtype: DType, len: usize) -> BufId {
+        let off = self.scratch_offset(len * dtype.size());
+        self.prog.add_buffer(BufKind::Workspace(off), dtype, len)
+    }
+
+    /// Reserves `bytes` of the current node's scratch; their workspace offset.
+    fn scratch_offset(&mut self, bytes: usize) -> usize {
         let off = self.plan.arena_size + self.scratch_used;
-        let bytes = (len * dtype.size()).div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
+        let bytes = bytes.div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
         self.scratch_used += bytes.max(SLOT_ALIGN);
         self.scratch_max = self.scratch_max.max(self.scratch_used);
-        self.prog.add_buffer(BufKind::Workspace(off), dtype, len)
+        off
     }
     /// Reserves `bytes` of GEMM scratch per worker. Every GEMM shares one region at the
     /// end of the workspace (repeated per worker), so the offset is only known when all
