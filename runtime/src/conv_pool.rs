@@ -419,18 +419,22 @@ mod avx512 {
             };
             for (q, acc_q) in acc.iter().enumerate().take(np) {
                 for (h, &sum) in acc_q.iter().enumerate() {
+                    let pre = _mm512_add_ps(sum, bias[h]);
+                    // Every activation keeps NaN NaN and makes nothing else NaN (but for a
+                    // clamp to NaN bounds, below): the check on the sum is the ReLU's own
+                    // (one compare, not two).
+                    nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(pre, pre);
                     // SAFETY: the CPU has AVX-512F.
-                    let v = unsafe {
-                        activate_avx512(_mm512_add_ps(sum, bias[h]), g.act as u32, lo, hi)
-                    };
-                    nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
+                    let v = unsafe { activate_avx512(pre, g.act as u32, lo, hi) };
                     let at = (ox0 - cx_lo + q) * CONV_POOL_CO_TILE + 16 * h;
                     // SAFETY: within the chunk's row (`cx_hi − cx_lo ≤ COLS`).
                     unsafe { _mm512_storeu_ps(dst.as_mut_ptr().add(at), v) };
                 }
             }
         }
-        nan != 0
+        // A clamp to NaN bounds (possible through the C ABI, never from the compiler)
+        // makes every output NaN.
+        nan != 0 || (g.act == 2 && (g.lo.is_nan() || g.hi.is_nan()))
     }
 
     /// The sums of the [`PIXELS`] conv outputs whose taps all lie in the input, stride
