@@ -204,6 +204,15 @@ pub(super) fn conv(
     lw.scratch_value = None;
     done?;
     if !lw.skip.get(pa.pool).copied().unwrap_or(true) {
+        // The pool reads what the conv's chain produces: every member must have been
+        // folded into the conv (they all are for a conv `pool_after` accepts).
+        let chain = crate::passes::epilogue::chain(g, &g.users(), lw.node_idx());
+        if chain.is_some_and(|c| c.nodes.iter().any(|&n| !lw.skip[n])) {
+            return Err(CodegenError::Internal(format!(
+                "conv node {} did not fold the chain before its max pool",
+                lw.node_idx()
+            )));
+        }
         let p = &g.nodes[pa.pool];
         let Op::MaxPool(w) = &p.op else {
             return Err(CodegenError::Internal("pool_after without a pool".into()));
@@ -447,6 +456,15 @@ fn disjoint(lw: &mut Lowering<'_>, a: ValueId, b: ValueId) -> Result<bool, Codeg
     })
 }
 
+/// A chain's activation as the kernels' epilogue takes it.
+fn activation_of(a: ChainActivation) -> Activation {
+    match a {
+        ChainActivation::None => Activation::None,
+        ChainActivation::Relu => Activation::Relu,
+        ChainActivation::Clamp(lo, hi) => Activation::Clamp(lo, hi),
+    }
+}
+
 /// The epilogue chain `conv → [add residual] → [relu | clamp(const, const)]` of this conv
 /// (`passes::epilogue`, which the memory plan saw), kept when its final buffer does not
 /// alias the conv input (the GEMM writes it while reading that input; the plan keeps the
@@ -461,11 +479,7 @@ fn fusion(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<Fusion>, CodegenE
         return Ok(None);
     }
     let (cur, residual, nodes) = (chain.out, chain.residual, chain.nodes);
-    let activation = match chain.activation {
-        ChainActivation::None => Activation::None,
-        ChainActivation::Relu => Activation::Relu,
-        ChainActivation::Clamp(lo, hi) => Activation::Clamp(lo, hi),
-    };
+    let activation = activation_of(chain.activation);
     let apart = disjoint(lw, cur, io.x)?
         && match residual {
             Some(r) => disjoint(lw, cur, r)? || lw.buf(cur)? == lw.buf(r)?,
@@ -854,14 +868,7 @@ fn pool_after(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<PoolAfter>, C
         return Ok(None);
     };
     let (mut nodes, activation) = match crate::passes::epilogue::chain(g, &users, conv) {
-        Some(ch) => {
-            let act = match ch.activation {
-                ChainActivation::None => Activation::None,
-                ChainActivation::Relu => Activation::Relu,
-                ChainActivation::Clamp(lo, hi) => Activation::Clamp(lo, hi),
-            };
-            (ch.nodes, act)
-        }
+        Some(ch) => (ch.nodes, activation_of(ch.activation)),
         None => (Vec::new(), Activation::None),
     };
     let p = &g.nodes[pa.pool];
@@ -885,9 +892,10 @@ fn pool_after(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<PoolAfter>, C
 /// kernel ([`Step::Window`] with [`WindowOp::ConvPool`], `nnefc_conv_pool`): the conv's
 /// output lives only in the kernel's stack ring, 64 channels in the vector lanes, so
 /// neither it nor the pool's input reaches memory. squeezenet1_1's stem (3→64, 3×3
-/// stride 2, relu, pool 3×3 stride 2; Zen 5, one thread, scratch benchmark against `nnefc
-/// bench --profile`): 0.245 + 0.077 ms apart → 0.29 fused; resnet18's (7×7, pool pad 1)
-/// 1.13 + 0.10 → about 1.1. Marks the chain and the pool skipped.
+/// stride 2, relu, pool 3×3 stride 2; Zen 5, one thread, `nnefc bench --profile`,
+/// interleaved runs): 0.285–0.30 + 0.079–0.086 ms apart → 0.33 fused (0.275 alone);
+/// resnet18's (7×7, pool pad 1) 1.105–1.15 + 0.083–0.13 → 1.19–1.21. Marks the chain
+/// and the pool skipped.
 fn conv_pool_call(
     lw: &mut Lowering<'_>,
     src: &View,
