@@ -62,7 +62,7 @@ pub struct ConvPoolArgs {
 }
 
 /// The shapes [`nnefc_conv_pool`] takes: a conv (`[kh, kw, sh, sw, dh, dw]`) that
-/// `conv_supported` takes, of at most [`MAX_TAPS`] taps from `cin` channels, and a 3×3
+/// `conv_supported` takes, of at most 392 taps (`cin · kh · kw`), and a 3×3
 /// pool (`[kh, kw, sh, sw, dh, dw]`) with equal strides of 1 or 2 and no dilation.
 pub fn conv_pool_takes(conv: [usize; 6], cin: usize, pool: [usize; 6]) -> bool {
     let [kh, kw, sh, sw, dh, dw] = conv;

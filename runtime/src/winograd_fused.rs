@@ -7,7 +7,10 @@
 //! bench --profile --per-step`): products and output transform 0.113 + 0.047 ms →
 //! 0.110–0.117 ms fused; in squeezenet1_1, 0.17 → 0.13 ms per such layer. Steps of 2 tile
 //! rows × 8 channels (16 sums in registers, 36 KB of scratch) measured as fast as 3 × 8
-//! (54 KB), and faster than 2 × 6 or 4 × 6.
+//! (54 KB), and faster than 2 × 6 or 4 × 6. The vectors of 16 tiles are those the output
+//! transform takes ([`Vectors`]: one tile row, or, on small maps, 16 tiles across rows or
+//! two rows of 5–7 tiles), so squeezenet1_1's 27×27 layers fuse too (0.108 + 0.024 →
+//! 0.110 ms); planes of a single vector take it with 16 channels.
 //!
 //! # Semantics
 //! `args.geo` describes the output (`c` channels, `h × w`, `oh × ow` tiles of 4×4, `y`,
