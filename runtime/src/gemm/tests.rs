@@ -870,6 +870,63 @@ fn activate_is_ieee_maximum_minimum() {
     assert_eq!(activate(-0.0, 2, 0.0, 6.0).to_bits(), 0.0f32.to_bits());
 }
 
+/// The AVX-512 activation gives the scalar one's bits on the special values (±0, ±∞,
+/// NaN, subnormals, the bounds themselves), for every activation and clamps with
+/// bounds of either sign, +0 or NaN.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn vector_activation_matches_the_scalar_one() {
+    use core::arch::x86_64::*;
+    if !std::is_x86_feature_detected!("avx512f") {
+        return;
+    }
+    let vals = [
+        0.0f32,
+        -0.0,
+        1.5,
+        -1.5,
+        6.0,
+        7.0,
+        -6.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        1e-40,
+        -1e-40,
+        f32::MIN_POSITIVE,
+        -3.0,
+        0.25,
+    ];
+    // (Not bounds of −0: the vector clamp then orders ±0 as `vmaxps`/`vminps` do, not
+    // as IEEE maximum/minimum; `activate(0, 2, −0, 6)` is +0, the vector one −0.)
+    let bounds = [
+        (0.0f32, 6.0f32),
+        (-1.0, 1.0),
+        (-2.0, 0.5),
+        (0.0, f32::NAN),
+        (f32::NAN, 1.0),
+    ];
+    for act in 0..3u32 {
+        for &(lo, hi) in &bounds {
+            let mut got = [0.0f32; 16];
+            // SAFETY: the CPU has AVX-512F (checked above); 16 floats each way.
+            unsafe {
+                let v = _mm512_loadu_ps(vals.as_ptr());
+                let r = kernels::activate_avx512(v, act, _mm512_set1_ps(lo), _mm512_set1_ps(hi));
+                _mm512_storeu_ps(got.as_mut_ptr(), r);
+            }
+            for (&x, &g) in vals.iter().zip(&got) {
+                let want = kernels::activate(x, act, lo, hi);
+                assert!(
+                    g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
+                    "act {act} [{lo}, {hi}] of {x}: {g} vs {want}"
+                );
+            }
+        }
+    }
+}
+
 /// `nnefc_sgemm_batch_parallel`: a batch of products (packed and strided A, epilogues,
 /// several shapes) gives the serial products' bytes whether whole products are handed to
 /// workers (2 and 3 workers: at least two products each) or each product is split (5
