@@ -129,18 +129,8 @@ unsafe fn tile_avx2(
                 // with the unordered mask of v OR-ed in (all ones is a NaN); clamp =
                 // maxps(minps(hi, v), lo) with the mask of (v, hi) OR-ed in (a NaN lo comes
                 // through maxps). Two instructions more than without NaN handling.
-                // A bound of −0 is not ordered by maxps/minps as IEEE maximum/minimum
-                // order it: then the scalar activation, lane by lane.
                 v = match epi.act {
                     1 => _mm256_or_ps(_mm256_max_ps(v, zero), _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v)),
-                    2 if epi.lo.to_bits() == NEG_ZERO || epi.hi.to_bits() == NEG_ZERO => {
-                        let mut x = [0.0f32; 8];
-                        _mm256_storeu_ps(x.as_mut_ptr(), v);
-                        for e in &mut x {
-                            *e = super::activate(*e, 2, epi.lo, epi.hi);
-                        }
-                        _mm256_loadu_ps(x.as_ptr())
-                    }
                     2 => _mm256_or_ps(
                         _mm256_max_ps(_mm256_min_ps(hi, v), lo),
                         _mm256_cmp_ps::<_CMP_UNORD_Q>(v, hi),
@@ -305,33 +295,14 @@ pub(crate) unsafe fn activate_avx512(v: __m512, act: u32, lo: __m512, hi: __m512
             _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v),
             v,
         ),
-        2 => {
-            // `vminps`/`vmaxps` return their second operand for two zeros, which is IEEE
-            // minimum/maximum exactly unless a bound is −0: then lane by lane, through
-            // the scalar activation (checked once per call; no model clamps to −0).
-            let (l, h) = (_mm512_cvtss_f32(lo), _mm512_cvtss_f32(hi));
-            if l.to_bits() == NEG_ZERO || h.to_bits() == NEG_ZERO {
-                let mut x = [0.0f32; 16];
-                // SAFETY: 16 floats on the stack.
-                unsafe { _mm512_storeu_ps(x.as_mut_ptr(), v) };
-                for e in &mut x {
-                    *e = super::activate(*e, 2, l, h);
-                }
-                // SAFETY: as above.
-                return unsafe { _mm512_loadu_ps(x.as_ptr()) };
-            }
-            _mm512_mask_mov_ps(
-                _mm512_max_ps(_mm512_min_ps(hi, v), lo),
-                _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, hi),
-                _mm512_set1_ps(f32::NAN),
-            )
-        }
+        2 => _mm512_mask_mov_ps(
+            _mm512_max_ps(_mm512_min_ps(hi, v), lo),
+            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, hi),
+            _mm512_set1_ps(f32::NAN),
+        ),
         _ => v,
     }
 }
-
-/// The bits of −0.
-const NEG_ZERO: u32 = 0x8000_0000;
 
 /// Stores the `mask` lanes of `v` at `p`, with a plain store when all 16 are: AVX-512
 /// masked stores are slower on AMD cores, and the loads that follow wait on them longer
