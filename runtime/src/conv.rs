@@ -957,7 +957,7 @@ mod avx512 {
 mod tests {
     use super::*;
 
-    use crate::dwconv::tests::Lcg;
+    use crate::dwconv::tests::{Lcg, serial_and_pooled_runs};
 
     /// The definition over the dense filter, summed in f64.
     #[allow(clippy::too_many_arguments)]
@@ -1125,22 +1125,14 @@ mod tests {
                     );
                 }
             };
-            let mut runs = Vec::new();
-            for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
-                let mut y = vec![f32::NAN; want.len()];
+            let runs = serial_and_pooled_runs(want.len(), &pool, case, |y, par| {
                 let mut args = a;
                 args.geo.y = y.as_mut_ptr();
                 unsafe { nnefc_conv(&args, par) };
-                check(&y, "vector");
-                runs.push(y);
+            });
+            for y in &runs {
+                check(y, "vector");
             }
-            assert!(
-                runs[0]
-                    .iter()
-                    .zip(&runs[1])
-                    .all(|(p, q)| p.to_bits() == q.to_bits()),
-                "case {case}: serial and pooled runs differ"
-            );
             let mut y = vec![f32::NAN; want.len()];
             let mut args = a;
             args.geo.y = y.as_mut_ptr();

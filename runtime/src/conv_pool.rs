@@ -272,7 +272,18 @@ mod avx512 {
         (PIXELS - 1) * s + kw
     }
 
-    /// One task: per chunk of 16 pool columns, walking down its pool rows, the conv
+    /// What every conv row of a task reads: its sample's input, its channel block's
+    /// packed filter, the tap offsets in the input and in an edge block's padded copy
+    /// (`[c][ky][edge_width]`), and the block's biases.
+    struct Block<'t> {
+        xs: *const f32,
+        wb: *const f32,
+        taps: &'t [isize],
+        edge_taps: &'t [isize],
+        bias: [__m512; VECS],
+    }
+
+    /// One task: per chunk of 32 pool columns, walking down its pool rows, the conv
     /// rows (of the chunk's conv columns) its windows read, three at a time in a ring,
     /// then the pooled chunk row, transposed into the output planes.
     ///
@@ -284,22 +295,36 @@ mod avx512 {
         let (g, p) = (&a.conv.geo, &a.pool);
         let mut ring = [[0.0f32; ROW]; 3];
         let mut out = [[0.0f32; CONV_POOL_CO_TILE]; CHUNK];
-        // Tap (c, ky, kx) of an output, from its first tap.
-        let mut offs = [0isize; MAX_TAPS];
+        // Tap (c, ky, kx) of an output, from its first tap: in the input, and in an edge
+        // block's zero-padded copy (`[c][ky][edge_width]`).
+        let (mut offs, mut edge_offs) = ([0isize; MAX_TAPS], [0isize; MAX_TAPS]);
         let ntaps = a.conv.cin * g.kh * g.kw;
-        for (t, o) in offs.iter_mut().enumerate().take(ntaps) {
-            let (c, ky, kx) = (t / (g.kh * g.kw), t / g.kw % g.kh, t % g.kw);
-            *o = c as isize * g.x_sc + ky as isize * g.x_sh + kx as isize;
-        }
-        let taps = &offs[..ntaps];
-        // The same taps in an edge block's zero-padded copy (`[c][ky][EDGE_W]`).
-        let mut edge_offs = [0isize; MAX_TAPS];
         let ew = edge_width(g.kw, g.sw) as isize;
-        for (t, o) in edge_offs.iter_mut().enumerate().take(ntaps) {
+        for t in 0..ntaps {
             let (c, ky, kx) = (t / (g.kh * g.kw), t / g.kw % g.kh, t % g.kw);
-            *o = (c * g.kh + ky) as isize * ew + kx as isize;
+            offs[t] = c as isize * g.x_sc + ky as isize * g.x_sh + kx as isize;
+            edge_offs[t] = (c * g.kh + ky) as isize * ew + kx as isize;
         }
-        let taps = (taps, &edge_offs[..ntaps]);
+        let blk = Block {
+            xs: g.x.wrapping_offset(n as isize * g.x_sn),
+            wb: g
+                .filter
+                .wrapping_add((co0 / CONV_POOL_CO_TILE) * ntaps * CONV_POOL_CO_TILE),
+            taps: &offs[..ntaps],
+            edge_taps: &edge_offs[..ntaps],
+            bias: core::array::from_fn(|h| {
+                let mut b = [0.0f32; 16];
+                for (i, bi) in b.iter_mut().enumerate() {
+                    let o = co0 + 16 * h + i;
+                    if o < g.c {
+                        // SAFETY: channel `o`'s bias.
+                        *bi = unsafe { *g.bias.offset(o as isize * g.bias_sc) };
+                    }
+                }
+                // SAFETY: 16 floats on the stack.
+                unsafe { _mm512_loadu_ps(b.as_ptr()) }
+            }),
+        };
         // A relu'd conv output is never −0, so where it holds no NaN either the maximum
         // is `vmaxps` (two a cycle) rather than `vrangeps`.
         let relu = g.act == 1;
@@ -324,9 +349,8 @@ mod avx512 {
                     let slot = cy % 3;
                     if held[slot] != cy {
                         // SAFETY: conv row `cy` of this task's sample and channels.
-                        nans[slot] = unsafe {
-                            conv_row(a, n, co0, cy, (cx_lo, cx_hi), taps, &mut ring[slot])
-                        };
+                        nans[slot] =
+                            unsafe { conv_row(a, &blk, cy, (cx_lo, cx_hi), &mut ring[slot]) };
                         held[slot] = cy;
                     }
                     nan |= nans[slot];
@@ -348,8 +372,8 @@ mod avx512 {
     }
 
     /// Conv row `cy`, columns `cx_lo..cx_hi` (at most [`COLS`]), of channels `co0..co0 +
-    /// 64` into `dst` (`[cx − cx_lo][64]`), through the conv's bias and activation;
-    /// whether any of it is NaN.
+    /// 64` into `dst` (`[cx − cx_lo][64]`), plus `bias` (those channels'), through the
+    /// conv's activation; whether any of it is NaN.
     ///
     /// # Safety
     /// As for [`task`].
@@ -357,30 +381,12 @@ mod avx512 {
     #[target_feature(enable = "avx512f")]
     unsafe fn conv_row(
         a: &ConvPoolArgs,
-        n: usize,
-        co0: usize,
+        blk: &Block<'_>,
         cy: usize,
         (cx_lo, cx_hi): (usize, usize),
-        (taps, edge_taps): (&[isize], &[isize]),
         dst: &mut [f32; ROW],
     ) -> bool {
         let g = &a.conv.geo;
-        let wb = g
-            .filter
-            .wrapping_add((co0 / CONV_POOL_CO_TILE) * a.conv.cin * g.kh * g.kw * CONV_POOL_CO_TILE);
-        let xs = g.x.wrapping_offset(n as isize * g.x_sn);
-        let bias: [__m512; VECS] = core::array::from_fn(|h| {
-            let mut b = [0.0f32; 16];
-            for (i, bi) in b.iter_mut().enumerate() {
-                let o = co0 + 16 * h + i;
-                if o < g.c {
-                    // SAFETY: channel `o`'s bias.
-                    *bi = unsafe { *g.bias.offset(o as isize * g.bias_sc) };
-                }
-            }
-            // SAFETY: 16 floats on the stack.
-            unsafe { _mm512_loadu_ps(b.as_ptr()) }
-        });
         let (lo, hi) = (_mm512_set1_ps(g.lo), _mm512_set1_ps(g.hi));
         let mut nan: __mmask16 = 0;
         let top = (cy * g.sh) as isize - g.pt as isize;
@@ -400,26 +406,26 @@ mod avx512 {
             let first = (ox0 * g.sw) as isize - g.pl as isize;
             let last = ((ox0 + PIXELS - 1) * g.sw + g.kw - 1) as isize - g.pl as isize;
             let inside = np == PIXELS && first >= 0 && last < g.w as isize && rows_inside;
-            let at = xs.wrapping_offset(top * g.x_sh + first);
+            let at = blk.xs.wrapping_offset(top * g.x_sh + first);
             // SAFETY: forwarded; every tap of an `inside` block is in the input.
             let acc = unsafe {
                 match (inside, g.sw) {
-                    (true, 1) => inside_block::<1>(wb, at, taps),
-                    (true, _) => inside_block::<2>(wb, at, taps),
+                    (true, 1) => inside_block::<1>(blk.wb, at, blk.taps),
+                    (true, _) => inside_block::<2>(blk.wb, at, blk.taps),
                     (false, s) => {
                         let mut pad = [0.0f32; EDGE];
-                        edge_copy(a, n, cy, first, &mut pad);
+                        edge_copy(a, blk.xs, cy, first, &mut pad);
                         if s == 1 {
-                            inside_block::<1>(wb, pad.as_ptr(), edge_taps)
+                            inside_block::<1>(blk.wb, pad.as_ptr(), blk.edge_taps)
                         } else {
-                            inside_block::<2>(wb, pad.as_ptr(), edge_taps)
+                            inside_block::<2>(blk.wb, pad.as_ptr(), blk.edge_taps)
                         }
                     }
                 }
             };
             for (q, acc_q) in acc.iter().enumerate().take(np) {
                 for (h, &sum) in acc_q.iter().enumerate() {
-                    let pre = _mm512_add_ps(sum, bias[h]);
+                    let pre = _mm512_add_ps(sum, blk.bias[h]);
                     // Every activation keeps NaN NaN and makes nothing else NaN (but for a
                     // clamp to NaN bounds, below): the check on the sum is the ReLU's own
                     // (one compare, not two).
@@ -478,8 +484,8 @@ mod avx512 {
         out
     }
 
-    /// Copies the input an edge block of conv row `cy` reads (its [`PIXELS`] outputs'
-    /// taps from column `first`) into `pad` as `[c][ky][edge_width]`, zeros where the taps
+    /// Copies the input (the sample's, from `xs`) an edge block of conv row `cy` reads
+    /// (its [`PIXELS`] outputs' taps from column `first`) into `pad` as `[c][ky][edge_width]`, zeros where the taps
     /// fall outside the input, so that [`inside_block`] computes it from there: the
     /// blocks at the borders then cost a copy of a few hundred floats more than the
     /// others, not a loop with a bounds check per tap.
@@ -490,14 +496,13 @@ mod avx512 {
     #[target_feature(enable = "avx512f")]
     unsafe fn edge_copy(
         a: &ConvPoolArgs,
-        n: usize,
+        xs: *const f32,
         cy: usize,
         first: isize,
         pad: &mut [f32; EDGE],
     ) {
         let g = &a.conv.geo;
         let ew = edge_width(g.kw, g.sw);
-        let xs = g.x.wrapping_offset(n as isize * g.x_sn);
         for c in 0..a.conv.cin {
             for ky in 0..g.kh {
                 let iy = (cy * g.sh + ky) as isize - g.pt as isize;
@@ -551,7 +556,7 @@ mod avx512 {
         let (i_lo, i_hi) = if NAN || slots.iter().any(|r| r.is_none()) {
             (0, 0)
         } else {
-            let first = (p.pl as usize).div_ceil(p.sw).saturating_sub(px0);
+            let first = p.pl.div_ceil(p.sw).saturating_sub(px0);
             // Outputs whose last column `(px0 + i)·s − pl + 2` is below `ow`.
             let end = (g.ow + p.pl)
                 .saturating_sub(2)
@@ -784,7 +789,7 @@ mod avx512 {
 #[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
-    use crate::dwconv::tests::Lcg;
+    use crate::dwconv::tests::{Lcg, serial_and_pooled_runs};
     use crate::winograd::tests::geometry;
 
     /// Random stems (3×3 and 7×7 filters, strides 1 and 2 for conv and pool, conv and
@@ -927,20 +932,9 @@ mod tests {
                 },
             };
             assert!(conv_pool_supported(&args(&mut [])));
-            let mut runs = Vec::new();
-            for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
-                let mut y = vec![f32::NAN; want.len()];
-                let a = args(&mut y);
-                unsafe { nnefc_conv_pool(&a, par) };
-                runs.push(y);
-            }
-            assert!(
-                runs[0]
-                    .iter()
-                    .zip(&runs[1])
-                    .all(|(p, q)| p.to_bits() == q.to_bits()),
-                "case {case}: the pooled run differs from the serial one"
-            );
+            let mut runs = serial_and_pooled_runs(want.len(), &pool, case, |y, par| unsafe {
+                nnefc_conv_pool(&args(y), par)
+            });
             let mut y = vec![f32::NAN; want.len()];
             let a = args(&mut y);
             let units = Units { bands: 1 };

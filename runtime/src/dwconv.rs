@@ -1211,24 +1211,18 @@ pub(crate) mod tests {
         }
     }
 
-    /// `nnefc_dwconv` of `a` serially and through `pool`: each within rounding of `want`,
-    /// and the two bit for bit equal.
-    fn serial_and_pooled(a: &DwArgs, want: &[f32], pool: &crate::ThreadPool, case: usize) {
+    /// Runs `call` serially (a null `Parallel`) and through `pool`, each into a fresh
+    /// output of `len` NaNs, asserts that the two give the same bits, and returns them.
+    pub(crate) fn serial_and_pooled_runs(
+        len: usize,
+        pool: &crate::ThreadPool,
+        case: usize,
+        mut call: impl FnMut(&mut [f32], *const Parallel),
+    ) -> Vec<Vec<f32>> {
         let mut runs = Vec::new();
         for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
-            let mut y = vec![f32::NAN; want.len()];
-            let args = DwArgs {
-                y: y.as_mut_ptr(),
-                ..*a
-            };
-            unsafe { nnefc_dwconv(&args, par) };
-            let bad = y
-                .iter()
-                .zip(want)
-                .position(|(p, q)| (p - q).abs() > 1e-5 * q.abs().max(1.0));
-            if let Some(i) = bad {
-                panic!("case {case}: {a:?}: element {i}: {} vs {}", y[i], want[i]);
-            }
+            let mut y = vec![f32::NAN; len];
+            call(&mut y, par);
             runs.push(y);
         }
         let same = runs[0]
@@ -1236,6 +1230,28 @@ pub(crate) mod tests {
             .zip(&runs[1])
             .all(|(p, q)| p.to_bits() == q.to_bits());
         assert!(same, "case {case}: serial and pooled runs differ");
+        runs
+    }
+
+    /// `nnefc_dwconv` of `a` serially and through `pool`: each within rounding of `want`,
+    /// and the two bit for bit equal.
+    fn serial_and_pooled(a: &DwArgs, want: &[f32], pool: &crate::ThreadPool, case: usize) {
+        let runs = serial_and_pooled_runs(want.len(), pool, case, |y, par| {
+            let args = DwArgs {
+                y: y.as_mut_ptr(),
+                ..*a
+            };
+            unsafe { nnefc_dwconv(&args, par) };
+        });
+        for y in &runs {
+            let bad = y
+                .iter()
+                .zip(want)
+                .position(|(p, q)| (p - q).abs() > 1e-5 * q.abs().max(1.0));
+            if let Some(i) = bad {
+                panic!("case {case}: {a:?}: element {i}: {} vs {}", y[i], want[i]);
+            }
+        }
     }
 
     /// The definition, written out: every output the sum of its in-bounds taps.

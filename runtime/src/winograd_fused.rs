@@ -68,14 +68,13 @@ pub unsafe extern "C" fn nnefc_winograd_fused(args: *const ConvArgs, par: *const
 }
 
 /// The steps of a call: sample × block of `v` vectors of 16 tiles (as [`Vectors`] walks
-/// a plane) × block of `c` output channels (innermost, so that a block of the input is
-/// reused across them). Planes of one vector (a 13×13 map's 16 tiles) take it with 16
-/// channels, the others two vectors with 8.
+/// a plane) × block of [`Units::c`] output channels (innermost, so that a block of the
+/// input is reused across them). Planes of one vector (a 13×13 map's 16 tiles) take it
+/// with 16 channels, the others two vectors with 8.
 #[derive(Clone, Copy)]
 struct Units {
     vectors: Vectors,
     v: usize,
-    c: usize,
     blocks: usize,
     chans: usize,
     count: usize,
@@ -90,11 +89,15 @@ impl Units {
         Units {
             vectors,
             v,
-            c: SUMS / v,
             blocks,
             chans,
             count: g.n * blocks * chans,
         }
+    }
+
+    /// Output channels per unit: the [`SUMS`] the registers hold, over the vectors.
+    fn c(self) -> usize {
+        SUMS / self.v
     }
 
     /// Unit `u` as (sample, first vector, first output channel).
@@ -104,7 +107,7 @@ impl Units {
         (
             rest / self.blocks,
             (rest % self.blocks) * self.v,
-            cb * self.c,
+            cb * self.c(),
         )
     }
 }
@@ -136,7 +139,7 @@ unsafe fn run_units(a: &ConvArgs, lo: usize, hi: usize) {
 unsafe fn portable(a: &ConvArgs, units: Units, (n, j0, co0): (usize, usize, usize)) {
     let g = &a.geo;
     let vs = units.vectors;
-    for co in co0..(co0 + units.c).min(g.c) {
+    for co in co0..(co0 + units.c()).min(g.c) {
         // SAFETY: channel `co`'s bias.
         let b = if g.bias.is_null() {
             0.0
@@ -284,7 +287,7 @@ mod avx512 {
 mod tests {
     use super::*;
     use crate::DwArgs;
-    use crate::dwconv::tests::Lcg;
+    use crate::dwconv::tests::{Lcg, serial_and_pooled_runs};
     use crate::winograd::tests::geometry;
 
     const AT: [[f64; 6]; 4] = [
@@ -400,20 +403,9 @@ mod tests {
                 bias_sn: 0,
             };
             walks.insert(format!("{:?}", Units::of(&args(&mut [])).vectors.walk));
-            let mut runs = Vec::new();
-            for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
-                let mut y = vec![f32::NAN; want.len()];
-                let a = args(&mut y);
-                unsafe { nnefc_winograd_fused(&a, par) };
-                runs.push(y);
-            }
-            assert!(
-                runs[0]
-                    .iter()
-                    .zip(&runs[1])
-                    .all(|(p, q)| p.to_bits() == q.to_bits()),
-                "case {case}: the pooled run differs from the serial one"
-            );
+            let mut runs = serial_and_pooled_runs(want.len(), &pool, case, |y, par| unsafe {
+                nnefc_winograd_fused(&args(y), par)
+            });
             let mut y = vec![f32::NAN; want.len()];
             let a = args(&mut y);
             let units = Units::of(&a);

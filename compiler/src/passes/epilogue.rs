@@ -162,9 +162,24 @@ pub fn chain(g: &Graph, users: &[Vec<NodeId>], conv: usize) -> Option<EpilogueCh
     })
 }
 
-/// Whether a conv of `cin` input channels (per group) and these strides goes to the
-/// runtime's direct kernel rather than im2col + GEMM (`back::select::conv`, where the
-/// measurements are).
+/// Whether a convolution of `cin` input channels (per group) goes to the runtime's direct
+/// kernel (`back::select::conv`'s `direct_call`) rather than im2col + GEMM, and so may be
+/// computed with the max pool after it ([`pool_after`]). Measured on this project's Zen 4
+/// machine, one thread (scratch benchmark of `nnefc_conv`, against `nnefc bench --profile
+/// --per-step` for the im2col + GEMM steps):
+///
+/// | layer | direct | im2col + GEMM |
+/// |---|---|---|
+/// | 3→64, 7×7 s2, 224² (resnet18) | 2.67 ms | 3.57 ms |
+/// | 3→32, 3×3 s2, 224² (mobilenet_v2) | 0.26 ms | 0.49 ms |
+/// | 3→64, 3×3 s2, 224² (squeezenet1_1) | 0.52 ms | 0.58 ms |
+/// | 16→64, 3×3 s1, 55² (squeezenet1_1 fire) | 0.57 ms | 0.63 ms |
+///
+/// Stride 1 keeps the kernel at 95–100 GFLOP/s up to 16 input channels (a load per tap
+/// column); stride 2 splits the input rows first and is only taken for image inputs. Beyond,
+/// the GEMM (and from 32 channels Winograd) wins on reduction length. (3×3 stride-1 layers
+/// of 16 channels go to Winograd before they get here when its transforms are the
+/// runtime's: `back::select::winograd::worthwhile`.)
 pub fn few_channels(cin: usize, stride: &[usize]) -> bool {
     cin <= 4 || (cin <= 16 && stride.iter().all(|&s| s == 1))
 }

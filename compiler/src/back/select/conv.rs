@@ -196,17 +196,17 @@ pub(super) fn conv(
     outs: &[ValueId],
 ) -> Result<(), CodegenError> {
     let g = lw.g;
-    let Some(pa) = crate::passes::epilogue::pool_after(g, &g.users(), lw.node_idx()) else {
+    let Some(pa) = crate::passes::epilogue::pool_after(g, &lw.users, lw.node_idx()) else {
         return conv_body(lw, a, ins, outs);
     };
-    lw.scratch_value = Some(pa.pooled);
+    lw.pool_after = Some(pa);
     let done = conv_body(lw, a, ins, outs);
-    lw.scratch_value = None;
+    lw.pool_after = None;
     done?;
     if !lw.skip.get(pa.pool).copied().unwrap_or(true) {
         // The pool reads what the conv's chain produces: every member must have been
         // folded into the conv (they all are for a conv `pool_after` accepts).
-        let chain = crate::passes::epilogue::chain(g, &g.users(), lw.node_idx());
+        let chain = crate::passes::epilogue::chain(g, &lw.users, lw.node_idx());
         if chain.is_some_and(|c| c.nodes.iter().any(|&n| !lw.skip[n])) {
             return Err(CodegenError::Internal(format!(
                 "conv node {} did not fold the chain before its max pool",
@@ -337,7 +337,7 @@ fn conv_body(
         && (groups == 1 || io.xs[0] == 1)
         && lw.runtime_windows
         && !lw.direct_only
-        && few_channels(cg, &stride)
+        && crate::passes::epilogue::few_channels(cg, &stride)
         && nnefc_runtime::conv_supported(
             io.fs[2],
             io.fs[3],
@@ -471,8 +471,7 @@ fn activation_of(a: ChainActivation) -> Activation {
 /// input alive to prevent exactly that) and the residual is disjoint or in place.
 /// Marks the fused nodes skipped.
 fn fusion(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<Fusion>, CodegenError> {
-    let users = lw.g.users();
-    let Some(chain) = crate::passes::epilogue::chain(lw.g, &users, lw.node_idx()) else {
+    let Some(chain) = crate::passes::epilogue::chain(lw.g, &lw.users, lw.node_idx()) else {
         return Ok(None);
     };
     if chain.nodes.first() != Some(&(lw.node_idx() + 1)) {
@@ -776,27 +775,6 @@ fn conv_call(
     Ok(())
 }
 
-/// Whether a convolution of `cin` input channels goes to the runtime's direct kernel
-/// ([`direct_call`]) rather than im2col + GEMM. Measured on this project's Zen 4 machine,
-/// one thread (scratch benchmark of `nnefc_conv`, against `nnefc bench --profile
-/// --per-step` for the im2col + GEMM steps):
-///
-/// | layer | direct | im2col + GEMM |
-/// |---|---|---|
-/// | 3→64, 7×7 s2, 224² (resnet18) | 2.67 ms | 3.57 ms |
-/// | 3→32, 3×3 s2, 224² (mobilenet_v2) | 0.26 ms | 0.49 ms |
-/// | 3→64, 3×3 s2, 224² (squeezenet1_1) | 0.52 ms | 0.58 ms |
-/// | 16→64, 3×3 s1, 55² (squeezenet1_1 fire) | 0.57 ms | 0.63 ms |
-///
-/// Stride 1 keeps the kernel at 95–100 GFLOP/s up to 16 input channels (a load per tap
-/// column); stride 2 splits the input rows first and is only taken for image inputs. Beyond,
-/// the GEMM (and from 32 channels Winograd) wins on reduction length. (3×3 stride-1 layers
-/// of 16 channels go to Winograd before they get here when its transforms are the
-/// runtime's: `winograd::worthwhile`.)
-fn few_channels(cin: usize, stride: &[usize]) -> bool {
-    crate::passes::epilogue::few_channels(cin, stride)
-}
-
 /// Dense 2-D conv of few input channels as one call of the runtime's direct kernel
 /// ([`Step::Window`] with [`WindowOp::Dense`], `nnefc_conv`): the input read in place (zero
 /// padding is the kernel's), the filter packed at compile time
@@ -859,15 +837,15 @@ struct PoolAfter {
 /// ([`super::window::runtime_max_pool`]) and its output does not overlap the conv's
 /// input (which the call reads while writing it; the memory plan keeps that input alive
 /// to the pool). The graph-level conditions (the conv's shape, the chain, the pool alone
-/// reading it) are `pool_after`'s.
+/// reading it) are those of `passes::epilogue::pool_after`, which `conv` found
+/// (`Lowering::pool_after`).
 fn pool_after(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<PoolAfter>, CodegenError> {
-    let conv = lw.node_idx();
     let g = lw.g;
-    let users = g.users();
-    let Some(pa) = crate::passes::epilogue::pool_after(g, &users, conv) else {
+    let Some(pa) = lw.pool_after else {
         return Ok(None);
     };
-    let (mut nodes, activation) = match crate::passes::epilogue::chain(g, &users, conv) {
+    let (mut nodes, activation) = match crate::passes::epilogue::chain(g, &lw.users, lw.node_idx())
+    {
         Some(ch) => (ch.nodes, activation_of(ch.activation)),
         None => (Vec::new(), Activation::None),
     };

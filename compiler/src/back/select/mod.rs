@@ -30,7 +30,8 @@ use super::CodegenError;
 use super::kernel::{BufId, BufKind, Kernel, Program, Step};
 use super::schedule::schedule;
 use crate::ir::plan::{MemoryPlan, SLOT_ALIGN};
-use crate::ir::{DType, Graph, Node, Op, ValueDef, ValueId};
+use crate::ir::{DType, Graph, Node, NodeId, Op, ValueDef, ValueId};
+use crate::passes::epilogue::PoolAfter;
 
 /// Row-major element strides of a shape.
 pub(crate) fn strides(shape: &[usize]) -> Vec<i64> {
@@ -91,10 +92,12 @@ pub(crate) struct Lowering<'g> {
     /// Values without a slot that live in the scratch of the node computing them, by
     /// value: their offset in the workspace.
     redirect: Vec<Option<usize>>,
-    /// A value without a slot to place in the current node's scratch when first asked
-    /// for ([`Lowering::buf`]): the value a conv computed with the max pool after it
-    /// pools, when the two are not one runtime call (`conv::conv`).
-    pub scratch_value: Option<ValueId>,
+    /// The readers of every value (`Graph::users`), worked out once.
+    pub users: Vec<Vec<NodeId>>,
+    /// The max pool computed with the conv being lowered (`conv::conv`), if any: its
+    /// pooled value, which has no slot, is placed in the node's scratch when first asked
+    /// for ([`Lowering::buf`]), that is when the two are not one runtime call.
+    pub pool_after: Option<PoolAfter>,
 }
 
 impl<'g> Lowering<'g> {
@@ -121,7 +124,8 @@ impl<'g> Lowering<'g> {
             node_index: 0,
             skip: vec![false; g.nodes.len()],
             redirect: vec![None; g.values.len()],
-            scratch_value: None,
+            users: g.users(),
+            pool_after: None,
             direct_only: false,
             self_contained: false,
             runtime_windows: false,
@@ -182,7 +186,9 @@ impl<'g> Lowering<'g> {
             }
             ValueDef::Node(..) => match self.output_of.get(v.index()).copied().flatten() {
                 Some(j) => BufKind::Output(j),
-                None if self.scratch_value == Some(v) || self.redirect[v.index()].is_some() => {
+                None if self.pool_after.is_some_and(|p| p.pooled == v)
+                    || self.redirect[v.index()].is_some() =>
+                {
                     let off = match self.redirect[v.index()] {
                         Some(off) => off,
                         None => {
