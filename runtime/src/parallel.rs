@@ -13,7 +13,9 @@
 //!
 //! [`ThreadPool`] is the default implementation: `workers − 1` threads started once, which
 //! spin briefly and then park between calls; the calling thread is worker 0 and takes
-//! tasks too, so a helper that is descheduled delays nothing but the task it holds. A
+//! tasks too. A call's tasks are cut into one contiguous part per worker; each worker
+//! runs its own part first and then takes what is left of the others, so a helper that is
+//! descheduled delays nothing but the task it holds. A
 //! call allocates nothing. A pool serves one `parallel_for` at a time; a concurrent second
 //! caller runs its tasks inline on its own thread (worker 0 of its own workspace), so
 //! sharing a pool between threads is safe, merely not faster.
@@ -153,16 +155,25 @@ mod pool {
     /// microseconds, so helpers stay awake through an inference and sleep between them.
     const SPIN: u32 = 1 << 16;
 
+    /// One part's next unclaimed task: the generation in the high 32 bits, the index in
+    /// the low 32. On its own cache line, so that workers claiming from their own parts
+    /// do not contend.
+    #[repr(align(128))]
+    struct Part(AtomicU64);
+
     /// The shared state of a pool.
     ///
-    /// A job is published seqlock-style: `state` holds the generation in its high 32 bits
-    /// and the next unclaimed task index in its low 32. The caller makes the generation
-    /// odd while it writes the job fields, then even; a helper reads the fields between
-    /// two loads of an equal, even generation, and claims tasks by compare-and-swap on
-    /// `state`, which fails once the generation moved on. So a helper that wakes late
-    /// can neither run a task twice nor run one with another job's fields, and the caller
-    /// never waits for a helper that took no task: it waits for `done == n` only. Helpers
-    /// that are descheduled (a busy machine) therefore cost nothing but their share.
+    /// A job is published seqlock-style: `state` holds the generation in its high 32 bits.
+    /// The caller makes the generation odd while it writes the job fields, then even; a
+    /// helper reads the fields between two loads of an equal, even generation. The tasks
+    /// are cut into one contiguous part per taking worker, and worker `w` claims from part
+    /// `w` first, then from the others (so a descheduled helper delays nothing but the
+    /// task it holds). Contiguous parts matter on a machine whose cores have private
+    /// caches: consecutive layers cut alike (row bands, pixel ranges) then hand each
+    /// worker the rows it wrote itself. A claim is a compare-and-swap on a part's
+    /// generation and index, which fails once the generation moved on, so a helper that
+    /// wakes late can neither run a task twice nor run one with another job's fields, and
+    /// the caller never waits for a helper that took no task: it waits for `done == n`.
     struct Inner {
         workers: usize,
         busy: AtomicBool,
@@ -171,34 +182,53 @@ mod pool {
         task: AtomicUsize,
         ctx: AtomicUsize,
         n: AtomicUsize,
+        /// Number of parts of the current job (`min(workers, n)`).
+        parts: AtomicUsize,
         /// Tasks of the current job that have finished.
         done: AtomicUsize,
+        /// Per part (`workers` of them, the first `parts` in use).
+        next: Box<[Part]>,
         threads: std::sync::OnceLock<Vec<Thread>>,
     }
 
     impl Inner {
-        /// Claims and runs tasks of generation `generation` until none are left.
-        fn drain(&self, generation: u64, task: TaskFn, ctx: *mut c_void, n: usize, worker: usize) {
-            let mut cur = self.state.load(Ordering::Acquire);
-            loop {
-                if cur >> 32 != generation || (cur & 0xFFFF_FFFF) as usize >= n {
-                    return;
-                }
-                match self.state.compare_exchange_weak(
-                    cur,
-                    cur + 1,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => {
-                        let i = (cur & 0xFFFF_FFFF) as usize;
-                        // SAFETY: task i of the job published as `generation`, claimed once;
-                        // `worker` is this thread's own index.
-                        unsafe { task(ctx, i, worker) };
-                        self.done.fetch_add(1, Ordering::Release);
-                        cur = self.state.load(Ordering::Acquire);
+        /// Claims and runs tasks of generation `generation` until none are left: those of
+        /// part `worker % parts` first, then the other parts' in turn.
+        #[allow(clippy::too_many_arguments)]
+        fn drain(
+            &self,
+            generation: u64,
+            task: TaskFn,
+            ctx: *mut c_void,
+            n: usize,
+            parts: usize,
+            worker: usize,
+        ) {
+            for k in 0..parts {
+                let part = (worker + k) % parts;
+                let end = ((part + 1) * n / parts) as u64;
+                let slot = &self.next[part].0;
+                let mut cur = slot.load(Ordering::Acquire);
+                loop {
+                    if cur >> 32 != generation || (cur & 0xFFFF_FFFF) >= end {
+                        break;
                     }
-                    Err(now) => cur = now,
+                    match slot.compare_exchange_weak(
+                        cur,
+                        cur + 1,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => {
+                            let i = (cur & 0xFFFF_FFFF) as usize;
+                            // SAFETY: task i of the job published as `generation`, claimed
+                            // once; `worker` is this thread's own index.
+                            unsafe { task(ctx, i, worker) };
+                            self.done.fetch_add(1, Ordering::Release);
+                            cur = slot.load(Ordering::Acquire);
+                        }
+                        Err(now) => cur = now,
+                    }
                 }
             }
         }
@@ -226,6 +256,7 @@ mod pool {
                 let task = self.task.load(Ordering::Relaxed);
                 let ctx = self.ctx.load(Ordering::Relaxed) as *mut c_void;
                 let n = self.n.load(Ordering::Relaxed);
+                let parts = self.parts.load(Ordering::Relaxed);
                 fence(Ordering::Acquire);
                 if self.state.load(Ordering::Relaxed) >> 32 != generation || task == 0 {
                     continue;
@@ -233,7 +264,7 @@ mod pool {
                 // SAFETY: a non-zero `task` was stored from a `TaskFn` by `parallel_for`
                 // for this generation (validated above).
                 let task: TaskFn = unsafe { core::mem::transmute::<usize, TaskFn>(task) };
-                self.drain(generation, task, ctx, n, worker);
+                self.drain(generation, task, ctx, n, parts, worker);
             }
         }
 
@@ -265,13 +296,19 @@ mod pool {
             self.n.store(n, Ordering::Relaxed);
             self.done.store(0, Ordering::Relaxed);
             let generation = (generation + 1) & GEN;
+            let parts = helpers + 1;
+            self.parts.store(parts, Ordering::Relaxed);
+            for (p, slot) in self.next[..parts].iter().enumerate() {
+                slot.0
+                    .store(generation << 32 | (p * n / parts) as u64, Ordering::Relaxed);
+            }
             self.state.store(generation << 32, Ordering::Release);
             if let Some(threads) = self.threads.get() {
                 for t in threads.iter().take(helpers) {
                     t.unpark();
                 }
             }
-            self.drain(generation, task, ctx, n, 0);
+            self.drain(generation, task, ctx, n, parts, 0);
             let mut spins = 0u32;
             while self.done.load(Ordering::Acquire) < n {
                 if spins < SPIN {
@@ -314,7 +351,9 @@ mod pool {
                 task: AtomicUsize::new(0),
                 ctx: AtomicUsize::new(0),
                 n: AtomicUsize::new(0),
+                parts: AtomicUsize::new(0),
                 done: AtomicUsize::new(0),
+                next: (0..workers).map(|_| Part(AtomicU64::new(0))).collect(),
                 threads: std::sync::OnceLock::new(),
             });
             let mut pool = ThreadPool {
@@ -448,6 +487,54 @@ mod tests {
     unsafe extern "C" fn count(ctx: *mut c_void, _i: usize, _w: usize) {
         // SAFETY: ctx is the counter below.
         unsafe { (*(ctx as *const AtomicUsize)).fetch_add(1, Ordering::SeqCst) };
+    }
+
+    /// A worker that stalls on its first task delays nothing but that task: the other
+    /// workers take the rest of its part. Worker 0's first task waits (up to 20 s, then
+    /// fails rather than hangs) until every other task has finished, which happens only
+    /// if the helpers claim the tasks of worker 0's part too.
+    #[test]
+    fn a_stalled_worker_s_part_is_taken_by_the_others() {
+        struct Ctx {
+            n: usize,
+            done: AtomicUsize,
+            waited: AtomicUsize,
+            timed_out: AtomicUsize,
+        }
+        unsafe extern "C" fn task(ctx: *mut c_void, _i: usize, w: usize) {
+            // SAFETY: ctx is the test's Ctx.
+            let c = unsafe { &*(ctx as *const Ctx) };
+            if w == 0 && c.waited.fetch_add(1, Ordering::SeqCst) == 0 {
+                let t = std::time::Instant::now();
+                while c.done.load(Ordering::SeqCst) < c.n - 1 {
+                    if t.elapsed().as_secs() >= 20 {
+                        c.timed_out.fetch_add(1, Ordering::SeqCst);
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+            }
+            c.done.fetch_add(1, Ordering::SeqCst);
+        }
+        for threads in [2usize, 3] {
+            let pool = ThreadPool::new(threads).expect("threads start");
+            for n in [2usize, 5, 16] {
+                let ctx = Ctx {
+                    n,
+                    done: AtomicUsize::new(0),
+                    waited: AtomicUsize::new(0),
+                    timed_out: AtomicUsize::new(0),
+                };
+                // SAFETY: `task` only touches `ctx`, which outlives the call.
+                unsafe { pool.parallel_for(task, &ctx as *const Ctx as *mut c_void, n) };
+                assert_eq!(ctx.done.load(Ordering::SeqCst), n);
+                assert_eq!(
+                    ctx.timed_out.load(Ordering::SeqCst),
+                    0,
+                    "{threads} workers, {n} tasks: worker 0's part waited for it"
+                );
+            }
+        }
     }
 
     /// The 32-bit generation wraps with its parity intact: every published job stays even
