@@ -1,7 +1,7 @@
-//! `cargo run --release --example compare [MODEL...] [--budget-ms N] [--svg FILE]
-//! [--ort-layers N]`: times nnefc and ONNX Runtime (each at 1 thread and all threads) and
-//! tract on the same models and inputs in one run, prints a table of medians and ratios,
-//! and writes an SVG bar chart. With `--ort-layers N` it also prints, per model, ONNX
+//! `cargo run --release --example compare [MODEL...] [--budget-ms N] [--rounds R]
+//! [--svg FILE] [--ort-layers N]`: times nnefc and ONNX Runtime (each at 1 thread and all
+//! threads) and tract on the same models and inputs in one run, prints a table of medians
+//! and ratios, and writes an SVG bar chart. With `--ort-layers N` it also prints, per model, ONNX
 //! Runtime's N slowest nodes on one thread (its own profiler, mean over 100 runs), to set
 //! beside `nnefc bench MODEL --profile`.
 //!
@@ -17,6 +17,13 @@
 //!
 //! nnefc runs in-process (`nnefc::exec`) on `input.dat`, serially and with the runtime's
 //! thread pool at all cores (`LoadedModel::set_threads(0)`).
+//!
+//! Rounds: a shared machine has slow and fast phases that last seconds, longer than one
+//! engine's timing. So nnefc and ONNX Runtime are timed in `R` interleaved rounds (default
+//! 3; per round nnefc 1 thread, ORT 1 thread, nnefc all threads, ORT all threads, each
+//! with `budget / R`), and each cell is the median of its rounds' medians: both engines
+//! see the same mix of phases, and one slow phase moves a cell by at most one round.
+//! tract is timed once. The per-round ratios go to stderr, so the spread is visible.
 //!
 //! An engine that cannot load or run a model is reported as such in the table, never
 //! dropped. This is a measurement tool, not a test: numbers move by 10-20% between runs on
@@ -202,24 +209,49 @@ fn tract(cache: &Path) -> Result<PathBuf, String> {
     Ok(exe)
 }
 
-fn time_nnefc(m: &ModelDir, threads: usize, budget_ms: f64) -> Cell {
+/// A compiled and loaded nnefc model with its input, ready to time.
+struct Nnefc {
+    model: LoadedModel,
+    inputs: [nnefc::compiler::ir::Tensor; 1],
+}
+
+fn load_nnefc(m: &ModelDir) -> Result<Nnefc, String> {
     let compiled = nnefc::compile_model(&m.nnef(), &Options::default(), None).map_err(|e| {
         let text = e.render();
         format!("failed to compile: {}", text.lines().next().unwrap_or(""))
     })?;
-    let mut model =
+    let model =
         LoadedModel::load(&compiled.artifacts).map_err(|e| format!("failed to load: {e}"))?;
-    model.set_threads(threads).map_err(|e| e.to_string())?;
     let input = nnefc::datfile::read(&m.input()).map_err(|e| e.to_string())?;
-    let inputs = [input];
+    Ok(Nnefc {
+        model,
+        inputs: [input],
+    })
+}
+
+fn time_nnefc(n: &mut Result<Nnefc, String>, threads: usize, budget_ms: f64) -> Cell {
+    let n = n.as_mut().map_err(|e| e.clone())?;
+    n.model.set_threads(threads).map_err(|e| e.to_string())?;
     let t = Instant::now();
-    model.time(&inputs, 0, 1).map_err(|e| e.to_string())?;
+    n.model.time(&n.inputs, 0, 1).map_err(|e| e.to_string())?;
     let one = t.elapsed().as_secs_f64() * 1e3;
     let iterations = ((budget_ms / one.max(1e-4)) as usize).clamp(10, 5000);
-    Ok(model
-        .time(&inputs, 10, iterations)
+    Ok(n.model
+        .time(&n.inputs, 10, iterations)
         .map_err(|e| e.to_string())?
         .median_ms)
+}
+
+/// The median of a cell's rounds, or the first round's error.
+fn median_of(rounds: &[Cell]) -> Cell {
+    let mut ms = Vec::with_capacity(rounds.len());
+    for r in rounds {
+        ms.push(r.clone()?);
+    }
+    ms.sort_by(f64::total_cmp);
+    ms.get(ms.len() / 2)
+        .copied()
+        .ok_or_else(|| "no rounds".to_string())
 }
 
 fn time_ort(
@@ -368,6 +400,7 @@ fn svg(rows: &[(String, Vec<Cell>)]) -> String {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut budget_ms = 1000.0;
+    let mut rounds = 3usize;
     let mut svg_path = PathBuf::from("nnefc-compare.svg");
     let mut ort_layers = 0usize;
     let mut wanted = Vec::new();
@@ -378,6 +411,13 @@ fn main() {
                 Some(v) => budget_ms = v,
                 None => {
                     eprintln!("--budget-ms needs a number of milliseconds");
+                    std::process::exit(2);
+                }
+            },
+            "--rounds" => match it.next().and_then(|v| v.parse().ok()) {
+                Some(v) if v > 0 => rounds = v,
+                _ => {
+                    eprintln!("--rounds needs a positive number");
                     std::process::exit(2);
                 }
             },
@@ -397,7 +437,7 @@ fn main() {
             },
             "-h" | "--help" => {
                 println!(
-                    "usage: cargo run --release --example compare [MODEL...] [--budget-ms N] [--svg FILE] [--ort-layers N]"
+                    "usage: cargo run --release --example compare [MODEL...] [--budget-ms N] [--rounds R] [--svg FILE] [--ort-layers N]"
                 );
                 return;
             }
@@ -456,13 +496,27 @@ fn main() {
     let mut rows = Vec::new();
     for m in &models {
         eprintln!("timing {} ...", m.name);
-        let cells = vec![
-            time_nnefc(m, 1, budget_ms),
-            time_nnefc(m, threads, budget_ms),
-            time_ort(&python, &script, m, 1, budget_ms),
-            time_ort(&python, &script, m, 0, budget_ms),
-            time_tract(&tract, m, budget_ms),
-        ];
+        // Per round: nnefc 1 thread, ORT 1 thread, nnefc all, ORT all (see the module doc).
+        let mut nnefc = load_nnefc(m);
+        let per_round = budget_ms / rounds as f64;
+        let mut timed: [Vec<Cell>; 4] = Default::default();
+        for round in 0..rounds {
+            timed[0].push(time_nnefc(&mut nnefc, 1, per_round));
+            timed[2].push(time_ort(&python, &script, m, 1, per_round));
+            timed[1].push(time_nnefc(&mut nnefc, threads, per_round));
+            timed[3].push(time_ort(&python, &script, m, 0, per_round));
+            if rounds > 1 {
+                let r = |i: usize, j: usize| ratio(&timed[i][round], &timed[j][round]);
+                eprintln!(
+                    "  round {}: 1 thr nnefc/ORT {}, all {}",
+                    round + 1,
+                    r(0, 2),
+                    r(1, 3)
+                );
+            }
+        }
+        let mut cells: Vec<Cell> = timed.iter().map(|t| median_of(t)).collect();
+        cells.push(time_tract(&tract, m, budget_ms));
         for (engine, c) in ENGINES.iter().zip(&cells) {
             if let Err(e) = c {
                 eprintln!("  {engine}: {e}");
