@@ -572,19 +572,10 @@ pub(crate) mod avx512 {
                 }
             });
             let (ox0, live) = (c.ox0 as isize, c.live);
-            for (r, mut v) in acc.into_iter().enumerate() {
+            for (r, v) in acc.into_iter().enumerate() {
                 let at = r as isize * e.y_sh + ox0;
-                if !e.res.is_null() {
-                    // SAFETY: the live lanes of this output row block of the residual.
-                    v = _mm512_add_ps(v, unsafe {
-                        _mm512_maskz_loadu_ps(live, e.res.wrapping_offset(at))
-                    });
-                }
-                // SAFETY: the CPU runs on AVX-512F; the live lanes of this output row block.
-                unsafe {
-                    v = crate::gemm::activate_avx512(v, e.act, e.lo, e.hi);
-                    crate::gemm::store16(e.y.wrapping_offset(at), live, v);
-                }
+                // SAFETY: the live lanes of this output row block.
+                unsafe { finish_with(v, e.act, e.lo, e.hi, e.y, e.res, at, live) };
             }
         }
 
@@ -779,9 +770,34 @@ pub(crate) mod avx512 {
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn finish_act(
-        mut v: __m512,
+        v: __m512,
         a: &DwArgs,
         act: u32,
+        y: *mut f32,
+        res: *const f32,
+        at: isize,
+        live: u16,
+    ) {
+        let (lo, hi) = (_mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi));
+        // SAFETY: forwarded.
+        unsafe { finish_with(v, act, lo, hi, y, res, at, live) }
+    }
+
+    /// [`finish_act`] with the bounds given as vectors: for loops that copy what they
+    /// read per vector out of the arguments first (the compiler reloads fields read
+    /// through a reference after every store to the output, which it cannot tell apart
+    /// from them).
+    ///
+    /// # Safety
+    /// As for [`finish`].
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn finish_with(
+        mut v: __m512,
+        act: u32,
+        lo: __m512,
+        hi: __m512,
         y: *mut f32,
         res: *const f32,
         at: isize,
@@ -794,7 +810,6 @@ pub(crate) mod avx512 {
             });
         }
         // The GEMM tiles' activation, so a conv computes the same bits on either path.
-        let (lo, hi) = (_mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi));
         // SAFETY: the caller runs on AVX-512F.
         v = unsafe { crate::gemm::activate_avx512(v, act, lo, hi) };
         // SAFETY: the caller's contract.
