@@ -702,6 +702,7 @@ mod avx512 {
     pub(super) unsafe fn finish_at(buf: *const f32, t: &Tile, epi: &GemmEpilogue) {
         let zero = _mm512_setzero_ps();
         let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
+        let code = crate::gemm::kernels::gemm_act_code(epi.activation, epi.lo, epi.hi);
         // SAFETY (whole body): the row bias is read under the mask of valid rows, the
         // column bias for columns < cols; buf holds BUF_COLS columns; C is written for
         // rows < rows under the mask of columns < cols.
@@ -724,7 +725,7 @@ mod avx512 {
                         x = _mm512_add_ps(x, _mm512_set1_ps(*t.bias_col.add(j0 + j)));
                     }
                     // The 6-row AVX-512 kernel's sequence.
-                    *vj = crate::gemm::kernels::activate_avx512(x, epi.activation, lo, hi);
+                    *vj = crate::gemm::kernels::gemm_activate(x, code, lo, hi);
                 }
                 transpose(&mut v);
                 let mask = first(w);

@@ -30,7 +30,7 @@
 //! Every element is computed with the same operations as by the 6-row kernels (same k
 //! blocks, same fused or unfused multiply-adds, same epilogue), so on one CPU the two
 //! formats give the same C wherever the 6-row path runs its blocked loops (`m ≥ 2`,
-//! `n ≥ 5`).
+//! `n ≥ 5`), but for the payload of a NaN where a sum meets two NaNs.
 //!
 //! # What it does not do
 //! No threads of its own ([`nnefc_sgemm_parallel`] splits a product into parts for a

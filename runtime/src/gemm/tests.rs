@@ -741,9 +741,11 @@ fn gemm_shapes_throughput() {
 
 /// NaN and ±∞ through every kernel's epilogue (tiles, edge tiles, GEMV): C = a·bᵀ with
 /// k = 2 where the second term is an exact 0, so C[i][j] = a[i]·b[j] exactly (±∞ also
-/// where ±3e38 · 2 overflows); then ReLU, clamp to [−1, 6] or ReLU6 (clamp to [0, 6]).
-/// Expected: [`kernels::activate`] (IEEE `maximum`/`minimum`: NaN propagates) on that
-/// product. Compared by bits, any NaN matching any NaN.
+/// where ±3e38 · 2 overflows); then, with or without a row bias (added in one rounding),
+/// none, ReLU, clamp to [−1, 6], ReLU6 (clamp to [0, 6]) or clamp to [0.5, 6] (the
+/// bounds the 6-row tile's shorter clamps cover, and a NaN bound they leave to the
+/// general one). Expected: [`kernels::activate`] (IEEE `maximum`/`minimum`: NaN
+/// propagates) on that sum. Compared by bits, any NaN matching any NaN.
 #[test]
 fn epilogues_propagate_nan_and_infinity() {
     let specials = [
@@ -762,20 +764,28 @@ fn epilogues_propagate_nan_and_infinity() {
         7.0,
     ];
     let bs = [1.0f32, -1.0, 2.0, 0.5];
-    // (activation, packed A, clamp bounds): ReLU ignores the bounds.
+    // (activation, packed A, clamp bounds, row bias): ReLU ignores the bounds.
     let epilogues = [
-        (1u32, false, 0.0, 0.0),
-        (1, true, 0.0, 0.0),
-        (2, true, -1.0f32, 6.0f32),
-        (2, false, -1.0, 6.0),
-        (2, true, 0.0, 6.0),
-        (2, false, 0.0, 6.0),
+        (1u32, false, 0.0, 0.0, false),
+        (1, true, 0.0, 0.0, false),
+        (2, true, -1.0f32, 6.0f32, false),
+        (2, false, -1.0, 6.0, false),
+        (2, true, 0.0, 6.0, false),
+        (2, false, 0.0, 6.0, false),
+        (0, true, 0.0, 0.0, true),
+        (1, true, 0.0, 0.0, true),
+        (2, true, 0.0, 6.0, true),
+        (2, false, -1.0, 6.0, true),
+        (2, true, 0.5, 6.0, true),
+        (2, true, 0.0, f32::NAN, true),
     ];
+    let row_bias = [0.0f32, 0.5, -2.0, 3e38, -0.0, 1e-40, -7.0];
     for id in available_kernels() {
         let kern = kernel(id).expect("available");
         for (m, n) in [(1, 37), (37, 1), (11, 37), (13, 70)] {
-            for (act, packed, lo, hi) in epilogues {
+            for (act, packed, lo, hi, with_bias) in epilogues {
                 let k = 2;
+                let bias: Vec<f32> = (0..m).map(|i| row_bias[i % row_bias.len()]).collect();
                 let a: Vec<f32> = (0..m * k)
                     .map(|i| {
                         if i % k == 0 {
@@ -790,8 +800,12 @@ fn epilogues_propagate_nan_and_infinity() {
                     .collect();
                 let mut c = std::vec![0.0f32; m * n];
                 let ge = GemmEpilogue {
-                    bias: core::ptr::null(),
-                    bias_kind: 0,
+                    bias: if with_bias {
+                        bias.as_ptr()
+                    } else {
+                        core::ptr::null()
+                    },
+                    bias_kind: u32::from(with_bias),
                     activation: act,
                     lo,
                     hi,
@@ -835,6 +849,7 @@ fn epilogues_propagate_nan_and_infinity() {
                 for i in 0..m {
                     for j in 0..n {
                         let p = a[i * k] * b[j];
+                        let p = if with_bias { p + bias[i] } else { p };
                         let want = kernels::activate(p, act, lo, hi);
                         let got = c[i * n + j];
                         let same = (got.is_nan() && want.is_nan()) || got.to_bits() == want.to_bits()
@@ -843,7 +858,8 @@ fn epilogues_propagate_nan_and_infinity() {
                             || (got == 0.0 && want == 0.0);
                         assert!(
                             same,
-                            "{id:?} m={m} n={n} act={act} [{lo}, {hi}] packed={packed}: \
+                            "{id:?} m={m} n={n} act={act} [{lo}, {hi}] packed={packed} \
+                             bias={with_bias}: \
                              C[{i}][{j}] = \
                              {got:e} ({:#x}), want {want:e} (activation of {p:e})",
                             got.to_bits()
@@ -872,7 +888,9 @@ fn activate_is_ieee_maximum_minimum() {
 
 /// The AVX-512 activation gives the scalar one's bits on the special values (±0, ±∞,
 /// NaN, subnormals, the bounds themselves), for every activation and clamps with
-/// bounds of either sign, +0 or NaN.
+/// bounds of either sign, +0 or NaN; so does the 6-row tile's shorter clamp
+/// (`clamp_short`) for every pair of those bounds `short_clamp` accepts, which must be
+/// all but the NaN ones.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn vector_activation_matches_the_scalar_one() {
@@ -906,7 +924,42 @@ fn vector_activation_matches_the_scalar_one() {
         (-2.0, 0.5),
         (0.0, f32::NAN),
         (f32::NAN, 1.0),
+        (0.5, 6.0),
+        (-1.0, 0.0),
+        (0.0, 0.0),
+        (3.0, 1.0),
+        (-1.0, -3.0),
+        (-f32::MIN_POSITIVE, 1e-40),
+        (f32::NEG_INFINITY, f32::INFINITY),
     ];
+    for &(lo, hi) in &bounds {
+        let Some(nonneg) = kernels::short_clamp(lo, hi) else {
+            assert!(
+                lo.is_nan() || hi.is_nan(),
+                "[{lo}, {hi}] left to the general clamp"
+            );
+            continue;
+        };
+        let mut got = [0.0f32; 16];
+        // SAFETY: the CPU has AVX-512F (checked above); 16 floats each way.
+        unsafe {
+            let v = _mm512_loadu_ps(vals.as_ptr());
+            let (l, h) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+            let r = if nonneg {
+                kernels::clamp_short::<true>(v, l, h)
+            } else {
+                kernels::clamp_short::<false>(v, l, h)
+            };
+            _mm512_storeu_ps(got.as_mut_ptr(), r);
+        }
+        for (&x, &g) in vals.iter().zip(&got) {
+            let want = kernels::activate(x, 2, lo, hi);
+            assert!(
+                g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
+                "short clamp [{lo}, {hi}] of {x}: {g} vs {want}"
+            );
+        }
+    }
     for act in 0..3u32 {
         for &(lo, hi) in &bounds {
             let mut got = [0.0f32; 16];
