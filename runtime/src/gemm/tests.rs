@@ -888,9 +888,9 @@ fn activate_is_ieee_maximum_minimum() {
 
 /// The AVX-512 activation gives the scalar one's bits on the special values (±0, ±∞,
 /// NaN, subnormals, the bounds themselves), for every activation and clamps with
-/// bounds of either sign, +0 or NaN; so does the 6-row tile's shorter clamp
-/// (`clamp_short`) for every pair of those bounds `short_clamp` accepts, which must be
-/// all but the NaN ones.
+/// bounds of either sign, +0 or NaN; so do the GEMM routes' shorter ReLU (`relu_short`)
+/// and clamp (`clamp_short`, for every pair of those bounds `short_clamp` accepts, which
+/// must be all but the NaN ones).
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn vector_activation_matches_the_scalar_one() {
@@ -932,6 +932,19 @@ fn vector_activation_matches_the_scalar_one() {
         (-f32::MIN_POSITIVE, 1e-40),
         (f32::NEG_INFINITY, f32::INFINITY),
     ];
+    let mut got = [0.0f32; 16];
+    // SAFETY: the CPU has AVX-512F (checked above); 16 floats each way.
+    unsafe {
+        let r = kernels::relu_short(_mm512_loadu_ps(vals.as_ptr()));
+        _mm512_storeu_ps(got.as_mut_ptr(), r);
+    }
+    for (&x, &g) in vals.iter().zip(&got) {
+        let want = kernels::activate(x, 1, 0.0, 0.0);
+        assert!(
+            g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
+            "short ReLU of {x}: {g} vs {want}"
+        );
+    }
     for &(lo, hi) in &bounds {
         let Some(nonneg) = kernels::short_clamp(lo, hi) else {
             assert!(

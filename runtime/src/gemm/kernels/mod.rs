@@ -15,7 +15,7 @@ mod x86;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{activate_avx512, gemm_act_code, gemm_activate, store16};
 #[cfg(all(test, target_arch = "x86_64"))]
-pub(crate) use x86::{clamp_short, short_clamp};
+pub(crate) use x86::{clamp_short, relu_short, short_clamp};
 
 /// The epilogue applied by a micro-kernel to one tile:
 /// `C = act((accumulate ? C : 0) + A·B + bias_row[r] + bias_col[j])`.
