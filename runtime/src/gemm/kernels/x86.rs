@@ -297,8 +297,8 @@ const CLAMP_NEG: u32 = 4;
 
 /// The code the GEMM routes (6-row tiles, lane panels, few-row tiles) compute activation
 /// `act` (`GemmEpilogue::activation`) with for bounds `lo`, `hi`: a shorter clamp where
-/// [`short_clamp`] allows one, else `act`. Worked out once per tile or call, so that all
-/// routes give the same bits, NaN payloads included.
+/// [`short_clamp`] allows one, else `act`. Worked out once per tile or call, and by every
+/// route alike, so that the routes apply the same operations to every element.
 pub(crate) fn gemm_act_code(act: u32, lo: f32, hi: f32) -> u32 {
     match (act, short_clamp(lo, hi)) {
         (2, Some(true)) => CLAMP_NONNEG,
