@@ -9,7 +9,8 @@
 //! (`kc_step` as in `driver::blocked`), each summed from 0 with fused multiply-adds in k
 //! order, earlier blocks' sums added through C, the same epilogue sequence
 //! (`kernels::gemm_activate`). So C is bit-identical to the blocked route's, but for the
-//! payload of a NaN that two NaNs met in (LLVM may commute a multiply-add's factors).
+//! payload of a NaN that two NaNs met in (which operand's NaN a multiply-add returns
+//! depends on the instruction form LLVM picks for it).
 //!
 //! Not here: other CPUs (the route is only chosen with the AVX-512 kernels), strided B
 //! columns, A not in 6-row panels.
@@ -229,8 +230,9 @@ mod tests {
                 driver::run_route(Route::Tall, &p, &epi, scratch.as_mut_ptr().cast());
             }
             // Across routes a NaN matches any NaN: both compute each element with the same
-            // operations, but LLVM may commute a multiply-add's factors, which decides only
-            // whose NaN payload survives (case 16 meets it: a sum that is NaN twice over).
+            // operations, but which operand's NaN a multiply-add returns depends on the
+            // instruction form LLVM picks, which decides only whose NaN payload survives
+            // (case 16 meets it: a sum that is NaN twice over).
             let same = |x: &[f32], y: &[f32]| {
                 x.iter()
                     .zip(y)
