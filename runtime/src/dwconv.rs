@@ -1202,7 +1202,8 @@ fn in_bounds(col0: usize, len: usize, off: isize, sw: usize, w: usize) -> (usize
 }
 
 /// Prefetches, with hint `HINT`, every cache line of the `w` floats from `row`: the input
-/// rows the window kernels here, in `maxpool` and in `conv` read ahead of time.
+/// rows the window kernels here, in `maxpool` and in `conv` read ahead of time, and the
+/// next packed filter panel of the GEMM driver.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 pub(crate) fn prefetch_row<const HINT: i32>(row: *const f32, w: usize) {

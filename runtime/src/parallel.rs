@@ -194,7 +194,6 @@ mod pool {
     impl Inner {
         /// Claims and runs tasks of generation `generation` until none are left: those of
         /// part `worker % parts` first, then the other parts' in turn.
-        #[allow(clippy::too_many_arguments)]
         fn drain(
             &self,
             generation: u64,

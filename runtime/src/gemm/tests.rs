@@ -932,20 +932,35 @@ fn vector_activation_matches_the_scalar_one() {
         (-f32::MIN_POSITIVE, 1e-40),
         (f32::NEG_INFINITY, f32::INFINITY),
     ];
-    let mut got = [0.0f32; 16];
-    // SAFETY: the CPU has AVX-512F (checked above); 16 floats each way.
-    unsafe {
-        let r = kernels::relu_short(_mm512_loadu_ps(vals.as_ptr()));
-        _mm512_storeu_ps(got.as_mut_ptr(), r);
-    }
-    for (&x, &g) in vals.iter().zip(&got) {
-        let want = kernels::activate(x, 1, 0.0, 0.0);
-        assert!(
-            g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
-            "short ReLU of {x}: {g} vs {want}"
-        );
-    }
+    // `f` applied to `vals` in one vector against the scalar activation `act` with the
+    // bounds, by bits (any NaN matching any NaN).
+    let check = |f: &dyn Fn(__m512) -> __m512, act: u32, lo: f32, hi: f32, what: &str| {
+        let mut got = [0.0f32; 16];
+        // SAFETY: the CPU has AVX-512F (checked above); 16 floats each way.
+        unsafe { _mm512_storeu_ps(got.as_mut_ptr(), f(_mm512_loadu_ps(vals.as_ptr()))) };
+        for (&x, &g) in vals.iter().zip(&got) {
+            let want = kernels::activate(x, act, lo, hi);
+            assert!(
+                g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
+                "{what} [{lo}, {hi}] of {x}: {g} vs {want}"
+            );
+        }
+    };
+    // SAFETY (the closures): the CPU has AVX-512F (checked above).
+    check(
+        &|v| unsafe { kernels::relu_short(v) },
+        1,
+        0.0,
+        0.0,
+        "short ReLU",
+    );
     for &(lo, hi) in &bounds {
+        // SAFETY: the CPU has AVX-512F (checked above).
+        let (l, h) = unsafe { (_mm512_set1_ps(lo), _mm512_set1_ps(hi)) };
+        for act in 0..3u32 {
+            let f = |v| unsafe { kernels::activate_avx512(v, act, l, h) };
+            check(&f, act, lo, hi, &format!("act {act}"));
+        }
         let Some(nonneg) = kernels::short_clamp(lo, hi) else {
             assert!(
                 lo.is_nan() || hi.is_nan(),
@@ -953,43 +968,14 @@ fn vector_activation_matches_the_scalar_one() {
             );
             continue;
         };
-        let mut got = [0.0f32; 16];
-        // SAFETY: the CPU has AVX-512F (checked above); 16 floats each way.
-        unsafe {
-            let v = _mm512_loadu_ps(vals.as_ptr());
-            let (l, h) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
-            let r = if nonneg {
+        let f = |v| unsafe {
+            if nonneg {
                 kernels::clamp_short::<true>(v, l, h)
             } else {
                 kernels::clamp_short::<false>(v, l, h)
-            };
-            _mm512_storeu_ps(got.as_mut_ptr(), r);
-        }
-        for (&x, &g) in vals.iter().zip(&got) {
-            let want = kernels::activate(x, 2, lo, hi);
-            assert!(
-                g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
-                "short clamp [{lo}, {hi}] of {x}: {g} vs {want}"
-            );
-        }
-    }
-    for act in 0..3u32 {
-        for &(lo, hi) in &bounds {
-            let mut got = [0.0f32; 16];
-            // SAFETY: the CPU has AVX-512F (checked above); 16 floats each way.
-            unsafe {
-                let v = _mm512_loadu_ps(vals.as_ptr());
-                let r = kernels::activate_avx512(v, act, _mm512_set1_ps(lo), _mm512_set1_ps(hi));
-                _mm512_storeu_ps(got.as_mut_ptr(), r);
             }
-            for (&x, &g) in vals.iter().zip(&got) {
-                let want = kernels::activate(x, act, lo, hi);
-                assert!(
-                    g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
-                    "act {act} [{lo}, {hi}] of {x}: {g} vs {want}"
-                );
-            }
-        }
+        };
+        check(&f, 2, lo, hi, "short clamp");
     }
 }
 

@@ -407,11 +407,7 @@ fn conv_body(
                 );
             };
             // Not fused after all: the following nodes run as usual.
-            for n in fu.nodes {
-                if let Some(s) = lw.skip.get_mut(n) {
-                    *s = false;
-                }
-            }
+            lw.set_skip(&fu.nodes, false);
             direct(
                 lw,
                 "conv",
@@ -496,11 +492,7 @@ fn fusion(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<Fusion>, CodegenE
         }
         return Ok(None);
     }
-    for &n in &nodes {
-        if let Some(s) = lw.skip.get_mut(n) {
-            *s = true;
-        }
-    }
+    lw.set_skip(&nodes, true);
     Ok(Some(Fusion {
         out: cur,
         activation,
@@ -893,11 +885,7 @@ fn conv_pool_call(
     let bias = lw.buf(io.b)?;
     let y = lw.buf(after.y)?;
     let pst = strides(&after.geo.output);
-    for &n in &after.nodes {
-        if let Some(s) = lw.skip.get_mut(n) {
-            *s = true;
-        }
-    }
+    lw.set_skip(&after.nodes, true);
     let (po, pf) = (&after.geo.output, &after.geo.front);
     lw.prog.steps.push(Step::Window(WindowCall {
         dims: [

@@ -286,6 +286,15 @@ impl<'g> Lowering<'g> {
         }
     }
 
+    /// Marks `nodes` as computed by an earlier node (`on`) or as running as usual again.
+    pub fn set_skip(&mut self, nodes: &[usize], on: bool) {
+        for &n in nodes {
+            if let Some(s) = self.skip.get_mut(n) {
+                *s = on;
+            }
+        }
+    }
+
     /// Index of the node being lowered.
     pub fn node_idx(&self) -> usize {
         self.node_index

@@ -259,15 +259,15 @@ unsafe fn tile_avx512_body<const Q: usize, const PREFETCH: bool>(
         // The epilogue's variant is picked once per tile, not per vector (a short k loop
         // makes the epilogue a fifth of the tile).
         let simple = !epi.accumulate && epi.bias_col.is_null() && !epi.bias_row.is_null();
-        match (simple, epi.act, short_clamp(epi.lo, epi.hi)) {
-            (true, 0, _) => epilogue_row_bias::<Q, 0>(&acc, c, rsc, epi),
-            (true, 1, _) => epilogue_row_bias::<Q, 1>(&acc, c, rsc, epi),
-            (true, 2, Some(true)) => epilogue_row_bias::<Q, CLAMP_NONNEG>(&acc, c, rsc, epi),
-            (true, 2, Some(false)) => epilogue_row_bias::<Q, CLAMP_NEG>(&acc, c, rsc, epi),
-            (true, 2, None) => epilogue_row_bias::<Q, 2>(&acc, c, rsc, epi),
+        let code = gemm_act_code(epi.act, epi.lo, epi.hi);
+        match (simple, code) {
+            (true, 0) => epilogue_row_bias::<Q, 0>(&acc, c, rsc, epi),
+            (true, 1) => epilogue_row_bias::<Q, 1>(&acc, c, rsc, epi),
+            (true, CLAMP_NONNEG) => epilogue_row_bias::<Q, CLAMP_NONNEG>(&acc, c, rsc, epi),
+            (true, CLAMP_NEG) => epilogue_row_bias::<Q, CLAMP_NEG>(&acc, c, rsc, epi),
+            (true, 2) => epilogue_row_bias::<Q, 2>(&acc, c, rsc, epi),
             _ => {
                 let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
-                let code = gemm_act_code(epi.act, epi.lo, epi.hi);
                 for (r, acc_r) in acc.iter().enumerate() {
                     for (h, &s) in acc_r.iter().enumerate() {
                         let cp = c.offset(r as isize * rsc).add(h * 16);
@@ -300,10 +300,13 @@ const CLAMP_NEG: u32 = 4;
 /// [`short_clamp`] allows one, else `act`. Worked out once per tile or call, and by every
 /// route alike, so that the routes apply the same operations to every element.
 pub(crate) fn gemm_act_code(act: u32, lo: f32, hi: f32) -> u32 {
-    match (act, short_clamp(lo, hi)) {
-        (2, Some(true)) => CLAMP_NONNEG,
-        (2, Some(false)) => CLAMP_NEG,
-        _ => act,
+    if act != 2 {
+        return act;
+    }
+    match short_clamp(lo, hi) {
+        Some(true) => CLAMP_NONNEG,
+        Some(false) => CLAMP_NEG,
+        None => act,
     }
 }
 
