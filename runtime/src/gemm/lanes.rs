@@ -69,6 +69,17 @@ const L2_BYTES: usize = 1 << 19;
 /// Widest column tile of a panel pair (AVX-512): `2·COLS2` accumulators, two panel loads
 /// and a broadcast fit the 32 vector registers.
 const COLS2: usize = 14;
+/// Largest pair of panels (bytes) whose successor the panel-major loop prefetches while
+/// the pair's column tiles run, a slice per tile. A layer's packed filter comes from L3
+/// (a network's weights exceed L2), and with a short k each pair's first tile waited for
+/// it: the in-loop prefetch (`A_PF` k steps ahead) reaches only part of the next pair.
+/// Larger pairs do not fit L1 beside the current one: with no bound, mobilenet_v2's
+/// k = 960 layers lost 3–4 % and its classifier (1000×1×1280, a 160 KB pair prefetched
+/// in one burst) 20 %. Zen 5, mobilenet_v2 on one thread (`nnefc bench --profile`,
+/// per-layer minima of three interleaved runs): its 160→960 layers on 7×7 (k = 160,
+/// 20 KB pairs) 0.085 → 0.075 ms, 320→1280 (40 KB) 0.192 → 0.186; a bound of 80 KB
+/// gained nothing more on its k = 384–576 layers.
+const NEXT_PAIR_BYTES: usize = 40 << 10;
 /// Columns of the stack tile: `COLS` rounded up to whole 16×16 transposes.
 const BUF_COLS: usize = COLS.div_ceil(LANES) * LANES;
 
@@ -271,8 +282,23 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
             }
         }
     } else {
+        // Floats of a pair of panels (contiguous: panel p is at p·16·k), and of A.
+        let (pair_len, a_len) = (2 * LANES * k, panels * LANES * k);
         for pair in 0..pairs {
+            // What follows this pair: the next pair, or the odd last panel.
+            let next = (pair + 1) * pair_len;
+            let next_len = pair_len.min(a_len - next);
             for t in 0..tiles2 {
+                // A slice of what follows per column tile, so that the next pair's first
+                // tile finds it in cache (see `NEXT_PAIR_BYTES`).
+                #[cfg(target_arch = "x86_64")]
+                if next_len > 0 && pair_len * 4 <= NEXT_PAIR_BYTES {
+                    let (f0, f1) = (t * next_len / tiles2, (t + 1) * next_len / tiles2);
+                    crate::dwconv::prefetch_row::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                        ap.wrapping_add(next + f0),
+                        f1 - f0,
+                    );
+                }
                 pair_at(&mut buf, pair, t);
             }
         }
