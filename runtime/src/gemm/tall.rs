@@ -58,19 +58,45 @@ pub(crate) unsafe fn run(p: &Problem, ap: *const f32, epi: &GemmEpilogue) {
                 mask,
             };
             // SAFETY: columns j.. of C and B, k block pc..pc + kc of A's panels.
-            unsafe {
-                match p.m.div_ceil(MR) {
-                    1 => tile::<1>(p, ap, epi, &t),
-                    2 => tile::<2>(p, ap, epi, &t),
-                    3 => tile::<3>(p, ap, epi, &t),
-                    _ => tile::<4>(p, ap, epi, &t),
-                }
-            }
+            unsafe { by_rows!(p.m, tile(p, ap, epi, &t)) }
             pc += kc;
         }
         j += 16;
     }
 }
+
+/// Calls `$f::<P, L>($args)` for `m` rows: `P = ⌈m/6⌉` panels, the last with `L` rows.
+macro_rules! by_rows {
+    ($m:expr, $f:ident($($arg:expr),*)) => {
+        match ($m.div_ceil(MR), ($m - 1) % MR + 1) {
+            (1, 1) => $f::<1, 1>($($arg),*),
+            (1, 2) => $f::<1, 2>($($arg),*),
+            (1, 3) => $f::<1, 3>($($arg),*),
+            (1, 4) => $f::<1, 4>($($arg),*),
+            (1, 5) => $f::<1, 5>($($arg),*),
+            (1, _) => $f::<1, 6>($($arg),*),
+            (2, 1) => $f::<2, 1>($($arg),*),
+            (2, 2) => $f::<2, 2>($($arg),*),
+            (2, 3) => $f::<2, 3>($($arg),*),
+            (2, 4) => $f::<2, 4>($($arg),*),
+            (2, 5) => $f::<2, 5>($($arg),*),
+            (2, _) => $f::<2, 6>($($arg),*),
+            (3, 1) => $f::<3, 1>($($arg),*),
+            (3, 2) => $f::<3, 2>($($arg),*),
+            (3, 3) => $f::<3, 3>($($arg),*),
+            (3, 4) => $f::<3, 4>($($arg),*),
+            (3, 5) => $f::<3, 5>($($arg),*),
+            (3, _) => $f::<3, 6>($($arg),*),
+            (_, 1) => $f::<4, 1>($($arg),*),
+            (_, 2) => $f::<4, 2>($($arg),*),
+            (_, 3) => $f::<4, 3>($($arg),*),
+            (_, 4) => $f::<4, 4>($($arg),*),
+            (_, 5) => $f::<4, 5>($($arg),*),
+            (_, _) => $f::<4, 6>($($arg),*),
+        }
+    };
+}
+use by_rows;
 
 /// One k block of one 16-column tile.
 struct Tile {
@@ -85,10 +111,16 @@ struct Tile {
 
 /// `P` row panels × 16 columns over one k block, then the 6-row tiles' epilogue: add the
 /// old C unless this is the first block of an overwriting product, and on the last block
-/// the biases and activation.
+/// the biases and activation. The last panel computes its first `L` rows only (the rest
+/// are A's zero padding, never stored): 16 rows take 16 multiply-adds per k step, not 18.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn tile<const P: usize>(p: &Problem, ap: *const f32, epi: &GemmEpilogue, t: &Tile) {
+unsafe fn tile<const P: usize, const L: usize>(
+    p: &Problem,
+    ap: *const f32,
+    epi: &GemmEpilogue,
+    t: &Tile,
+) {
     let mut acc = [[_mm512_setzero_ps(); MR]; P];
     // SAFETY (whole body): B rows pc..pc + kc, columns col.. under the mask; A panel q at
     // k offset pc holds MR values per k step; rows past m of the last panel are zero in A
@@ -106,7 +138,10 @@ unsafe fn tile<const P: usize>(p: &Problem, ap: *const f32, epi: &GemmEpilogue, 
                 if q < P {
                     let a = ap.add(q * MR * p.k + (t.pc + kk) * MR);
                     unroll!(r in [0, 1, 2, 3, 4, 5] {
-                        acc[q][r] = _mm512_fmadd_ps(_mm512_set1_ps(*a.add(r)), bv, acc[q][r]);
+                        if q + 1 < P || r < L {
+                            acc[q][r] =
+                                _mm512_fmadd_ps(_mm512_set1_ps(*a.add(r)), bv, acc[q][r]);
+                        }
                     });
                 }
             });
