@@ -334,10 +334,12 @@ fn lanes_split_bit_identical_to_serial() {
     };
     let mut rng = Lcg(21);
     // 1280 rows are 40 pairs of panels: rows for any count; 160 rows, 5 pairs: rows for 5
-    // workers, columns for 2 and 3; 50 rows, 2 pairs: rows for 2 workers; 17 and 9 rows,
-    // one pair: columns.
+    // workers, columns for 2 and 3; 50 rows, 2 pairs: rows for 2 workers; 64 rows, 2
+    // pairs, but fewer rows than the 196 columns: columns; 17 and 9 rows, one pair:
+    // columns.
     let shapes = [
         (1280, 49, 320),
+        (64, 196, 384),
         (160, 49, 960),
         (17, 300, 64),
         (50, 30, 700),
@@ -403,7 +405,7 @@ fn lanes_split_bit_identical_to_serial() {
                 );
             }
             // Rows in whole pairs of panels when the pairs share out evenly (a multiple
-            // of the parts, or at least four per part), else columns.
+            // of the parts, or at least four per part) and m ≥ n, else columns.
             let want_axis = match (m, workers) {
                 (1280, _) | (160, 5) | (50, 2) => Axis::Rows,
                 _ => Axis::Cols,

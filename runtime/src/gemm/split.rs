@@ -60,14 +60,26 @@ impl Plan {
             // Lane panels: whole pairs of panels of rows (B is read in place, so row parts
             // repeat no packing; a pair tile runs about twice as fast as a single panel's,
             // so a part never gets an odd panel it could have paired), when the pairs
-            // share out evenly; otherwise columns. mobilenet_v2 at two threads (Zen 5,
+            // share out evenly and A has at least as many rows as B has columns; otherwise
+            // columns. mobilenet_v2 at two threads (Zen 5,
             // `nnefc bench --profile --threads 2`): 192→32 at 28×28 took 0.043 ms on two
             // threads against 0.045 on one as two one-panel parts, 576→96 at 14×14 0.063
             // against 0.088 as three panels each.
+            //
+            // Why m ≥ n: a row part reads all of B and its share of A, a column part all
+            // of A and its share of B, so the smaller operand is the one to read whole.
+            // In a network B is the previous layer's output, which the other workers wrote
+            // (column parts there, or channel ranges of a depthwise layer), and every line
+            // of it one worker reads but another wrote crosses between cores. mobilenet_v2's
+            // 384→64 and 192→64 layers on 14×14 (m = 64 < n = 196; two threads, per-layer
+            // minima of three interleaved runs) took 3–6 % less as column parts when the
+            // machine's cores were close (a cache line round trip of 0.12 µs), 20–26 % less
+            // when they were far (0.6 µs); a standalone layer, whose B both cores keep in
+            // their caches, runs alike either way.
             Route::Lanes(_) => {
                 let pairs = p.m.div_ceil(2 * LANES);
                 let even = pairs >= want && (pairs.is_multiple_of(want) || pairs >= 4 * want);
-                if even || p.n < 2 * want {
+                if (even && p.m >= p.n) || p.n < 2 * want {
                     (Axis::Rows, 2 * LANES)
                 } else {
                     (Axis::Cols, 1)
