@@ -979,9 +979,153 @@ pub(crate) mod avx512 {
         a.kh == 3 && a.kw == 3 && a.dh == 1 && a.dw == 1 && a.sh == a.sw && (a.sw == 1 || a.sw == 2)
     }
 
+    /// Whether [`pair_planes`] takes a layer: 3×3 windows ([`fast3`]) on planes of at
+    /// most 16 output rows of at most 8 columns, read from input rows of at most 16.
+    pub(super) fn pairs_fit(a: &DwArgs) -> bool {
+        fast3(a) && a.ow <= 8 && a.oh <= 16 && a.w <= 16
+    }
+
+    /// Planes `[lo, hi)` of a layer [`pairs_fit`] takes, [`pair_rows`] for its number of
+    /// row pairs.
+    ///
+    /// # Safety
+    /// As for [`pair_rows`].
+    #[target_feature(enable = "avx512f")]
+    unsafe fn pair_planes<const S: usize>(a: &DwArgs, lo: usize, hi: usize) {
+        // SAFETY: forwarded.
+        unsafe {
+            match a.oh.div_ceil(2) {
+                1 => pair_rows::<S, 1>(a, lo, hi),
+                2 => pair_rows::<S, 2>(a, lo, hi),
+                3 => pair_rows::<S, 3>(a, lo, hi),
+                4 => pair_rows::<S, 4>(a, lo, hi),
+                5 => pair_rows::<S, 5>(a, lo, hi),
+                6 => pair_rows::<S, 6>(a, lo, hi),
+                7 => pair_rows::<S, 7>(a, lo, hi),
+                _ => pair_rows::<S, 8>(a, lo, hi),
+            }
+        }
+    }
+
+    /// Planes `[lo, hi)` of `P` pairs of output rows each, two output rows per vector:
+    /// row `2q` of the plane in lanes 0..8, row `2q + 1` in lanes 8..16. A 16-lane block
+    /// on a 7-column row leaves 9 lanes idle, and its per-row setup (masks, stride-2
+    /// loads) cost more than the row's nine multiply-adds. Each input row of a plane is
+    /// one load; each tap of a pair one two-source permute of the two rows its halves
+    /// read and one multiply-add masked to the lanes that read inside the input, in
+    /// `(ky, kx)` order from the bias: the operations of [`Block::band3`], so the same
+    /// bits. The pairs' sums are independent chains, interleaved.
+    ///
+    /// # Safety
+    /// As for `nnefc_dwconv`; the CPU has AVX-512F; [`pairs_fit`] holds; `S` is the
+    /// stride and `P = ⌈oh/2⌉`.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn pair_rows<const S: usize, const P: usize>(a: &DwArgs, lo: usize, hi: usize) {
+        // Per tap column: where each lane's element sits in the two rows (the first in
+        // 0..16, the second in 16..32), and the lanes whose output column is live and
+        // whose input column is inside the row.
+        let mut idx = [_mm512_setzero_si512(); 3];
+        let mut cols = [0u16; 3];
+        for (kx, (iv, m)) in idx.iter_mut().zip(&mut cols).enumerate() {
+            let mut ix = [0i32; 16];
+            for (j, e) in ix.iter_mut().enumerate() {
+                let col = (S * (j % 8) + kx) as isize - a.pl as isize;
+                if j % 8 < a.ow && col >= 0 && col < a.w as isize {
+                    *m |= 1 << j;
+                    *e = col as i32 + if j < 8 { 0 } else { 16 };
+                }
+            }
+            // SAFETY: 16 i32 read from a local array.
+            *iv = unsafe { _mm512_loadu_si512(ix.as_ptr().cast()) };
+        }
+        // Input row t − pt of the plane is `rows[t]`; the halves of pair q's taps of
+        // filter row ky that read inside the input (row 2q + 1 only if it exists).
+        let n_rows = S * (2 * P - 1) + 3;
+        let inside = |t: usize| t >= a.pt && t - a.pt < a.h;
+        let mut halves = [[0u16; 3]; P];
+        for (q, hq) in halves.iter_mut().enumerate() {
+            for (ky, m) in hq.iter_mut().enumerate() {
+                let (t0, t1) = (S * 2 * q + ky, S * (2 * q + 1) + ky);
+                *m = if inside(t0) { 0x00FF } else { 0 }
+                    | if 2 * q + 1 < a.oh && inside(t1) {
+                        0xFF00
+                    } else {
+                        0
+                    };
+            }
+        }
+        let in_row = lanes(0, a.w as isize);
+        let live = lanes(0, a.ow as isize);
+        let (pt, x_sh, y_sh, oh) = (a.pt, a.x_sh, a.y_sh, a.oh);
+        let act = a.act as u32;
+        let (lo_v, hi_v) = (_mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi));
+        for p in lo..hi {
+            // SAFETY: plane p of the caller's buffers.
+            let (x, y, res, f, b) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
+            let mut rows = [_mm512_setzero_ps(); 2 * 2 * 8 + 3];
+            for (t, r) in rows.iter_mut().enumerate().take(n_rows) {
+                if inside(t) {
+                    // SAFETY: row t − pt of this plane, its first w elements.
+                    *r = unsafe {
+                        _mm512_maskz_loadu_ps(in_row, x.wrapping_offset((t - pt) as isize * x_sh))
+                    };
+                }
+            }
+            let mut acc = [_mm512_set1_ps(b); P];
+            for ky in 0..3 {
+                for kx in 0..3 {
+                    // SAFETY: tap (ky, kx) of this plane's filter.
+                    let w = _mm512_set1_ps(unsafe { *f.add(3 * ky + kx) });
+                    for q in 0..P {
+                        let (t0, t1) = (S * 2 * q + ky, S * (2 * q + 1) + ky);
+                        let v = _mm512_permutex2var_ps(rows[t0], idx[kx], rows[t1]);
+                        acc[q] = _mm512_mask3_fmadd_ps(w, v, acc[q], cols[kx] & halves[q][ky]);
+                    }
+                }
+            }
+            for (q, mut v) in acc.into_iter().enumerate() {
+                // Row 2q + 1 is stored from lane 8: its address less 8 (lanes below 8 are
+                // masked off, so neither read nor written).
+                let at0 = (2 * q) as isize * y_sh;
+                let at1 = at0 + y_sh - 8;
+                let hi_live = if 2 * q + 1 < oh { live << 8 } else { 0 };
+                if !res.is_null() {
+                    // SAFETY: the live lanes of rows 2q and 2q + 1 of the residual.
+                    v = _mm512_add_ps(v, unsafe {
+                        let r0 = _mm512_maskz_loadu_ps(live, res.wrapping_offset(at0));
+                        _mm512_mask_loadu_ps(r0, hi_live, res.wrapping_offset(at1))
+                    });
+                }
+                // SAFETY: AVX-512F; the live lanes of output rows 2q and 2q + 1.
+                unsafe {
+                    let v = crate::gemm::activate_avx512(v, act, lo_v, hi_v);
+                    crate::gemm::store16(y.wrapping_offset(at0), live, v);
+                    crate::gemm::store16(y.wrapping_offset(at1), hi_live, v);
+                }
+            }
+        }
+    }
+
     /// Depthwise convolution of planes `[lo, hi)`.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
+        if pairs_fit(a) {
+            // SAFETY: forwarded; pairs_fit holds.
+            unsafe {
+                match a.sw {
+                    1 => pair_planes::<1>(a, lo, hi),
+                    _ => pair_planes::<2>(a, lo, hi),
+                }
+            }
+            return;
+        }
+        // SAFETY: forwarded.
+        unsafe { blocks(a, lo, hi) }
+    }
+
+    /// Depthwise convolution of planes `[lo, hi)` in blocks of 16 output columns.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn blocks(a: &DwArgs, lo: usize, hi: usize) {
         let (even, odd, steps) = {
             let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
             let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
@@ -1425,6 +1569,77 @@ pub(crate) mod tests {
             let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
             serial_and_pooled(&a, &want, &pool, case);
         }
+    }
+
+    /// Layers whose planes the AVX-512 path runs as pairs of output rows (at most 8 columns
+    /// and 16 rows out, 16 columns in; strides 1 and 2, paddings 0..=2 on each side,
+    /// residuals, every activation, NaN, ±0 and ±∞ among the inputs) give the bits of its
+    /// 16-column blocks.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn dwconv_row_pairs_give_the_blocks_bits() {
+        if !crate::gemm::avx512_selected() {
+            return;
+        }
+        let mut r = Lcg(29);
+        let mut taken = 0;
+        for case in 0..600 {
+            let s = 1 + r.below(2);
+            let (h, w) = (1 + r.below(16 * s + 2), 1 + r.below(16));
+            let (pt, pl, pb, pr) = (r.below(3), r.below(3), r.below(3), r.below(3));
+            let eh = (h + pt + pb) as isize - 3;
+            let ew = (w + pl + pr) as isize - 3;
+            if eh < 0 || ew < 0 {
+                continue;
+            }
+            let (oh, ow) = (eh as usize / s + 1, ew as usize / s + 1);
+            let (n, c) = (1 + r.below(2), 1 + r.below(5));
+            let mut g = Lcg(case as u64 + 900);
+            let special = [f32::NAN, -0.0, 0.0, f32::INFINITY, f32::NEG_INFINITY];
+            let mut data = |len: usize| -> Vec<f32> {
+                (0..len)
+                    .map(|i| match i % 23 {
+                        0..5 if g.below(4) == 0 => special[i % 23],
+                        _ => g.next(),
+                    })
+                    .collect()
+            };
+            let x = data(n * c * h * w);
+            let f = data(c * 9);
+            let bias = data(c);
+            let res = data(n * c * oh * ow);
+            let with_res = case % 3 == 0;
+            let a = dense(
+                [n, c, h, w, oh, ow],
+                [3, 3, s, s, 1, 1, pt, pl],
+                &x,
+                f.as_ptr(),
+                bias.as_ptr(),
+                with_res.then_some(&res[..]),
+                case % 3,
+            );
+            if !avx512::pairs_fit(&a) {
+                continue;
+            }
+            taken += 1;
+            let run = |f: unsafe fn(&DwArgs, usize, usize)| {
+                let mut y = vec![f32::NAN; n * c * oh * ow];
+                let args = DwArgs {
+                    y: y.as_mut_ptr(),
+                    ..a
+                };
+                // SAFETY: AVX-512F (selected); buffers of the described extents.
+                unsafe { f(&args, 0, n * c) };
+                y
+            };
+            let (pairs, blocks) = (run(avx512::planes), run(avx512::blocks));
+            let same = pairs
+                .iter()
+                .zip(&blocks)
+                .all(|(p, q)| p.to_bits() == q.to_bits());
+            assert!(same, "case {case}: {a:?}");
+        }
+        assert!(taken > 200, "only {taken} layers took the pairs");
     }
 
     /// Random shapes, strides, dilations, paddings and epilogues, with and without a pool,
