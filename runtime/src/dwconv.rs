@@ -1072,6 +1072,8 @@ pub(crate) mod avx512 {
                 }
             }
             let mut acc = [_mm512_set1_ps(b); P];
+            // (ky indexes the taps, the rows and every pair's halves alike.)
+            #[allow(clippy::needless_range_loop)]
             for ky in 0..3 {
                 for kx in 0..3 {
                     // SAFETY: tap (ky, kx) of this plane's filter.
