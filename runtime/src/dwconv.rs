@@ -191,7 +191,8 @@ pub(crate) unsafe fn plane_ptrs(
 
 /// AVX-512: 16 output columns per vector register, every tap a masked load (lanes whose
 /// input column is outside the row are neither read nor added) and a masked add, so edge
-/// columns and short rows need no scalar code.
+/// columns and short rows need no scalar code. 3×3 planes of at most 8 output columns
+/// (7×7 maps) hold two output rows per vector instead (`pair_rows`).
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512 {
     use super::{DwArgs, lanes, lanes3, plane_ptrs, prefetch_row};
