@@ -983,8 +983,13 @@ pub(crate) mod avx512 {
     /// Whether [`pair_planes`] takes a layer: 3×3 windows ([`fast3`]) on planes of at
     /// most 16 output rows of at most 8 columns, read from input rows of at most 16.
     pub(super) fn pairs_fit(a: &DwArgs) -> bool {
-        fast3(a) && a.ow <= 8 && a.oh <= 16 && a.w <= 16
+        fast3(a) && a.ow <= 8 && a.oh <= 2 * MAX_PAIRS && a.w <= 16
     }
+
+    /// Most row pairs per plane [`pair_rows`] takes.
+    const MAX_PAIRS: usize = 8;
+    /// Most input rows a plane of [`MAX_PAIRS`] pairs reads: `S·(2P − 1) + 3` at stride 2.
+    const PAIR_INPUT_ROWS: usize = 2 * (2 * MAX_PAIRS - 1) + 3;
 
     /// Planes `[lo, hi)` of a layer [`pairs_fit`] takes, [`pair_rows`] for its number of
     /// row pairs.
@@ -1063,7 +1068,7 @@ pub(crate) mod avx512 {
         for p in lo..hi {
             // SAFETY: plane p of the caller's buffers.
             let (x, y, res, f, b) = unsafe { plane_ptrs(a, p / a.c, p % a.c) };
-            let mut rows = [_mm512_setzero_ps(); 2 * 2 * 8 + 3];
+            let mut rows = [_mm512_setzero_ps(); PAIR_INPUT_ROWS];
             for (t, r) in rows.iter_mut().enumerate().take(n_rows) {
                 if inside(t) {
                     // SAFETY: row t − pt of this plane, its first w elements.

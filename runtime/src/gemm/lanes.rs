@@ -284,6 +284,7 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
     } else {
         // Floats of a pair of panels (contiguous: panel p is at p·16·k), and of A.
         let (pair_len, a_len) = (2 * LANES * k, panels * LANES * k);
+        let prefetch_next = pair_len * 4 <= NEXT_PAIR_BYTES;
         for pair in 0..pairs {
             // What follows this pair: the next pair, or the odd last panel.
             let next = (pair + 1) * pair_len;
@@ -292,7 +293,7 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
                 // A slice of what follows per column tile, so that the next pair's first
                 // tile finds it in cache (see `NEXT_PAIR_BYTES`).
                 #[cfg(target_arch = "x86_64")]
-                if next_len > 0 && pair_len * 4 <= NEXT_PAIR_BYTES {
+                if prefetch_next && next_len > 0 {
                     let (f0, f1) = (t * next_len / tiles2, (t + 1) * next_len / tiles2);
                     crate::dwconv::prefetch_row::<{ core::arch::x86_64::_MM_HINT_T0 }>(
                         ap.wrapping_add(next + f0),

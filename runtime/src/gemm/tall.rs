@@ -16,7 +16,7 @@
 //! columns, A not in 6-row panels.
 
 use super::driver::Problem;
-use super::kernels::{KernelId, gemm_activate};
+use super::kernels::{KernelId, gemm_act_code, gemm_activate};
 use super::{GemmEpilogue, KC, MR};
 use core::arch::x86_64::*;
 
@@ -38,6 +38,8 @@ pub(crate) fn takes(kern: KernelId, p: &Problem) -> bool {
 #[target_feature(enable = "avx512f")]
 pub(crate) unsafe fn run(p: &Problem, ap: *const f32, epi: &GemmEpilogue) {
     let kc_step = p.k.div_ceil(p.k.div_ceil(KC));
+    // The activation's form, once per call (see `gemm_act_code`).
+    let act = gemm_act_code(epi.activation, epi.lo, epi.hi);
     let mut j = 0;
     while j < p.n {
         let cols = (p.n - j).min(16);
@@ -56,6 +58,7 @@ pub(crate) unsafe fn run(p: &Problem, ap: *const f32, epi: &GemmEpilogue) {
                 last: pc + kc == p.k,
                 col: j,
                 mask,
+                act,
             };
             // SAFETY: columns j.. of C and B, k block pc..pc + kc of A's panels.
             unsafe { by_rows!(p.m, tile(p, ap, epi, &t)) }
@@ -107,6 +110,8 @@ struct Tile {
     col: usize,
     /// The tile's columns inside C.
     mask: u16,
+    /// The activation code ([`gemm_act_code`]) of the product.
+    act: u32,
 }
 
 /// `P` row panels × 16 columns over one k block, then the 6-row tiles' epilogue: add the
@@ -149,7 +154,6 @@ unsafe fn tile<const P: usize, const L: usize>(
         }
         let accumulate = epi.accumulate != 0 || !t.first;
         let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
-        let code = super::kernels::gemm_act_code(epi.activation, epi.lo, epi.hi);
         unroll!(q in [0, 1, 2, 3] {
             if q < P {
                 unroll!(r in [0, 1, 2, 3, 4, 5] {
@@ -168,7 +172,7 @@ unsafe fn tile<const P: usize, const L: usize>(
                                 let b = _mm512_maskz_loadu_ps(t.mask, epi.bias.add(t.col));
                                 v = _mm512_add_ps(v, b);
                             }
-                            v = gemm_activate(v, code, lo, hi);
+                            v = gemm_activate(v, t.act, lo, hi);
                         }
                         crate::gemm::store16(cp, t.mask, v);
                     }
