@@ -5,7 +5,7 @@
 //! each A panel streamed through all k). Also routes degenerate shapes (`k == 0`, `m == 1`, `n == 1`, small n with packed A) to
 //! the scalar epilogue or the GEMV paths. It does not allocate or spawn threads.
 
-use super::kernels::{Gemv, Kernel, TileEpi, TileFn, activate};
+use super::kernels::{EdgePairFn, Gemv, Kernel, TileEpi, TileFn, activate};
 use super::pack::{pack_a_panels, pack_b_panels};
 use super::{GemmEpilogue, KC, MC, MR, NC, NR_MAX};
 
@@ -439,6 +439,9 @@ unsafe fn blocked(
                         }
                     }
                 };
+                // Whether each pair of full panels computes its last column vector
+                // together (`Kernel::edge_pair`).
+                let pair_edges = pairs_edges(kern, nc);
                 let mut ir = 0;
                 while ir < mc {
                     // The next panel of a packed filter while this one's tiles run: a
@@ -456,8 +459,18 @@ unsafe fn blocked(
                             kc * MR,
                         );
                     }
+                    // Panels 2q and 2q + 1 of the block pair their last vectors when both
+                    // are full.
+                    let edge = match pair_edges {
+                        Some(f) if (ir / MR).is_multiple_of(2) && ir + 2 * MR <= mc => {
+                            // SAFETY: the next panel of the block exists (full).
+                            Edge::Pair(f, unsafe { abase.add((ir / MR + 1) * panel_stride) })
+                        }
+                        Some(_) if !(ir / MR).is_multiple_of(2) && ir + MR <= mc => Edge::Done,
+                        _ => Edge::Own,
+                    };
                     // SAFETY: panel ir/MR of the current A block; the packed B block of
-                    // (pc, jc); rows ic + ir.. of C.
+                    // (pc, jc); rows ic + ir.. of C (and the next panel's, when paired).
                     unsafe {
                         row_panel(
                             kern,
@@ -473,6 +486,7 @@ unsafe fn blocked(
                                 col0: jc,
                                 nc,
                             },
+                            edge,
                             bias_row,
                             bias_col,
                             accumulate,
@@ -487,6 +501,26 @@ unsafe fn blocked(
         }
         jc += nc;
     }
+}
+
+/// Who computes a row panel's last column vector when it is partial and at most 16 wide.
+#[derive(Clone, Copy)]
+enum Edge {
+    /// The panel's own edge tiles.
+    Own,
+    /// This panel with the next one (its A panel given), by the kernel's `edge_pair`.
+    Pair(EdgePairFn, *const f32),
+    /// The previous panel did, paired.
+    Done,
+}
+
+/// The kernel's `edge_pair` when a block of `nc` columns ends in a partial tile of at most
+/// 16 columns (one vector): the full panels of such a block then take their last vector
+/// two at a time. Only the shape decides, so every split computes alike (and the paired
+/// routine has the tiles' arithmetic anyway).
+fn pairs_edges(kern: &Kernel, nc: usize) -> Option<EdgePairFn> {
+    let rest = nc % kern.nr;
+    kern.edge_pair.filter(|_| rest > 0 && rest <= 16)
 }
 
 /// One row panel against one packed B block: what [`row_panel`] computes.
@@ -518,6 +552,7 @@ unsafe fn row_panel(
     kern: &Kernel,
     p: &Problem,
     blk: &Block,
+    edge: Edge,
     bias_row: *const f32,
     bias_col: *const f32,
     accumulate: bool,
@@ -553,7 +588,10 @@ unsafe fn row_panel(
             };
             if blk.mr == MR && cols == nr {
                 (kern.tile)(blk.kc, blk.ap, bp, rsb, cp, p.rsc, &te);
-            } else {
+            } else if let Edge::Pair(f, ap1) = edge {
+                // The last vector (pairs_edges): this panel's rows, then the next one's.
+                f(blk.kc, blk.ap, ap1, bp, rsb, cp, p.rsc, cols, &te);
+            } else if !matches!(edge, Edge::Done) {
                 edge_columns(kern, blk.kc, blk.ap, bp, rsb, cp, p.rsc, blk.mr, cols, &te);
             }
         }
@@ -638,6 +676,8 @@ unsafe fn panel_major(
                         col0: 0,
                         nc: n,
                     },
+                    // Each panel runs through all k before the next: no pairs.
+                    Edge::Own,
                     bias_row,
                     bias_col,
                     accumulate,

@@ -67,7 +67,7 @@ pub(crate) unsafe fn pack_b_panels(
     dst: *mut f32,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if csb == 1 && nr % 16 == 0 && super::avx512_selected() {
+    if csb == 1 && nr.is_multiple_of(16) && super::avx512_selected() {
         // SAFETY: the CPU has AVX-512F (the selected kernel needs it); same block.
         return unsafe { avx512::panels(nr, kc, nc, b, rsb, dst) };
     }

@@ -1096,3 +1096,116 @@ fn batched_products_are_bit_identical_to_serial() {
         }
     }
 }
+
+/// The paired last vector of two row panels (`Kernel::edge_pair`) gives the bits each
+/// panel's own edge tiles give: ragged edges of 1–16 columns after full tiles, partial
+/// last panels, odd panel counts, several k and n blocks, packed and strided A, every
+/// epilogue, inputs with ±0, ±∞ and NaN.
+#[test]
+fn paired_edges_give_the_own_edges_bits() {
+    for id in available_kernels() {
+        let kern = kernel(id).expect("only available kernels are tested");
+        if kern.edge_pair.is_none() {
+            continue;
+        }
+        // The same kernel without pairs.
+        let own: &'static kernels::Kernel =
+            std::boxed::Box::leak(std::boxed::Box::new(kernels::Kernel {
+                edge_pair: None,
+                ..*kern
+            }));
+        let mut rng = Rng(0x5EED ^ id as u64);
+        let mut paired = 0;
+        let shapes = [
+            (12, 196, 96),
+            (576, 196, 96),
+            (30, 784, 32),
+            (13, 68, 7),
+            (18, 80, 300),
+            (24, 529, 20),
+            (25, 1040, 3),
+            (11, 100, 9),
+        ];
+        for (s, &(m, n, k)) in shapes.iter().enumerate() {
+            for (e, epi) in EPIS.iter().enumerate() {
+                let packed = (s + e) % 2 == 0;
+                let (rsa, csa, alen) = Layout::RowMajor.strides(m, k);
+                let (rsb, csb, blen) = Layout::RowMajor.strides(k, n);
+                let mut a = rng.vec(alen);
+                let mut b = rng.vec(blen);
+                for (i, x) in [0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN]
+                    .into_iter()
+                    .enumerate()
+                {
+                    a[(i * 7919 + s) % alen] = x;
+                    b[(i * 104_729 + e) % blen] = x;
+                }
+                let rsc = n + 5;
+                let c0 = rng.vec(m * rsc);
+                let bias = rng.vec(m.max(n));
+                let ge = GemmEpilogue {
+                    bias: if epi.bias_kind == 0 {
+                        core::ptr::null()
+                    } else {
+                        bias.as_ptr()
+                    },
+                    bias_kind: epi.bias_kind,
+                    activation: epi.activation,
+                    lo: -0.25,
+                    hi: 0.5,
+                    accumulate: epi.accumulate as u32,
+                };
+                let packed_a = pack_a(m, k, &a, rsa, csa);
+                let run = |kern: &'static kernels::Kernel| {
+                    let mut c = c0.clone();
+                    let mut scratch =
+                        std::vec![Line([0; 64]); sgemm_scratch_bytes(m, n, k).div_ceil(64)];
+                    let a_src = if packed {
+                        ASrc::Packed(packed_a.as_ptr())
+                    } else {
+                        ASrc::Strided {
+                            a: a.as_ptr(),
+                            rsa: rsa as isize,
+                            csa: csa as isize,
+                        }
+                    };
+                    // SAFETY: every buffer is sized for the strides used; the scratch
+                    // holds sgemm_scratch_bytes.
+                    unsafe {
+                        driver::sgemm(
+                            kern,
+                            Problem {
+                                m,
+                                n,
+                                k,
+                                a: a_src,
+                                b: b.as_ptr(),
+                                rsb: rsb as isize,
+                                csb: csb as isize,
+                                c: c.as_mut_ptr(),
+                                rsc: rsc as isize,
+                            },
+                            &ge,
+                            scratch.as_mut_ptr().cast::<u8>(),
+                        )
+                    };
+                    c
+                };
+                let (with, without) = (run(kern), run(own));
+                for (i, (x, y)) in with.iter().zip(&without).enumerate() {
+                    assert_eq!(
+                        x.to_bits(),
+                        y.to_bits(),
+                        "{id:?} {m}×{n}×{k} {epi:?} packed {packed}: element {i}"
+                    );
+                }
+                let rest = n % kern.nr;
+                paired += usize::from(m >= 2 * MR && rest > 0 && rest <= 16);
+            }
+        }
+        assert!(
+            paired >= 30,
+            "{id:?}: only {paired} products paired their edges"
+        );
+    }
+}

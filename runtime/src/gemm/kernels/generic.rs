@@ -12,6 +12,7 @@ pub(crate) static KERNEL: Kernel = Kernel {
     nr: NR,
     tile,
     edges: &[],
+    edge_pair: None,
     gemv_axpy,
     gemv_dot,
     gemv_panel,

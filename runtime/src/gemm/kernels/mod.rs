@@ -40,6 +40,13 @@ pub(crate) struct TileEpi {
 /// when the kernel reads an unpacked row-major B directly).
 pub(crate) type TileFn = unsafe fn(usize, *const f32, *const f32, isize, *mut f32, isize, &TileEpi);
 
+/// `edge_pair(kc, a0, a1, b, rsb, c, rsc, cols, epi)`: rows `0..MR` of C at `c` from the A
+/// panel `a0` and rows `MR..2·MR` from `a1`, over `cols ≤ 16` columns of B (rows `rsb`
+/// floats apart, 16 readable floats each); `epi.bias_row`, if not null, holds `2·MR`
+/// values and `epi.bias_col` `cols`.
+pub(crate) type EdgePairFn =
+    unsafe fn(usize, *const f32, *const f32, *const f32, isize, *mut f32, isize, usize, &TileEpi);
+
 /// A matrix-vector problem: `y[o] = act((acc ? y[o] : 0) + Σ_kk x[kk]·M[kk, o] + bias[o])`
 /// for `o in 0..len`, with `x[kk]` at `x + kk·incx`, `M[kk, o]` at
 /// `mat + kk·stride_k + o·stride_out`, `y[o]` at `y + o·incy`, `bias[o]` at
@@ -79,6 +86,9 @@ pub(crate) struct Kernel {
     /// last full tile go through them, so an edge of 4 columns costs a 16-wide tile, not
     /// a full one.
     pub edges: &'static [(usize, TileFn)],
+    /// The last column vector (at most 16 columns) of two consecutive full row panels at
+    /// once, with the arithmetic of the tiles; `None` where no such routine exists.
+    pub edge_pair: Option<EdgePairFn>,
     /// GEMV with `stride_out == 1`: streams rows of M, vectorised along the output.
     pub gemv_axpy: GemvFn,
     /// GEMV with `stride_k == 1` and `incx == 1`: one dot product per output.

@@ -18,6 +18,7 @@ pub(crate) static KERNEL: Kernel = Kernel {
     nr: 16,
     tile,
     edges: &[],
+    edge_pair: None,
     gemv_axpy,
     gemv_dot,
     gemv_panel,
