@@ -268,6 +268,28 @@ struct DumpArgs {
     stage: DumpStage,
 }
 
+/// Writes a line to stdout. A reader that went away (`nnefc bench … | head -1`) ends the
+/// command quietly with status 0 instead of panicking as `println!` does;
+/// another write error is a failure.
+macro_rules! outln {
+    ($($t:tt)*) => {
+        write_out(format_args!("{}\n", format_args!($($t)*)))?
+    };
+}
+
+/// Writes `args` to stdout (see [`outln!`]); `print!` without a newline for dumps.
+fn write_out(args: std::fmt::Arguments<'_>) -> Result<(), Failure> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_fmt(args).and_then(|()| out.flush()).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            Failure::new(0, "")
+        } else {
+            Failure::new(1, format!("error: cannot write to standard output: {e}"))
+        }
+    })
+}
+
 /// A failure: what to print and the exit code.
 struct Failure {
     code: u8,
@@ -475,7 +497,7 @@ fn cmd_check(a: &CheckArgs) -> Result<(), Failure> {
             ),
         ));
     }
-    print!("{}", ir::print::print(&lowered.graph));
+    write_out(format_args!("{}", ir::print::print(&lowered.graph)))?;
     for open in &lowered.open_extents {
         eprintln!("note: extent not known until run time: {open} (fix with --input-shape)");
     }
@@ -592,7 +614,7 @@ fn cmd_run(a: &RunArgs) -> Result<(), Failure> {
     for (info, t) in infos.iter().zip(&outputs) {
         let file = output_file(&a.output_dir, &info.name);
         datfile::write(&file, t)?;
-        println!(
+        outln!(
             "{}: {}{:?} -> {}",
             info.name,
             info.dtype,
@@ -610,11 +632,11 @@ fn cmd_run(a: &RunArgs) -> Result<(), Failure> {
         let Some(ours) = outputs.get(k) else { continue };
         match tolerance::compare(ours, &expected) {
             Ok(c) => {
-                println!("{name} vs {}: {c}", file.display());
+                outln!("{name} vs {}: {c}", file.display());
                 failed |= !c.passed();
             }
             Err(e) => {
-                println!("{name} vs {}: {e}", file.display());
+                outln!("{name} vs {}: {e}", file.display());
                 failed = true;
             }
         }
@@ -640,7 +662,7 @@ fn cmd_bench(a: &BenchArgs) -> Result<(), Failure> {
     }
     let timing = model.time(&inputs, a.warmup, a.iterations)?;
     let per = per_run(&model, a);
-    println!(
+    outln!(
         "{}: median {:.4} ms, min {:.4} ms {per} ({} runs after {} warm-up, {} thread{}; compiled in {:.2} s, workspace {} bytes)",
         a.model
             .model
@@ -696,7 +718,7 @@ fn print_profile(
     // With a run-time batch, times (and the flops `profile` reports) are per run of the
     // batch.
     let per = per_run(model, a);
-    println!(
+    outln!(
         "{}: {:.4} ms {per} (mean of {} profiled runs, {} thread{}), {} {}",
         a.model
             .model
@@ -710,9 +732,14 @@ fn print_profile(
         rows.len(),
         if a.per_step { "steps" } else { "layers" }
     );
-    println!(
+    outln!(
         "{:<32} {:<20} {:<18} {:>9} {:>7} {:>9}",
-        "node", "op", "shape", "ms", "share", "GFLOP/s"
+        "node",
+        "op",
+        "shape",
+        "ms",
+        "share",
+        "GFLOP/s"
     );
     for (info, ms) in &rows {
         let rate = if info.flops > 0.0 && *ms > 0.0 {
@@ -720,7 +747,7 @@ fn print_profile(
         } else {
             "-".into()
         };
-        println!(
+        outln!(
             "{:<32} {:<20} {:<18} {:>9.4} {:>6.1}% {:>9}",
             info.node,
             info.op,
@@ -747,7 +774,7 @@ fn cmd_dump(a: &DumpArgs) -> Result<(), Failure> {
         DumpStage::Plan => Stage::Plan,
         DumpStage::Kernels => Stage::Kernels,
     };
-    print!("{}", session::dump(path, stage, &opts)?);
+    write_out(format_args!("{}", session::dump(path, stage, &opts)?))?;
     Ok(())
 }
 
@@ -769,7 +796,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             eprint!("{}", f.message);
-            if !f.message.ends_with('\n') {
+            if !f.message.is_empty() && !f.message.ends_with('\n') {
                 eprintln!();
             }
             ExitCode::from(f.code)

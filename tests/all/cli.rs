@@ -567,3 +567,31 @@ fn run_and_bench_with_a_run_time_batch() {
         text(&out.stderr)
     );
 }
+
+/// A reader that closes the pipe early (`nnefc dump m | head -1`) ends the command quietly
+/// with status 0, never with a panic (exit 101) or a signal.
+#[test]
+fn closed_stdout_ends_quietly() {
+    let model = tiny_cnn();
+    for args in [
+        vec!["dump", model.as_str()],
+        vec!["bench", model.as_str(), "-n", "2", "--profile"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nnefc"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("nnefc runs");
+        // Closed before nnefc has compiled anything, so its first write finds no reader.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("nnefc ends");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(!text(&out.stderr).contains("panicked"), "{args:?}");
+    }
+}
