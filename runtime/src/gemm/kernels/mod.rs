@@ -13,7 +13,9 @@ mod neon;
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
 mod x86;
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86::{activate_avx512, gemm_act_code, gemm_activate, store16};
+pub(crate) use x86::{
+    CLAMP_NEG, CLAMP_NONNEG, activate_avx512, gemm_act_code, gemm_activate, store16,
+};
 #[cfg(all(test, target_arch = "x86_64"))]
 pub(crate) use x86::{clamp_short, relu_short, short_clamp};
 

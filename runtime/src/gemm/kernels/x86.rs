@@ -401,8 +401,8 @@ const EDGE_PAIR: Option<EdgePairFn> = Some(edge_pair_avx512);
 const EDGE_PAIR: Option<EdgePairFn> = None;
 
 /// [`gemm_activate`]'s codes for the shorter clamps ([`clamp_short`]).
-const CLAMP_NONNEG: u32 = 3;
-const CLAMP_NEG: u32 = 4;
+pub(crate) const CLAMP_NONNEG: u32 = 3;
+pub(crate) const CLAMP_NEG: u32 = 4;
 
 /// The code the GEMM routes (6-row tiles, lane panels, few-row tiles) compute activation
 /// `act` (`GemmEpilogue::activation`) with for bounds `lo`, `hi`: a shorter clamp where
