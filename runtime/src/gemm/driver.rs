@@ -5,7 +5,7 @@
 //! each A panel streamed through all k). Also routes degenerate shapes (`k == 0`, `m == 1`, `n == 1`, small n with packed A) to
 //! the scalar epilogue or the GEMV paths. It does not allocate or spawn threads.
 
-use super::kernels::{EdgePairFn, Gemv, Kernel, TileEpi, TileFn, activate};
+use super::kernels::{EdgePairFn, EdgeQuadFn, Gemv, Kernel, TileEpi, TileFn, activate};
 use super::pack::{pack_a_panels, pack_b_panels};
 use super::{GemmEpilogue, KC, MC, MR, NC, NR_MAX};
 
@@ -439,9 +439,9 @@ unsafe fn blocked(
                         }
                     }
                 };
-                // Whether each pair of full panels computes its last column vector
-                // together (`Kernel::edge_pair`).
-                let pair_edges = pairs_edges(kern, nc);
+                // Whether groups of full panels compute their last columns together
+                // (`Kernel::edge_quad`, `Kernel::edge_pair`).
+                let groups = EdgeGroups::of(kern, nc, kc == k && !accumulate, bias_col, mc);
                 let mut ir = 0;
                 while ir < mc {
                     // The next panel of a packed filter while this one's tiles run: a
@@ -459,16 +459,7 @@ unsafe fn blocked(
                             kc * MR,
                         );
                     }
-                    // Panels 2q and 2q + 1 of the block pair their last vectors when both
-                    // are full.
-                    let edge = match pair_edges {
-                        Some(f) if (ir / MR).is_multiple_of(2) && ir + 2 * MR <= mc => {
-                            // SAFETY: the next panel of the block exists (full).
-                            Edge::Pair(f, unsafe { abase.add((ir / MR + 1) * panel_stride) })
-                        }
-                        Some(_) if !(ir / MR).is_multiple_of(2) && ir + MR <= mc => Edge::Done,
-                        _ => Edge::Own,
-                    };
+                    let edge = groups.edge(ir / MR, abase, panel_stride);
                     // SAFETY: panel ir/MR of the current A block; the packed B block of
                     // (pc, jc); rows ic + ir.. of C (and the next panel's, when paired).
                     unsafe {
@@ -503,24 +494,67 @@ unsafe fn blocked(
     }
 }
 
-/// Who computes a row panel's last column vector when it is partial and at most 16 wide.
+/// Who computes a row panel's last columns when they are a partial tile of at most 16.
 #[derive(Clone, Copy)]
 enum Edge {
     /// The panel's own edge tiles.
     Own,
     /// This panel with the next one (its A panel given), by the kernel's `edge_pair`.
     Pair(EdgePairFn, *const f32),
-    /// The previous panel did, paired.
+    /// This panel and the next three (panels `panel_stride` floats apart), by the
+    /// kernel's `edge_quad`.
+    Quad(EdgeQuadFn, usize),
+    /// An earlier panel of its group did.
     Done,
 }
 
-/// The kernel's `edge_pair` when a block of `nc` columns ends in a partial tile of at most
-/// 16 columns (one vector): the full panels of such a block then take their last vector
-/// two at a time. Only the shape decides, so every split computes alike (and the paired
-/// routine has the tiles' arithmetic anyway).
-fn pairs_edges(kern: &Kernel, nc: usize) -> Option<EdgePairFn> {
-    let rest = nc % kern.nr;
-    kern.edge_pair.filter(|_| rest > 0 && rest <= 16)
+/// How the full panels of a block of `nc` columns share their last columns: when the block
+/// ends in a partial tile of at most 4 columns (and the product adds no old C or column
+/// bias, in one k block), the first full panels go four at a time (`Kernel::edge_quad`);
+/// then, for a partial tile of at most 16, two at a time (`Kernel::edge_pair`); the rest
+/// take their own edge tiles. Only the shape and epilogue decide, so every split computes
+/// alike (and the grouped routines have the tiles' arithmetic anyway).
+struct EdgeGroups {
+    quad: Option<EdgeQuadFn>,
+    pair: Option<EdgePairFn>,
+    /// Full panels in quads (a multiple of 4) and in all.
+    quads_end: usize,
+    full: usize,
+}
+
+impl EdgeGroups {
+    fn of(kern: &Kernel, nc: usize, plain: bool, bias_col: *const f32, mc: usize) -> EdgeGroups {
+        let rest = nc % kern.nr;
+        let quad = kern
+            .edge_quad
+            .filter(|_| rest > 0 && rest <= 4 && plain && bias_col.is_null());
+        let pair = kern.edge_pair.filter(|_| rest > 0 && rest <= 16);
+        let full = mc / MR;
+        EdgeGroups {
+            quad,
+            pair,
+            quads_end: if quad.is_some() { full / 4 * 4 } else { 0 },
+            full,
+        }
+    }
+
+    /// The edge of panel `p` of the block (panels at `abase + p·panel_stride`).
+    fn edge(&self, p: usize, abase: *const f32, panel_stride: usize) -> Edge {
+        if p < self.quads_end {
+            return match self.quad {
+                Some(f) if p.is_multiple_of(4) => Edge::Quad(f, panel_stride),
+                _ => Edge::Done,
+            };
+        }
+        let q = p - self.quads_end;
+        match self.pair {
+            Some(f) if q.is_multiple_of(2) && p + 1 < self.full => {
+                Edge::Pair(f, abase.wrapping_add((p + 1) * panel_stride))
+            }
+            Some(_) if !q.is_multiple_of(2) && p < self.full => Edge::Done,
+            _ => Edge::Own,
+        }
+    }
 }
 
 /// One row panel against one packed B block: what [`row_panel`] computes.
@@ -589,8 +623,11 @@ unsafe fn row_panel(
             if blk.mr == MR && cols == nr {
                 (kern.tile)(blk.kc, blk.ap, bp, rsb, cp, p.rsc, &te);
             } else if let Edge::Pair(f, ap1) = edge {
-                // The last vector (pairs_edges): this panel's rows, then the next one's.
+                // The last vector (EdgeGroups): this panel's rows, then the next one's.
                 f(blk.kc, blk.ap, ap1, bp, rsb, cp, p.rsc, cols, &te);
+            } else if let Edge::Quad(f, ps) = edge {
+                // The last columns of this panel and the next three.
+                f(blk.kc, blk.ap, ps, bp, rsb, cp, p.rsc, cols, &te);
             } else if !matches!(edge, Edge::Done) {
                 edge_columns(kern, blk.kc, blk.ap, bp, rsb, cp, p.rsc, blk.mr, cols, &te);
             }

@@ -1097,10 +1097,11 @@ fn batched_products_are_bit_identical_to_serial() {
     }
 }
 
-/// The paired last vector of two row panels (`Kernel::edge_pair`) gives the bits each
-/// panel's own edge tiles give: ragged edges of 1–16 columns after full tiles, partial
-/// last panels, odd panel counts, several k and n blocks, packed and strided A, every
-/// epilogue, inputs with ±0, ±∞ and NaN.
+/// The paired last vector of two row panels (`Kernel::edge_pair`) and the last columns of
+/// four (`Kernel::edge_quad`) give the bits each panel's own edge tiles give: ragged
+/// edges of 1–16 columns after full tiles, partial last panels, panel counts that leave
+/// pairs and single panels after the quads, several k and n blocks, packed and strided A,
+/// every epilogue, inputs with ±0, ±∞ and NaN.
 #[test]
 fn paired_edges_give_the_own_edges_bits() {
     for id in available_kernels() {
@@ -1112,10 +1113,11 @@ fn paired_edges_give_the_own_edges_bits() {
         let own: &'static kernels::Kernel =
             std::boxed::Box::leak(std::boxed::Box::new(kernels::Kernel {
                 edge_pair: None,
+                edge_quad: None,
                 ..*kern
             }));
         let mut rng = Rng(0x5EED ^ id as u64);
-        let mut paired = 0;
+        let (mut paired, mut quads) = (0, 0);
         let shapes = [
             (12, 196, 96),
             (576, 196, 96),
@@ -1125,6 +1127,11 @@ fn paired_edges_give_the_own_edges_bits() {
             (24, 529, 20),
             (25, 1040, 3),
             (11, 100, 9),
+            (24, 65, 5),
+            (54, 130, 40),
+            (48, 259, 300),
+            (36, 132, 17),
+            (30, 196, 64),
         ];
         for (s, &(m, n, k)) in shapes.iter().enumerate() {
             for (e, epi) in EPIS.iter().enumerate() {
@@ -1201,11 +1208,23 @@ fn paired_edges_give_the_own_edges_bits() {
                 }
                 let rest = n % kern.nr;
                 paired += usize::from(m >= 2 * MR && rest > 0 && rest <= 16);
+                quads += usize::from(
+                    m >= 4 * MR
+                        && rest > 0
+                        && rest <= 4
+                        && k <= KC
+                        && epi.bias_kind != 2
+                        && !epi.accumulate,
+                );
             }
         }
         assert!(
             paired >= 30,
             "{id:?}: only {paired} products paired their edges"
+        );
+        assert!(
+            quads >= 8,
+            "{id:?}: only {quads} products took four panels' edges at once"
         );
     }
 }

@@ -42,6 +42,12 @@ pub(crate) struct TileEpi {
 /// when the kernel reads an unpacked row-major B directly).
 pub(crate) type TileFn = unsafe fn(usize, *const f32, *const f32, isize, *mut f32, isize, &TileEpi);
 
+/// `edge_quad(kc, a, ps, b, rsb, c, rsc, cols, epi)`: rows `0..4·MR` of C at `c` from the
+/// four A panels at `a + i·ps`, over `cols ≤ 4` columns of B (rows `rsb` floats apart);
+/// `epi.bias_row`, if not null, holds `4·MR` values; no old C, no column bias.
+pub(crate) type EdgeQuadFn =
+    unsafe fn(usize, *const f32, usize, *const f32, isize, *mut f32, isize, usize, &TileEpi);
+
 /// `edge_pair(kc, a0, a1, b, rsb, c, rsc, cols, epi)`: rows `0..MR` of C at `c` from the A
 /// panel `a0` and rows `MR..2·MR` from `a1`, over `cols ≤ 16` columns of B (rows `rsb`
 /// floats apart, 16 readable floats each); `epi.bias_row`, if not null, holds `2·MR`
@@ -91,6 +97,10 @@ pub(crate) struct Kernel {
     /// The last column vector (at most 16 columns) of two consecutive full row panels at
     /// once, with the arithmetic of the tiles; `None` where no such routine exists.
     pub edge_pair: Option<EdgePairFn>,
+    /// The last columns (at most 4) of four consecutive full row panels at once, for
+    /// products with no old C to add and no column bias; `None` where no such routine
+    /// exists.
+    pub edge_quad: Option<EdgeQuadFn>,
     /// GEMV with `stride_out == 1`: streams rows of M, vectorised along the output.
     pub gemv_axpy: GemvFn,
     /// GEMV with `stride_k == 1` and `incx == 1`: one dot product per output.

@@ -19,6 +19,7 @@ pub(crate) static KERNEL: Kernel = Kernel {
     tile,
     edges: &[],
     edge_pair: None,
+    edge_quad: None,
     gemv_axpy,
     gemv_dot,
     gemv_panel,
