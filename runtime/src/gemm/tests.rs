@@ -104,6 +104,42 @@ struct Case {
     epi: Epi,
 }
 
+/// `driver::sgemm` with `kern` on `(m, n, k)`: A from `a`, B with its row and column
+/// strides, C with its row stride.
+///
+/// # Safety
+/// The operands are sized for their strides; the scratch holds
+/// `sgemm_scratch_bytes(m, n, k)` bytes.
+unsafe fn drive(
+    kern: &'static kernels::Kernel,
+    (m, n, k): (usize, usize, usize),
+    a: ASrc,
+    (b, rsb, csb): (&[f32], usize, usize),
+    (c, rsc): (&mut [f32], usize),
+    ge: &GemmEpilogue,
+    scratch: &mut [Line],
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        driver::sgemm(
+            kern,
+            Problem {
+                m,
+                n,
+                k,
+                a,
+                b: b.as_ptr(),
+                rsb: rsb as isize,
+                csb: csb as isize,
+                c: c.as_mut_ptr(),
+                rsc: rsc as isize,
+            },
+            ge,
+            scratch.as_mut_ptr().cast::<u8>(),
+        )
+    }
+}
+
 /// Runs one case with kernel `id` and compares with the naive product.
 fn run_case(id: KernelId, case: Case, rng: &mut Rng) {
     let Case {
@@ -186,23 +222,16 @@ fn run_case(id: KernelId, case: Case, rng: &mut Rng) {
     };
     // SAFETY: every buffer above is sized for the strides used; scratch holds `bytes` + guard.
     unsafe {
-        driver::sgemm(
+        drive(
             kern,
-            Problem {
-                m,
-                n,
-                k,
-                a: a_src,
-                b: b.as_ptr(),
-                rsb: rsb as isize,
-                csb: csb as isize,
-                c: c.as_mut_ptr(),
-                rsc: rsc as isize,
-            },
+            (m, n, k),
+            a_src,
+            (&b, rsb, csb),
+            (&mut c, rsc),
             &ge,
-            scratch.as_mut_ptr().cast::<u8>(),
-        );
-    }
+            &mut scratch,
+        )
+    };
     let tol = 1e-4 * max_abs.max(1.0);
     for i in 0..m {
         for j in 0..rsc {
@@ -1179,21 +1208,14 @@ fn paired_edges_give_the_own_edges_bits() {
                     // SAFETY: every buffer is sized for the strides used; the scratch
                     // holds sgemm_scratch_bytes.
                     unsafe {
-                        driver::sgemm(
+                        drive(
                             kern,
-                            Problem {
-                                m,
-                                n,
-                                k,
-                                a: a_src,
-                                b: b.as_ptr(),
-                                rsb: rsb as isize,
-                                csb: csb as isize,
-                                c: c.as_mut_ptr(),
-                                rsc: rsc as isize,
-                            },
+                            (m, n, k),
+                            a_src,
+                            (&b, rsb, csb),
+                            (&mut c, rsc),
                             &ge,
-                            scratch.as_mut_ptr().cast::<u8>(),
+                            &mut scratch,
                         )
                     };
                     c
