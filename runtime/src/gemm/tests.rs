@@ -104,6 +104,19 @@ struct Case {
     epi: Epi,
 }
 
+/// A as the driver reads it: `packed_a` when `packed`, else `a` with its strides.
+fn a_source(packed: bool, packed_a: &[f32], a: &[f32], rsa: usize, csa: usize) -> ASrc {
+    if packed {
+        ASrc::Packed(packed_a.as_ptr())
+    } else {
+        ASrc::Strided {
+            a: a.as_ptr(),
+            rsa: rsa as isize,
+            csa: csa as isize,
+        }
+    }
+}
+
 /// `driver::sgemm` with `kern` on `(m, n, k)`: A from `a`, B with its row and column
 /// strides, C with its row stride.
 ///
@@ -211,15 +224,7 @@ fn run_case(id: KernelId, case: Case, rng: &mut Rng) {
     };
     assert_eq!(packed_a.len(), if packed { packed_a_len(m, k) } else { 0 });
     let mut c = c0.clone();
-    let a_src = if packed {
-        ASrc::Packed(packed_a.as_ptr())
-    } else {
-        ASrc::Strided {
-            a: a.as_ptr(),
-            rsa: rsa as isize,
-            csa: csa as isize,
-        }
-    };
+    let a_src = a_source(packed, &packed_a, &a, rsa, csa);
     // SAFETY: every buffer above is sized for the strides used; scratch holds `bytes` + guard.
     unsafe {
         drive(
@@ -1196,15 +1201,7 @@ fn paired_edges_give_the_own_edges_bits() {
                     let mut c = c0.clone();
                     let mut scratch =
                         std::vec![Line([0; 64]); sgemm_scratch_bytes(m, n, k).div_ceil(64)];
-                    let a_src = if packed {
-                        ASrc::Packed(packed_a.as_ptr())
-                    } else {
-                        ASrc::Strided {
-                            a: a.as_ptr(),
-                            rsa: rsa as isize,
-                            csa: csa as isize,
-                        }
-                    };
+                    let a_src = a_source(packed, &packed_a, &a, rsa, csa);
                     // SAFETY: every buffer is sized for the strides used; the scratch
                     // holds sgemm_scratch_bytes.
                     unsafe {
