@@ -499,12 +499,13 @@ unsafe fn blocked(
 enum Edge {
     /// The panel's own edge tiles.
     Own,
-    /// This panel with the next one (its A panel given), by the kernel's `edge_pair`.
+    /// The previous panel (its A panel given) with this one, by the kernel's
+    /// `edge_pair`.
     Pair(EdgePairFn, *const f32),
-    /// This panel and the next three (panels `panel_stride` floats apart), by the
-    /// kernel's `edge_quad`.
+    /// The three previous panels with this one (panels `panel_stride` floats apart), by
+    /// the kernel's `edge_quad`.
     Quad(EdgeQuadFn, usize),
-    /// An earlier panel of its group did.
+    /// A later panel of its group does.
     Done,
 }
 
@@ -539,19 +540,23 @@ impl EdgeGroups {
     }
 
     /// The edge of panel `p` of the block (panels at `abase + p·panel_stride`).
+    ///
+    /// A group's last panel computes the group's edge: by then the tiles of every panel of
+    /// the group have brought its A panel into cache (a layer's filter streams from L3 or
+    /// memory), where the first panel's would have waited for the next three.
     fn edge(&self, p: usize, abase: *const f32, panel_stride: usize) -> Edge {
         if p < self.quads_end {
             return match self.quad {
-                Some(f) if p.is_multiple_of(4) => Edge::Quad(f, panel_stride),
+                Some(f) if p % 4 == 3 => Edge::Quad(f, panel_stride),
                 _ => Edge::Done,
             };
         }
         let q = p - self.quads_end;
         match self.pair {
-            Some(f) if q.is_multiple_of(2) && p + 1 < self.full => {
-                Edge::Pair(f, abase.wrapping_add((p + 1) * panel_stride))
+            Some(f) if !q.is_multiple_of(2) && p < self.full => {
+                Edge::Pair(f, abase.wrapping_add((p - 1) * panel_stride))
             }
-            Some(_) if !q.is_multiple_of(2) && p < self.full => Edge::Done,
+            Some(_) if q.is_multiple_of(2) && p + 1 < self.full => Edge::Done,
             _ => Edge::Own,
         }
     }
@@ -622,12 +627,27 @@ unsafe fn row_panel(
             };
             if blk.mr == MR && cols == nr {
                 (kern.tile)(blk.kc, blk.ap, bp, rsb, cp, p.rsc, &te);
-            } else if let Edge::Pair(f, ap1) = edge {
-                // The last vector (EdgeGroups): this panel's rows, then the next one's.
-                f(blk.kc, blk.ap, ap1, bp, rsb, cp, p.rsc, cols, &te);
+            } else if let Edge::Pair(f, ap0) = edge {
+                // The last vector (EdgeGroups): the previous panel's rows, then this one's.
+                let (c0, te0) = (cp.offset(-((MR as isize) * p.rsc)), rows_back(&te, MR));
+                f(blk.kc, ap0, blk.ap, bp, rsb, c0, p.rsc, cols, &te0);
             } else if let Edge::Quad(f, ps) = edge {
-                // The last columns of this panel and the next three.
-                f(blk.kc, blk.ap, ps, bp, rsb, cp, p.rsc, cols, &te);
+                // The last columns of the three previous panels and this one.
+                let (c0, te0) = (
+                    cp.offset(-((3 * MR) as isize * p.rsc)),
+                    rows_back(&te, 3 * MR),
+                );
+                f(
+                    blk.kc,
+                    blk.ap.sub(3 * ps),
+                    ps,
+                    bp,
+                    rsb,
+                    c0,
+                    p.rsc,
+                    cols,
+                    &te0,
+                );
             } else if !matches!(edge, Edge::Done) {
                 edge_columns(kern, blk.kc, blk.ap, bp, rsb, cp, p.rsc, blk.mr, cols, &te);
             }
@@ -805,6 +825,18 @@ unsafe fn edge_columns(
                 &from_column(te, c0),
             )
         };
+    }
+}
+
+/// `te` for the tile `rows` rows up (its row bias, if any, moved back).
+fn rows_back(te: &TileEpi, rows: usize) -> TileEpi {
+    TileEpi {
+        bias_row: if te.bias_row.is_null() {
+            te.bias_row
+        } else {
+            te.bias_row.wrapping_sub(rows)
+        },
+        ..*te
     }
 }
 

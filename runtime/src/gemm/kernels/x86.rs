@@ -406,7 +406,10 @@ unsafe fn edge_pair_avx512(
 /// lanes past the columns. The sums are transposed into rows of 4 at the end and stored under the
 /// column mask. Same k order and epilogue operations as [`tile_avx512_body`], so the same
 /// bits. Zen 5, one thread, alone (`nnefc bench`): a 96→576 1×1 conv on 14×14 0.094 →
-/// 0.090 ms, 64→384 0.043 → 0.041 (medians of three interleaved runs).
+/// 0.090 ms, 64→384 0.043 → 0.041 (medians of three interleaved runs); in mobilenet_v2
+/// (`nnefc bench --profile`, minima of three interleaved runs), with the driver running it
+/// from the quad's last panel, those layers went a further 0.100 → 0.095 and 0.046 →
+/// 0.044 (run from the first panel, it waited for the other three panels' filter rows).
 ///
 /// # Safety
 /// The CPU has AVX-512F; the four panels at `a + i·ps` (`i < 4`) hold `kc·MR` floats
@@ -437,10 +440,12 @@ unsafe fn edge_quad_body<const COLS: usize>(
             _mm_prefetch::<_MM_HINT_T0>(c.wrapping_offset(r as isize * rsc).cast());
         }
         let mut acc = [[_mm512_setzero_ps(); 4]; 2];
+        // A k step's 6 floats by a 256-bit load (a 512-bit one at a 24-byte stride crossed
+        // a cache line almost every time), masked where 8 would run past the panel.
         let panel = |i: usize, kk: usize| {
             let p = a.add(i * ps + kk * MR);
-            if (kk + 3) * MR <= kc * MR {
-                _mm512_loadu_ps(p)
+            if kk * MR + 8 <= kc * MR {
+                _mm512_castps256_ps512(_mm256_loadu_ps(p))
             } else {
                 _mm512_maskz_loadu_ps(PANEL, p)
             }
