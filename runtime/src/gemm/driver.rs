@@ -461,7 +461,8 @@ unsafe fn blocked(
                     }
                     let edge = groups.edge(ir / MR, abase, panel_stride);
                     // SAFETY: panel ir/MR of the current A block; the packed B block of
-                    // (pc, jc); rows ic + ir.. of C (and the next panel's, when paired).
+                    // (pc, jc); rows ic + ir.. of C (and those of its group's earlier
+                    // panels, when grouped).
                     unsafe {
                         row_panel(
                             kern,
