@@ -691,12 +691,23 @@ mod avx512 {
         let mut j0 = 0;
         while j0 < t.cols {
             let mask = first(t.cols - j0);
-            let mut v = [_mm512_setzero_ps(); LANES];
-            for (r, vr) in v.iter_mut().enumerate().take(t.rows) {
-                // SAFETY: row r < rows; the mask covers columns j0.. < cols.
-                *vr =
-                    unsafe { _mm512_maskz_loadu_ps(mask, t.c.offset(r as isize * t.rsc).add(j0)) };
-            }
+            // SAFETY: row r < rows; the mask covers columns j0.. < cols.
+            let row = |r: usize| unsafe {
+                _mm512_maskz_loadu_ps(mask, t.c.offset(r as isize * t.rsc).add(j0))
+            };
+            // A full panel's rows straight into registers (a loop over `rows` kept the
+            // vectors on the stack and copied them through `memcpy` for the transpose).
+            let mut v: [__m512; LANES] = if t.rows == LANES {
+                core::array::from_fn(row)
+            } else {
+                core::array::from_fn(|r| {
+                    if r < t.rows {
+                        row(r)
+                    } else {
+                        _mm512_setzero_ps()
+                    }
+                })
+            };
             transpose(&mut v);
             for (j, &vj) in v.iter().enumerate() {
                 // SAFETY: inside `buf` (the caller's contract).
