@@ -249,6 +249,7 @@ pub(crate) mod avx512 {
         };
 
         /// The block of output columns `ox0..ox0 + 16` (clipped to the row).
+        #[inline(always)]
         fn new(a: &DwArgs, ox0: usize) -> Cols {
             let (w, sw) = (a.w as isize, a.sw as isize);
             let cnt = (a.ow - ox0).min(16) as isize;
