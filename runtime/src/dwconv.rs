@@ -1540,6 +1540,17 @@ pub(crate) mod tests {
         }
     }
 
+    /// The output extents of a 3×3 window with stride `s` over `h × w` padded by
+    /// `[top, left, bottom, right]`, or `None` when the padded input is smaller than it.
+    fn out_3x3(
+        [h, w]: [usize; 2],
+        [pt, pl, pb, pr]: [usize; 4],
+        s: usize,
+    ) -> Option<(usize, usize)> {
+        let (ph, pw) = (h + pt + pb, w + pl + pr);
+        (ph >= 3 && pw >= 3).then(|| ((ph - 3) / s + 1, (pw - 3) / s + 1))
+    }
+
     /// 3×3 filters with equal strides of 1 or 2 (the banded path): random plane sizes
     /// (short, narrow, wider than the hoisted column blocks), paddings 0..=2 on each side,
     /// residuals and activations, against the definition, serial and pooled bit for bit.
@@ -1553,12 +1564,9 @@ pub(crate) mod tests {
             let h = 1 + u(if case % 7 == 0 { 40 } else { 16 });
             let w = 1 + u(if case % 5 == 0 { 300 } else { 70 });
             let (pt, pl, pb, pr) = (u(3), u(3), u(3), u(3));
-            let eh = (h + pt + pb) as isize - 3;
-            let ew = (w + pl + pr) as isize - 3;
-            if eh < 0 || ew < 0 {
+            let Some((oh, ow)) = out_3x3([h, w], [pt, pl, pb, pr], s) else {
                 continue;
-            }
-            let (oh, ow) = (eh as usize / s + 1, ew as usize / s + 1);
+            };
             let c = 1 + u(5);
             let mut g = Lcg(case as u64 + 7000);
             let x: Vec<f32> = (0..c * h * w).map(|_| g.next()).collect();
@@ -1596,12 +1604,9 @@ pub(crate) mod tests {
             let s = 1 + r.below(2);
             let (h, w) = (1 + r.below(16 * s + 2), 1 + r.below(16));
             let (pt, pl, pb, pr) = (r.below(3), r.below(3), r.below(3), r.below(3));
-            let eh = (h + pt + pb) as isize - 3;
-            let ew = (w + pl + pr) as isize - 3;
-            if eh < 0 || ew < 0 {
+            let Some((oh, ow)) = out_3x3([h, w], [pt, pl, pb, pr], s) else {
                 continue;
-            }
-            let (oh, ow) = (eh as usize / s + 1, ew as usize / s + 1);
+            };
             let (n, c) = (1 + r.below(2), 1 + r.below(5));
             let mut g = Lcg(case as u64 + 900);
             let special = [f32::NAN, -0.0, 0.0, f32::INFINITY, f32::NEG_INFINITY];

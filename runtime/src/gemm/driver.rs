@@ -459,7 +459,7 @@ unsafe fn blocked(
                             kc * MR,
                         );
                     }
-                    let edge = groups.edge(ir / MR, abase, panel_stride);
+                    let edge = groups.edge(ir / MR, panel_stride);
                     // SAFETY: panel ir/MR of the current A block; the packed B block of
                     // (pc, jc); rows ic + ir.. of C (and those of its group's earlier
                     // panels, when grouped).
@@ -500,14 +500,25 @@ unsafe fn blocked(
 enum Edge {
     /// The panel's own edge tiles.
     Own,
-    /// The previous panel (its A panel given) with this one, by the kernel's
-    /// `edge_pair`.
-    Pair(EdgePairFn, *const f32),
-    /// The three previous panels with this one (panels `panel_stride` floats apart), by
-    /// the kernel's `edge_quad`.
+    /// The previous panel with this one (panels `panel_stride` floats apart), by the
+    /// kernel's `edge_pair`.
+    Pair(EdgePairFn, usize),
+    /// The three previous panels with this one, by the kernel's `edge_quad`.
     Quad(EdgeQuadFn, usize),
     /// A later panel of its group does.
     Done,
+}
+
+impl Edge {
+    /// For the last panel of a group: how many panels up the group starts, and the panel
+    /// stride.
+    fn group(self) -> Option<(usize, usize)> {
+        match self {
+            Edge::Pair(_, ps) => Some((1, ps)),
+            Edge::Quad(_, ps) => Some((3, ps)),
+            Edge::Own | Edge::Done => None,
+        }
+    }
 }
 
 /// How the full panels of a block of `nc` columns share their last columns: when the block
@@ -540,12 +551,12 @@ impl EdgeGroups {
         }
     }
 
-    /// The edge of panel `p` of the block (panels at `abase + p·panel_stride`).
+    /// The edge of panel `p` of the block (panels `panel_stride` floats apart).
     ///
     /// A group's last panel computes the group's edge: by then the tiles of every panel of
     /// the group have brought its A panel into cache (a layer's filter streams from L3 or
     /// memory), where the first panel's would have waited for the next three.
-    fn edge(&self, p: usize, abase: *const f32, panel_stride: usize) -> Edge {
+    fn edge(&self, p: usize, panel_stride: usize) -> Edge {
         if p < self.quads_end {
             return match self.quad {
                 Some(f) if p % 4 == 3 => Edge::Quad(f, panel_stride),
@@ -554,9 +565,7 @@ impl EdgeGroups {
         }
         let q = p - self.quads_end;
         match self.pair {
-            Some(f) if !q.is_multiple_of(2) && p < self.full => {
-                Edge::Pair(f, abase.wrapping_add((p - 1) * panel_stride))
-            }
+            Some(f) if !q.is_multiple_of(2) && p < self.full => Edge::Pair(f, panel_stride),
             Some(_) if q.is_multiple_of(2) && p + 1 < self.full => Edge::Done,
             _ => Edge::Own,
         }
@@ -628,27 +637,19 @@ unsafe fn row_panel(
             };
             if blk.mr == MR && cols == nr {
                 (kern.tile)(blk.kc, blk.ap, bp, rsb, cp, p.rsc, &te);
-            } else if let Edge::Pair(f, ap0) = edge {
-                // The last vector (EdgeGroups): the previous panel's rows, then this one's.
-                let (c0, te0) = (cp.offset(-((MR as isize) * p.rsc)), rows_back(&te, MR));
-                f(blk.kc, ap0, blk.ap, bp, rsb, c0, p.rsc, cols, &te0);
-            } else if let Edge::Quad(f, ps) = edge {
-                // The last columns of the three previous panels and this one.
-                let (c0, te0) = (
-                    cp.offset(-((3 * MR) as isize * p.rsc)),
-                    rows_back(&te, 3 * MR),
+            } else if let Some((back, ps)) = edge.group() {
+                // The group (EdgeGroups) from its first panel, `back` panels up.
+                let up = -((back * MR) as isize);
+                let (a0, c0, te0) = (
+                    blk.ap.sub(back * ps),
+                    cp.offset(up * p.rsc),
+                    shifted(&te, up, 0),
                 );
-                f(
-                    blk.kc,
-                    blk.ap.sub(3 * ps),
-                    ps,
-                    bp,
-                    rsb,
-                    c0,
-                    p.rsc,
-                    cols,
-                    &te0,
-                );
+                match edge {
+                    Edge::Pair(f, _) => f(blk.kc, a0, blk.ap, bp, rsb, c0, p.rsc, cols, &te0),
+                    Edge::Quad(f, _) => f(blk.kc, a0, ps, bp, rsb, c0, p.rsc, cols, &te0),
+                    Edge::Own | Edge::Done => {}
+                }
             } else if !matches!(edge, Edge::Done) {
                 edge_columns(kern, blk.kc, blk.ap, bp, rsb, cp, p.rsc, blk.mr, cols, &te);
             }
@@ -800,7 +801,7 @@ unsafe fn edge_columns(
                     rsb,
                     c.add(c0),
                     rsc,
-                    &from_column(te, c0),
+                    &shifted(te, 0, c0 as isize),
                 )
             };
             c0 += w;
@@ -823,32 +824,25 @@ unsafe fn edge_columns(
                 rsc,
                 mr,
                 cols - c0,
-                &from_column(te, c0),
+                &shifted(te, 0, c0 as isize),
             )
         };
     }
 }
 
-/// `te` for the tile `rows` rows up (its row bias, if any, moved back).
-fn rows_back(te: &TileEpi, rows: usize) -> TileEpi {
-    TileEpi {
-        bias_row: if te.bias_row.is_null() {
-            te.bias_row
+/// `te` for the tile `rows` rows down and `cols` columns right (its biases, if any, moved
+/// along).
+fn shifted(te: &TileEpi, rows: isize, cols: isize) -> TileEpi {
+    let at = |b: *const f32, by: isize| {
+        if b.is_null() {
+            b
         } else {
-            te.bias_row.wrapping_sub(rows)
-        },
-        ..*te
-    }
-}
-
-/// `te` for the tile starting at column `c0` (its column bias, if any, moved along).
-fn from_column(te: &TileEpi, c0: usize) -> TileEpi {
+            b.wrapping_offset(by)
+        }
+    };
     TileEpi {
-        bias_col: if te.bias_col.is_null() {
-            te.bias_col
-        } else {
-            te.bias_col.wrapping_add(c0)
-        },
+        bias_row: at(te.bias_row, rows),
+        bias_col: at(te.bias_col, cols),
         ..*te
     }
 }

@@ -277,24 +277,59 @@ unsafe fn tile_avx512_body<const Q: usize, const PREFETCH: bool>(
                 let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
                 for (r, acc_r) in acc.iter().enumerate() {
                     for (h, &s) in acc_r.iter().enumerate() {
-                        let cp = c.offset(r as isize * rsc).add(h * 16);
-                        let mut v = if epi.accumulate {
-                            _mm512_add_ps(_mm512_loadu_ps(cp), s)
+                        let bcol = if epi.bias_col.is_null() {
+                            None
                         } else {
-                            s
+                            Some(_mm512_loadu_ps(epi.bias_col.add(h * 16)))
                         };
-                        if !epi.bias_row.is_null() {
-                            v = _mm512_add_ps(v, _mm512_set1_ps(*epi.bias_row.add(r)));
-                        }
-                        if !epi.bias_col.is_null() {
-                            v = _mm512_add_ps(v, _mm512_loadu_ps(epi.bias_col.add(h * 16)));
-                        }
-                        v = gemm_activate(v, code, lo, hi);
-                        _mm512_storeu_ps(cp, v);
+                        let cp = c.offset(r as isize * rsc).add(h * 16);
+                        epilogue_vector(s, cp, u16::MAX, epi, r, bcol, code, lo, hi);
                     }
                 }
             }
         }
+    }
+}
+
+/// One vector of the general epilogue of the 6-row tiles, in its order: the old C (when
+/// `epi.accumulate`), row `r`'s bias, the column bias `bcol`, activation `code`, stored
+/// at `cp`; C is read and written under `mask`. [`tile_avx512_body`] and
+/// [`edge_pair_avx512`] both finish through it, so they apply the same operations.
+///
+/// # Safety
+/// The CPU has AVX-512F; the `mask` lanes at `cp` are C's; `epi.bias_row`, if not null,
+/// holds row `r`'s bias.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn epilogue_vector(
+    s: __m512,
+    cp: *mut f32,
+    mask: u16,
+    epi: &TileEpi,
+    r: usize,
+    bcol: Option<__m512>,
+    code: u32,
+    lo: __m512,
+    hi: __m512,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let mut v = if !epi.accumulate {
+            s
+        } else if mask == u16::MAX {
+            _mm512_add_ps(_mm512_loadu_ps(cp), s)
+        } else {
+            _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cp), s)
+        };
+        if !epi.bias_row.is_null() {
+            v = _mm512_add_ps(v, _mm512_set1_ps(*epi.bias_row.add(r)));
+        }
+        if let Some(bc) = bcol {
+            v = _mm512_add_ps(v, bc);
+        }
+        store16(cp, mask, gemm_activate(v, code, lo, hi));
     }
 }
 
@@ -315,7 +350,7 @@ unsafe fn tile_avx512_body<const Q: usize, const PREFETCH: bool>(
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-unsafe fn edge_pair_body(
+unsafe fn edge_pair_avx512(
     kc: usize,
     a0: *const f32,
     a1: *const f32,
@@ -359,42 +394,9 @@ unsafe fn edge_pair_body(
         };
         for (r, &s) in acc.iter().enumerate() {
             let cp = c.offset(r as isize * rsc);
-            // The general epilogue of `tile_avx512_body`, in its order.
-            let mut v = if epi.accumulate {
-                _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cp), s)
-            } else {
-                s
-            };
-            if !epi.bias_row.is_null() {
-                v = _mm512_add_ps(v, _mm512_set1_ps(*epi.bias_row.add(r)));
-            }
-            if let Some(bc) = bcol {
-                v = _mm512_add_ps(v, bc);
-            }
-            store16(cp, mask, gemm_activate(v, code, lo, hi));
+            epilogue_vector(s, cp, mask, epi, r, bcol, code, lo, hi);
         }
     }
-}
-
-/// [`edge_pair_body`] as an [`EdgePairFn`].
-///
-/// # Safety
-/// As for [`edge_pair_body`].
-#[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn edge_pair_avx512(
-    kc: usize,
-    a0: *const f32,
-    a1: *const f32,
-    b: *const f32,
-    rsb: isize,
-    c: *mut f32,
-    rsc: isize,
-    cols: usize,
-    epi: &TileEpi,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { edge_pair_body(kc, a0, a1, b, rsb, c, rsc, cols, epi) }
 }
 
 /// The last columns of four consecutive full row panels when they are at most 4 (14×14
@@ -402,9 +404,9 @@ unsafe fn edge_pair_avx512(
 /// rows in the vector lanes instead of columns, two panels per vector (lanes 0..6 and
 /// 6..12, merged by one two-source permute per k step), one accumulator per column. The
 /// 24 rows then take 8 multiply-adds per k step, in 8 independent chains, where two
-/// paired 16-column vectors ([`edge_pair_body`]) took 24, with 12 of each vector's 16
-/// lanes past the columns. The sums are transposed into rows of 4 at the end and stored under the
-/// column mask. Same k order and epilogue operations as [`tile_avx512_body`], so the same
+/// paired 16-column vectors ([`edge_pair_avx512`]) took 24, with 12 of each vector's 16
+/// lanes past the columns. The sums are transposed into rows of 4 at the end and stored
+/// under the column mask. Same k order and epilogue operations as [`tile_avx512_body`], so the same
 /// bits. Zen 5, one thread, alone (`nnefc bench`): a 96→576 1×1 conv on 14×14 0.094 →
 /// 0.090 ms, 64→384 0.043 → 0.041 (medians of three interleaved runs); in mobilenet_v2
 /// (`nnefc bench --profile`, minima of three interleaved runs), with the driver running it
@@ -432,9 +434,9 @@ unsafe fn edge_quad_body<const COLS: usize>(
     const PANEL: u16 = (1 << MR) - 1;
     // Lanes 0..6 from the first source's lanes 0..6, lanes 6..12 from the second's.
     let merge = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 16, 17, 18, 19, 20, 21, 0, 0, 0, 0);
-    // SAFETY (whole body): loads stay inside the four panels (a full vector only where 16
-    // floats remain in the panel, else masked to its 6), the B rows and the bias; stores
-    // cover the 4·MR rows' first `cols` columns only.
+    // SAFETY (whole body): loads stay inside the four panels (8 floats only where 8
+    // remain in the panel, else masked to its 6), the B rows and the bias; stores cover
+    // the 4·MR rows' first `COLS` columns only.
     unsafe {
         for r in 0..4 * MR {
             _mm_prefetch::<_MM_HINT_T0>(c.wrapping_offset(r as isize * rsc).cast());
