@@ -157,9 +157,12 @@ struct Tile {
     b: *const f32,
     rsb: isize,
     csb: isize,
-    /// `C[row0][j0]`.
+    /// `C[row0][j0]`; element `(r, j)` of the tile at `c + r·rsc + j·csc`: `csc` = 1
+    /// for row-major C, and `rsc` = 1, `csc` = 16 for channel-blocked C
+    /// (`GemmEpilogue::c_blocked`), where a tile's 16 rows are one block.
     c: *mut f32,
     rsc: isize,
+    csc: isize,
     /// Valid rows (≤ 16) and columns (≤ COLS).
     rows: usize,
     cols: usize,
@@ -210,6 +213,9 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
     } else {
         core::ptr::null()
     };
+    // Channel-blocked C: a panel is one block of 16 rows, `p.rsc` apart, its columns 16
+    // floats apart.
+    let blocked = epi.c_blocked == 1;
     // Zeroed once: a tile reads columns past its width only into lanes it never stores.
     let mut buf = TileBuf([0.0; LANES * BUF_COLS]);
     let panels = m.div_ceil(LANES);
@@ -229,8 +235,13 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
                 b: p.b.offset(j0 as isize * p.csb),
                 rsb: p.rsb,
                 csb: p.csb,
-                c: p.c.offset(row0 as isize * p.rsc).add(j0),
-                rsc: p.rsc,
+                c: if blocked {
+                    p.c.offset(panel as isize * p.rsc).add(j0 * LANES)
+                } else {
+                    p.c.offset(row0 as isize * p.rsc).add(j0)
+                },
+                rsc: if blocked { 1 } else { p.rsc },
+                csc: if blocked { LANES as isize } else { 1 },
                 rows: LANES.min(m - row0),
                 cols: j1 - j0,
                 bias_row: if bias_row.is_null() {
@@ -448,7 +459,7 @@ unsafe fn load_c_portable(buf: &mut TileBuf, t: &Tile) {
         let row = unsafe { t.c.offset(r as isize * t.rsc) };
         for j in 0..t.cols {
             // SAFETY: column j < cols of the tile.
-            buf.0[j * LANES + r] = unsafe { *row.add(j) };
+            buf.0[j * LANES + r] = unsafe { *row.offset(j as isize * t.csc) };
         }
     }
 }
@@ -511,7 +522,7 @@ unsafe fn finish_portable(buf: &mut TileBuf, t: &Tile, epi: &GemmEpilogue) {
                 if !t.bias_col.is_null() {
                     v += *t.bias_col.add(j);
                 }
-                *row.add(j) = activate(v, epi.activation, epi.lo, epi.hi);
+                *row.offset(j as isize * t.csc) = activate(v, epi.activation, epi.lo, epi.hi);
             }
         }
     }
@@ -688,6 +699,17 @@ mod avx512 {
     /// As for [`load_c`], and `buf` as described.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn load_c_at(buf: *mut f32, t: &Tile) {
+        if t.csc != 1 {
+            // Channel-blocked C: each column's valid rows are one vector already.
+            for j in 0..t.cols {
+                // SAFETY: rows < rows of column j < cols; column j of `buf`.
+                unsafe {
+                    let v = _mm512_maskz_loadu_ps(first(t.rows), t.c.offset(j as isize * t.csc));
+                    _mm512_store_ps(buf.add(j * LANES), v);
+                }
+            }
+            return;
+        }
         let mut j0 = 0;
         while j0 < t.cols {
             let mask = first(t.cols - j0);
@@ -774,6 +796,23 @@ mod avx512 {
             } else {
                 Some(_mm512_maskz_loadu_ps(first(t.rows), t.bias_row))
             };
+            if t.csc != 1 {
+                // Channel-blocked C: a column's rows are one vector, stored as it is
+                // (same operations, in the same order, as below; no transpose).
+                let rows = first(t.rows);
+                for j in 0..t.cols {
+                    let mut x = _mm512_load_ps(buf.add(j * LANES));
+                    if let Some(br) = brow {
+                        x = _mm512_add_ps(x, br);
+                    }
+                    if !t.bias_col.is_null() {
+                        x = _mm512_add_ps(x, _mm512_set1_ps(*t.bias_col.add(j)));
+                    }
+                    let x = crate::gemm::kernels::gemm_activate(x, ACT, lo, hi);
+                    crate::gemm::store16(t.c.offset(j as isize * t.csc), rows, x);
+                }
+                return;
+            }
             let mut j0 = 0;
             while j0 < t.cols {
                 let w = (t.cols - j0).min(LANES);

@@ -100,6 +100,14 @@ pub struct GemmEpilogue {
     pub hi: f32,
     /// 1: add the product to the existing C (before bias and activation); 0: overwrite C.
     pub accumulate: u32,
+    /// 1: C is channel-blocked by 16 (the layout of a blocked activation tensor, rows of
+    /// C being its channels and columns its pixels): element `(i, j)` is at
+    /// `c[(i/16)·rsc + 16·j + i%16]`, so `rsc` is the stride between blocks of 16 rows
+    /// (at least `16·n`), and lanes of rows past `m` in the last block are not written.
+    /// Only with A in lane panels (`GemmArgs::a_packed` = 2), whose tiles hold 16 rows
+    /// of a column in one vector and store it whole. 0: C as described at [`nnefc_sgemm`].
+    /// Other values are reserved and read as 0.
+    pub c_blocked: u32,
 }
 
 impl GemmEpilogue {
@@ -111,6 +119,7 @@ impl GemmEpilogue {
         lo: 0.0,
         hi: 0.0,
         accumulate: 0,
+        c_blocked: 0,
     };
 }
 

@@ -154,7 +154,12 @@ pub(crate) unsafe fn narrow(
                     ASrc::Packed(ap) => ASrc::Packed(ap.add((lo / MR) * p.k * MR)),
                     ASrc::Lanes(ap) => ASrc::Lanes(ap.add((lo / LANES) * p.k * LANES)),
                 };
-                q.c = p.c.offset(lo as isize * p.rsc);
+                // Channel-blocked C (lane panels only): parts start on blocks of 16 rows.
+                q.c = if epi.c_blocked == 1 {
+                    p.c.offset((lo / LANES) as isize * p.rsc)
+                } else {
+                    p.c.offset(lo as isize * p.rsc)
+                };
                 if epi.bias_kind == 1 && !epi.bias.is_null() {
                     e.bias = epi.bias.add(lo);
                 }
@@ -162,7 +167,11 @@ pub(crate) unsafe fn narrow(
             Axis::Cols => {
                 q.n = hi - lo;
                 q.b = p.b.offset(lo as isize * p.csb);
-                q.c = p.c.add(lo);
+                q.c = if epi.c_blocked == 1 {
+                    p.c.add(lo * LANES)
+                } else {
+                    p.c.add(lo)
+                };
                 if epi.bias_kind == 2 && !epi.bias.is_null() {
                     e.bias = epi.bias.add(lo);
                 }
