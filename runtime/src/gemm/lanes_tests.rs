@@ -105,7 +105,7 @@ impl Operands {
             lo,
             hi,
             accumulate: acc as u32,
-            c_blocked: 0,
+            blocked: 0,
         }
     }
 
@@ -589,13 +589,14 @@ fn lane_epilogues_propagate_nan_and_infinity() {
     }
 }
 
-/// Channel-blocked C (`GemmEpilogue::c_blocked`): every element holds the bits of the
-/// row-major C of the same product, at `(i/16)·rsc + 16·j + i%16`; the lanes of rows past
-/// `m` in the last block and the gap between blocks stay untouched. Both lane tiles (pairs
-/// and the odd single panel), the portable tile, every epilogue with and without the old
-/// C, ragged m and n, several k blocks, and splits over 1–5 workers by rows and by columns.
+/// Channel-blocked operands (`GemmEpilogue::blocked`): with C blocked, B blocked, or
+/// both, every element of C holds the bits of the product of plain operands, C at
+/// `(i/16)·rsc + 16·j + i%16`; the lanes of rows past `m` in C's last block and the gaps
+/// between its blocks stay untouched. Both lane tiles (pairs and the odd single panel),
+/// the portable tile, every epilogue with and without the old C, ragged m, n and k
+/// (blocks of B cut by the k blocks), and splits over 1–5 workers by rows and columns.
 #[test]
-fn lanes_blocked_c_holds_the_row_major_bits() {
+fn lanes_blocked_operands_give_the_plain_bits() {
     let mut rng = Lcg(77);
     let par = |workers: usize| crate::Parallel {
         pool: workers as *mut core::ffi::c_void,
@@ -603,7 +604,8 @@ fn lanes_blocked_c_holds_the_row_major_bits() {
         parallel_for: Some(reverse_for),
     };
     // (m, n, k): odd panels, pairs, a part-filled last block, more columns than a tile,
-    // a k that takes two k blocks, and products the split cuts by rows and by columns.
+    // k below, at and across blocks of 16 and across two k blocks, and products the
+    // split cuts by rows and by columns.
     let shapes = [
         (16, 1, 1),
         (17, 30, 5),
@@ -613,66 +615,100 @@ fn lanes_blocked_c_holds_the_row_major_bits() {
         (160, 49, 960),
         (1280, 49, 32),
         (37, 300, 64),
+        (32, 50, 600),
     ];
     const SENTINEL: f32 = 12345.0;
-    let mut blocked_cases = 0;
+    let mut cases = 0;
     for id in lane_kernels() {
         let kern = kernel(id).expect("available");
         for (si, &(m, n, k)) in shapes.iter().enumerate() {
             for variant in 0..4u32 {
-                let ops = Operands::new(&mut rng, m, n, k, si + variant as usize);
+                // Plain row-major B (the blocked B is made from it).
+                let ops = Operands::new(&mut rng, m, n, k, 3 * (si + variant as usize));
                 let acc = variant % 2 == 1;
                 let (bias_kind, act) = [(1, 2), (2, 1), (0, 0), (1, 1)][variant as usize];
-                let mut epi = ops.epilogue(bias_kind, act, -0.25, 0.5, acc);
-                let want = ops.run(id, true, &epi);
-                // The blocked C: blocks of 16 rows `rsc` apart (a gap of one pixel), the
-                // old C copied in from the row-major one.
-                let rsc = 16 * (n + 1);
-                let blocks = m.div_ceil(16);
-                let mut c0 = std::vec![SENTINEL; blocks * rsc];
-                for i in 0..m {
+                let plain = ops.epilogue(bias_kind, act, -0.25, 0.5, acc);
+                let want = ops.run(id, true, &plain);
+                let packed = pack_a_lanes(m, k, &ops.a, ops.rsa, 1);
+                // B blocked: blocks of 16 rows a pixel apart more than needed.
+                let rsbb = 16 * (n + 1);
+                let mut bb = std::vec![f32::NAN; k.div_ceil(16) * rsbb];
+                for kk in 0..k {
                     for j in 0..n {
-                        c0[(i / 16) * rsc + 16 * j + i % 16] = ops.c0[i * ops.rsc + j];
+                        bb[(kk / 16) * rsbb + 16 * j + kk % 16] = ops.b[kk * ops.rsb + j * ops.csb];
                     }
                 }
-                epi.c_blocked = 1;
-                let packed = pack_a_lanes(m, k, &ops.a, ops.rsa, 1);
-                let check = |got: &[f32], what: &str| {
-                    for (at, &g) in got.iter().enumerate() {
-                        let (blk, rest) = (at / rsc, at % rsc);
-                        let (j, r) = (rest / 16, rest % 16);
-                        let i = blk * 16 + r;
-                        if j < n && i < m {
-                            let w = want[i * ops.rsc + j];
-                            assert_eq!(
-                                g.to_bits(),
-                                w.to_bits(),
-                                "{id:?} m={m} n={n} k={k} variant {variant} {what}: ({i}, {j})"
-                            );
-                        } else {
-                            assert_eq!(g, SENTINEL, "{id:?} m={m} n={n} k={k} {what}: pad {at}");
+                for mode in [BLOCKED_C, BLOCKED_B, BLOCKED_B | BLOCKED_C] {
+                    let epi = GemmEpilogue {
+                        blocked: mode,
+                        ..plain
+                    };
+                    let c_blocked = mode & BLOCKED_C != 0;
+                    let (b, rsb, csb) = if mode & BLOCKED_B != 0 {
+                        (bb.as_ptr(), rsbb as isize, 16)
+                    } else {
+                        (ops.b.as_ptr(), ops.rsb as isize, ops.csb as isize)
+                    };
+                    // C: blocks of 16 rows a pixel apart more than needed, or row-major.
+                    let rsc = if c_blocked { 16 * (n + 1) } else { ops.rsc };
+                    let c0 = if c_blocked {
+                        let mut c0 = std::vec![SENTINEL; m.div_ceil(16) * rsc];
+                        for i in 0..m {
+                            for j in 0..n {
+                                c0[(i / 16) * rsc + 16 * j + i % 16] = ops.c0[i * ops.rsc + j];
+                            }
                         }
+                        c0
+                    } else {
+                        ops.c0.clone()
+                    };
+                    let check = |got: &[f32], what: &str| {
+                        if !c_blocked {
+                            let same = got
+                                .iter()
+                                .zip(&want)
+                                .all(|(g, w)| g.to_bits() == w.to_bits());
+                            assert!(same, "{id:?} m={m} n={n} k={k} mode {mode} {what}");
+                            return;
+                        }
+                        for (at, &g) in got.iter().enumerate() {
+                            let (blk, rest) = (at / rsc, at % rsc);
+                            let (j, r) = (rest / 16, rest % 16);
+                            let i = blk * 16 + r;
+                            if j < n && i < m {
+                                let w = want[i * ops.rsc + j];
+                                assert_eq!(
+                                    g.to_bits(),
+                                    w.to_bits(),
+                                    "{id:?} m={m} n={n} k={k} variant {variant} mode {mode} {what}: ({i}, {j})"
+                                );
+                            } else {
+                                assert_eq!(
+                                    g, SENTINEL,
+                                    "{id:?} m={m} n={n} k={k} {what}: pad {at}"
+                                );
+                            }
+                        }
+                    };
+                    let mut c = c0.clone();
+                    let p = Problem {
+                        m,
+                        n,
+                        k,
+                        a: ASrc::Lanes(packed.as_ptr()),
+                        b,
+                        rsb,
+                        csb,
+                        c: c.as_mut_ptr(),
+                        rsc: rsc as isize,
+                    };
+                    // SAFETY: operands sized for their strides; the lane route uses no scratch.
+                    unsafe { driver::sgemm(kern, p, &epi, core::ptr::null_mut()) };
+                    check(&c, "serial");
+                    cases += 1;
+                    if id != kernels::selected().id {
+                        continue;
                     }
-                };
-                // The driver with this kernel's tiles.
-                let mut c = c0.clone();
-                let p = Problem {
-                    m,
-                    n,
-                    k,
-                    a: ASrc::Lanes(packed.as_ptr()),
-                    b: ops.b.as_ptr(),
-                    rsb: ops.rsb as isize,
-                    csb: ops.csb as isize,
-                    c: c.as_mut_ptr(),
-                    rsc: rsc as isize,
-                };
-                // SAFETY: operands sized for their strides; the lane route uses no scratch.
-                unsafe { driver::sgemm(kern, p, &epi, core::ptr::null_mut()) };
-                check(&c, "serial");
-                blocked_cases += 1;
-                // The parallel entry (the CPU's own kernel) over several worker counts.
-                if id == kernels::selected().id {
                     for workers in [1usize, 2, 3, 5] {
                         let mut c = c0.clone();
                         let g = GemmArgs {
@@ -683,9 +719,9 @@ fn lanes_blocked_c_holds_the_row_major_bits() {
                             rsa: 0,
                             csa: 0,
                             a_packed: A_LANES,
-                            b: ops.b.as_ptr(),
-                            rsb: ops.rsb as isize,
-                            csb: ops.csb as isize,
+                            b,
+                            rsb,
+                            csb,
                             c: c.as_mut_ptr(),
                             rsc: rsc as isize,
                             epilogue: &epi,
@@ -706,5 +742,5 @@ fn lanes_blocked_c_holds_the_row_major_bits() {
             }
         }
     }
-    assert!(blocked_cases >= 32, "{blocked_cases} cases ran");
+    assert!(cases >= 100, "{cases} cases ran");
 }

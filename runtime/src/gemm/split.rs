@@ -155,7 +155,7 @@ pub(crate) unsafe fn narrow(
                     ASrc::Lanes(ap) => ASrc::Lanes(ap.add((lo / LANES) * p.k * LANES)),
                 };
                 // Channel-blocked C (lane panels only): parts start on blocks of 16 rows.
-                q.c = if epi.c_blocked == 1 {
+                q.c = if epi.blocked & super::BLOCKED_C != 0 {
                     p.c.offset((lo / LANES) as isize * p.rsc)
                 } else {
                     p.c.offset(lo as isize * p.rsc)
@@ -167,7 +167,7 @@ pub(crate) unsafe fn narrow(
             Axis::Cols => {
                 q.n = hi - lo;
                 q.b = p.b.offset(lo as isize * p.csb);
-                q.c = if epi.c_blocked == 1 {
+                q.c = if epi.blocked & super::BLOCKED_C != 0 {
                     p.c.add(lo * LANES)
                 } else {
                     p.c.add(lo)
