@@ -380,7 +380,8 @@ mod avx512 {
     /// # Safety
     /// As for [`tile3`] (every tap of these pixels inside the row when not `CHECK`);
     /// `R3`: the context has 3 input rows.
-    #[inline(always)]
+    #[inline(never)]
+    #[target_feature(enable = "avx512f")]
     unsafe fn pixels3<const S: usize, const N: usize, const CHECK: bool, const R3: bool>(
         c: &Ctx,
         wv: &[__m512; MAX_TAPS],
@@ -402,7 +403,7 @@ mod avx512 {
                     // SAFETY: an in-bounds pixel (checked, or the caller's contract).
                     let v = unsafe { _mm512_loadu_ps(p.wrapping_add((t * S + kx) * DW_BLOCK)) };
                     // SAFETY: AVX-512F (the callers' target feature).
-                    *s = unsafe { _mm512_fmadd_ps(w, v, *s) };
+                    *s = _mm512_fmadd_ps(w, v, *s);
                 }
             }
         }
