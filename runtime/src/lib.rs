@@ -42,7 +42,6 @@ macro_rules! unroll {
 mod conv;
 mod conv_pool;
 mod dwconv;
-mod dwconv_blocked;
 pub mod gemm;
 mod maxpool;
 mod model;
@@ -63,11 +62,6 @@ pub use conv_pool::{
     CONV_POOL_CO_TILE, ConvPoolArgs, conv_pool_filter_len, conv_pool_takes, nnefc_conv_pool,
 };
 pub use dwconv::{DwArgs, nnefc_dwconv};
-#[cfg(feature = "std")]
-pub use dwconv_blocked::pack_dw_filter_blocked;
-pub use dwconv_blocked::{
-    DW_BLOCK, MAX_K as DW_BLOCKED_MAX_K, dw_filter_blocked_len, nnefc_dwconv_blocked,
-};
 pub use gemm::{
     GemmArgs, GemmEpilogue, nnefc_sgemm, nnefc_sgemm_batch_parallel, nnefc_sgemm_packed_a,
     nnefc_sgemm_parallel, packed_a_lanes_len, packed_a_len, sgemm_scratch_bytes,

@@ -223,11 +223,7 @@ unsafe fn epilogue_only(
         for j in 0..p.n {
             // SAFETY: (i, j) is an element of C; bias elements i / j exist if non-null.
             unsafe {
-                let cp = if epi.blocked & super::BLOCKED_C != 0 {
-                    p.c.offset((i / 16) as isize * p.rsc).add(16 * j + i % 16)
-                } else {
-                    p.c.offset(i as isize * p.rsc).add(j)
-                };
+                let cp = p.c.offset(i as isize * p.rsc).add(j);
                 let mut v = if epi.accumulate != 0 { *cp } else { 0.0 };
                 if !bias_row.is_null() {
                     v += *bias_row.add(i);

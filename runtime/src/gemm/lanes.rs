@@ -157,15 +157,9 @@ struct Tile {
     b: *const f32,
     rsb: isize,
     csb: isize,
-    /// Channel-blocked B (`GemmEpilogue::blocked`): the stride between its blocks of 16
-    /// rows (then `rsb` = 1 and `csb` = 16); 0: B strided by `rsb`, `csb`.
-    bblk: isize,
-    /// `C[row0][j0]`; element `(r, j)` of the tile at `c + r·rsc + j·csc`: `csc` = 1
-    /// for row-major C, and `rsc` = 1, `csc` = 16 for channel-blocked C
-    /// (`GemmEpilogue::blocked`), where a tile's 16 rows are one block.
+    /// `C[row0][j0]`.
     c: *mut f32,
     rsc: isize,
-    csc: isize,
     /// Valid rows (≤ 16) and columns (≤ COLS).
     rows: usize,
     cols: usize,
@@ -174,75 +168,25 @@ struct Tile {
     bias_col: *const f32,
 }
 
-impl Tile {
-    /// Row `kk` of B at the tile's first column.
-    fn b_at(&self, kk: usize) -> *const f32 {
-        if self.bblk != 0 {
-            self.b
-                .wrapping_offset((kk / LANES) as isize * self.bblk + (kk % LANES) as isize)
-        } else {
-            self.b.wrapping_offset(kk as isize * self.rsb)
-        }
-    }
-}
-
-/// How a k block walks the rows of B: `rsb` a row, and for channel-blocked B (`jump`
-/// ≠ 0) one float a row but `jump` at the end of each block of 16 rows.
-#[derive(Clone, Copy)]
-struct BRows {
-    rsb: isize,
-    jump: isize,
-    /// Rows left in the current block (channel-blocked B).
-    left: usize,
-}
-
-impl BRows {
-    /// The walk of tile `t`'s B from row `kk`.
-    fn of(t: &Tile, kk: usize) -> BRows {
-        BRows {
-            rsb: t.rsb,
-            jump: if t.bblk != 0 {
-                t.bblk - (LANES as isize - 1)
-            } else {
-                0
-            },
-            left: LANES - kk % LANES,
-        }
-    }
-
-    /// Row pointer `p` moved on to the next row.
-    #[inline(always)]
-    fn next(&mut self, p: *const f32) -> *const f32 {
-        if self.jump != 0 {
-            self.left -= 1;
-            if self.left == 0 {
-                self.left = LANES;
-                return p.wrapping_offset(self.jump);
-            }
-        }
-        p.wrapping_offset(self.rsb)
-    }
-}
-
 /// Calls `$f::<W, ..>($args)` for the run-time width `w ∈ 1..=COLS2`.
 #[cfg(target_arch = "x86_64")]
 macro_rules! by_width2 {
-    ($w:expr, $f:ident::<W, $c:tt, $d:tt>($($arg:expr),*)) => {
+    ($w:expr, $f:ident::<W, $c:tt>($($arg:expr),*)) => {
         match $w {
-            1 => $f::<1, $c, $d>($($arg),*),
-            2 => $f::<2, $c, $d>($($arg),*),
-            3 => $f::<3, $c, $d>($($arg),*),
-            4 => $f::<4, $c, $d>($($arg),*),
-            5 => $f::<5, $c, $d>($($arg),*),
-            6 => $f::<6, $c, $d>($($arg),*),
-            7 => $f::<7, $c, $d>($($arg),*),
-            8 => $f::<8, $c, $d>($($arg),*),
-            9 => $f::<9, $c, $d>($($arg),*),
-            10 => $f::<10, $c, $d>($($arg),*),
-            11 => $f::<11, $c, $d>($($arg),*),
-            12 => $f::<12, $c, $d>($($arg),*),
-            13 => $f::<13, $c, $d>($($arg),*),
-            _ => $f::<14, $c, $d>($($arg),*),
+            1 => $f::<1, $c>($($arg),*),
+            2 => $f::<2, $c>($($arg),*),
+            3 => $f::<3, $c>($($arg),*),
+            4 => $f::<4, $c>($($arg),*),
+            5 => $f::<5, $c>($($arg),*),
+            6 => $f::<6, $c>($($arg),*),
+            7 => $f::<7, $c>($($arg),*),
+            8 => $f::<8, $c>($($arg),*),
+            9 => $f::<9, $c>($($arg),*),
+            10 => $f::<10, $c>($($arg),*),
+            11 => $f::<11, $c>($($arg),*),
+            12 => $f::<12, $c>($($arg),*),
+            13 => $f::<13, $c>($($arg),*),
+            _ => $f::<14, $c>($($arg),*),
         }
     };
 }
@@ -266,10 +210,6 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
     } else {
         core::ptr::null()
     };
-    // Channel-blocked C: a panel is one block of 16 rows, `p.rsc` apart, its columns 16
-    // floats apart.
-    let blocked = epi.blocked & super::BLOCKED_C != 0;
-    let b_blocked = epi.blocked & super::BLOCKED_B != 0;
     // Zeroed once: a tile reads columns past its width only into lanes it never stores.
     let mut buf = TileBuf([0.0; LANES * BUF_COLS]);
     let panels = m.div_ceil(LANES);
@@ -287,16 +227,10 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
             Tile {
                 a: ap.add(panel * LANES * k),
                 b: p.b.offset(j0 as isize * p.csb),
-                rsb: if b_blocked { 1 } else { p.rsb },
+                rsb: p.rsb,
                 csb: p.csb,
-                bblk: if b_blocked { p.rsb } else { 0 },
-                c: if blocked {
-                    p.c.offset(panel as isize * p.rsc).add(j0 * LANES)
-                } else {
-                    p.c.offset(row0 as isize * p.rsc).add(j0)
-                },
-                rsc: if blocked { 1 } else { p.rsc },
-                csc: if blocked { LANES as isize } else { 1 },
+                c: p.c.offset(row0 as isize * p.rsc).add(j0),
+                rsc: p.rsc,
                 rows: LANES.min(m - row0),
                 cols: j1 - j0,
                 bias_row: if bias_row.is_null() {
@@ -404,43 +338,17 @@ unsafe fn run_pair(buf: &mut TileBuf, t0: &Tile, t1: &Tile, k: usize, epi: &Gemm
         while pc < k {
             let kc = kc_step.min(k - pc);
             let a = t0.a.add(pc * LANES);
-            let b = t0.b_at(pc);
+            let b = t0.b.offset(pc as isize * t0.rsb);
             let add = accumulate || pc > 0;
-            if t0.bblk != 0 {
-                let r = BRows::of(t0, pc);
+            if t0.csb == 1 {
                 by_width2!(
                     t0.cols,
-                    block2_avx512::<W, false, true>(kc, a, pk, b, r, 16, o0, o1, add)
-                );
-            } else if t0.csb == 1 {
-                by_width2!(
-                    t0.cols,
-                    block2_avx512::<W, true, false>(
-                        kc,
-                        a,
-                        pk,
-                        b,
-                        BRows::of(t0, pc),
-                        1,
-                        o0,
-                        o1,
-                        add
-                    )
+                    block2_avx512::<W, true>(kc, a, pk, b, t0.rsb, 1, o0, o1, add)
                 );
             } else {
                 by_width2!(
                     t0.cols,
-                    block2_avx512::<W, false, false>(
-                        kc,
-                        a,
-                        pk,
-                        b,
-                        BRows::of(t0, pc),
-                        t0.csb,
-                        o0,
-                        o1,
-                        add
-                    )
+                    block2_avx512::<W, false>(kc, a, pk, b, t0.rsb, t0.csb, o0, o1, add)
                 );
             }
             pc += kc;
@@ -510,15 +418,14 @@ unsafe fn run_tile(imp: Impl, buf: &mut TileBuf, t: &Tile, k: usize, epi: &GemmE
         while pc < k {
             let kc = kc_step.min(k - pc);
             let a = t.a.add(pc * LANES);
-            let b = t.b_at(pc);
-            let r = BRows::of(t, pc);
+            let b = t.b.offset(pc as isize * t.rsb);
             let add = accumulate || pc > 0;
             let out = buf.0.as_mut_ptr();
             match imp {
                 #[cfg(target_arch = "x86_64")]
-                Impl::Avx512 => by_width!(t.cols, block_avx512(kc, a, b, r, t.csb, out, add)),
+                Impl::Avx512 => by_width!(t.cols, block_avx512(kc, a, b, t.rsb, t.csb, out, add)),
                 Impl::Portable => {
-                    by_width!(t.cols, block_portable(kc, a, b, r, t.csb, out, add))
+                    by_width!(t.cols, block_portable(kc, a, b, t.rsb, t.csb, out, add))
                 }
             }
             pc += kc;
@@ -541,7 +448,7 @@ unsafe fn load_c_portable(buf: &mut TileBuf, t: &Tile) {
         let row = unsafe { t.c.offset(r as isize * t.rsc) };
         for j in 0..t.cols {
             // SAFETY: column j < cols of the tile.
-            buf.0[j * LANES + r] = unsafe { *row.offset(j as isize * t.csc) };
+            buf.0[j * LANES + r] = unsafe { *row.add(j) };
         }
     }
 }
@@ -551,32 +458,29 @@ unsafe fn load_c_portable(buf: &mut TileBuf, t: &Tile) {
 ///
 /// # Safety
 /// `a` is the tile's panel at the block's first `kk` (`kc·16` floats from there);
-/// `B[kk][j]` exists for `kk < kc`, `j < W`, row `kk` at `b` moved on by `r` (`kk`
-/// times) and column `j` at `j·csb` from there; `buf` holds `16·W`
+/// `B[kk][j]` at `b + kk·rsb + j·csb` exists for `kk < kc`, `j < W`; `buf` holds `16·W`
 /// floats.
 unsafe fn block_portable<const W: usize>(
     kc: usize,
     a: *const f32,
     b: *const f32,
-    r: BRows,
+    rsb: isize,
     csb: isize,
     buf: *mut f32,
     add: bool,
 ) {
     let mut acc = [[0.0f32; LANES]; W];
-    let mut r = r;
-    let mut bk = b;
     // SAFETY: the reads stay inside the panel and B rows the contract describes.
     unsafe {
         for kk in 0..kc {
             let av = a.add(kk * LANES).cast::<[f32; LANES]>().read_unaligned();
+            let bk = b.offset(kk as isize * rsb);
             for (j, acc_j) in acc.iter_mut().enumerate() {
                 let bj = *bk.offset(j as isize * csb);
                 for (s, &x) in acc_j.iter_mut().zip(&av) {
                     *s += x * bj;
                 }
             }
-            bk = r.next(bk);
         }
         for (j, acc_j) in acc.iter().enumerate() {
             let dst = buf.add(j * LANES);
@@ -607,7 +511,7 @@ unsafe fn finish_portable(buf: &mut TileBuf, t: &Tile, epi: &GemmEpilogue) {
                 if !t.bias_col.is_null() {
                     v += *t.bias_col.add(j);
                 }
-                *row.offset(j as isize * t.csc) = activate(v, epi.activation, epi.lo, epi.hi);
+                *row.add(j) = activate(v, epi.activation, epi.lo, epi.hi);
             }
         }
     }
@@ -618,8 +522,8 @@ use avx512::{block_avx512, block2_avx512};
 
 /// The AVX-512 tile: 16 rows of C per register.
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod avx512 {
-    use super::{BRows, BUF_COLS, LANES, Tile, TileBuf};
+mod avx512 {
+    use super::{BUF_COLS, LANES, Tile, TileBuf};
     use crate::gemm::GemmEpilogue;
     use core::arch::x86_64::*;
 
@@ -633,12 +537,11 @@ pub(crate) mod avx512 {
         kc: usize,
         a: *const f32,
         b: *const f32,
-        r: BRows,
+        rsb: isize,
         csb: isize,
         buf: *mut f32,
         add: bool,
     ) {
-        let mut r = r;
         // SAFETY: the loads stay inside the panel and B rows of the contract.
         unsafe {
             let mut acc = [_mm512_setzero_ps(); W];
@@ -651,7 +554,7 @@ pub(crate) mod avx512 {
                     *s = _mm512_fmadd_ps(av, _mm512_set1_ps(*bp.offset(j as isize * csb)), *s);
                 }
                 ap = ap.add(LANES);
-                bp = r.next(bp);
+                bp = bp.offset(rsb);
             }
             store_sums(buf, &acc, add);
         }
@@ -681,33 +584,25 @@ pub(crate) mod avx512 {
 
     /// [`block_avx512`] for two panels at once (`a` and `a + pk`), their sums into `buf0`
     /// and `buf1`: each broadcast of `B[kk][j]` feeds both. Every sum is the same chain
-    /// of fused multiply-adds as in `block_avx512`. `BLK`: B is channel-blocked (`r` moves
-    /// on by one, and across blocks; `csb` is 16). `CSB1`: `csb` is 1 (the addresses of
+    /// of fused multiply-adds as in `block_avx512`. `CSB1`: `csb` is 1 (the addresses of
     /// a row of B are then constant offsets).
     ///
     /// # Safety
     /// As for [`block_avx512`], for both panels and buffers.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn block2_avx512<const W: usize, const CSB1: bool, const BLK: bool>(
+    pub(super) unsafe fn block2_avx512<const W: usize, const CSB1: bool>(
         kc: usize,
         a: *const f32,
         pk: usize,
         b: *const f32,
-        r: BRows,
+        rsb: isize,
         csb: isize,
         buf0: *mut f32,
         buf1: *mut f32,
         add: bool,
     ) {
-        let csb = if CSB1 {
-            1
-        } else if BLK {
-            LANES as isize
-        } else {
-            csb
-        };
-        let mut r = r;
+        let csb = if CSB1 { 1 } else { csb };
         // SAFETY: the loads stay inside the panels and B rows of the contract.
         unsafe {
             let mut acc0 = [_mm512_setzero_ps(); W];
@@ -725,7 +620,7 @@ pub(crate) mod avx512 {
                     acc1[j] = _mm512_fmadd_ps(a1, bv, acc1[j]);
                 }
                 ap = ap.add(LANES);
-                bp = if BLK { r.next(bp) } else { bp.offset(r.rsb) };
+                bp = bp.offset(rsb);
             }
             store_sums(buf0, &acc0, add);
             store_sums(buf1, &acc1, add);
@@ -749,10 +644,9 @@ pub(crate) mod avx512 {
 
     /// Transposes a 16×16 block held as 16 vectors (unpack pairs, then 2×2, 4×4 and 8×8
     /// blocks of 128-bit lanes): `v[i][j]` becomes `v[j][i]`.
-    /// (Also the blocked depthwise kernel's: its sums of 16 pixels × 16 channels.)
     #[inline]
     #[target_feature(enable = "avx512f")]
-    pub(crate) fn transpose(v: &mut [__m512; LANES]) {
+    fn transpose(v: &mut [__m512; LANES]) {
         let mut t = [_mm512_setzero_ps(); LANES];
         for i in 0..8 {
             t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
@@ -794,17 +688,6 @@ pub(crate) mod avx512 {
     /// As for [`load_c`], and `buf` as described.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn load_c_at(buf: *mut f32, t: &Tile) {
-        if t.csc != 1 {
-            // Channel-blocked C: each column's valid rows are one vector already.
-            for j in 0..t.cols {
-                // SAFETY: rows < rows of column j < cols; column j of `buf`.
-                unsafe {
-                    let v = _mm512_maskz_loadu_ps(first(t.rows), t.c.offset(j as isize * t.csc));
-                    _mm512_store_ps(buf.add(j * LANES), v);
-                }
-            }
-            return;
-        }
         let mut j0 = 0;
         while j0 < t.cols {
             let mask = first(t.cols - j0);
@@ -891,23 +774,6 @@ pub(crate) mod avx512 {
             } else {
                 Some(_mm512_maskz_loadu_ps(first(t.rows), t.bias_row))
             };
-            if t.csc != 1 {
-                // Channel-blocked C: a column's rows are one vector, stored as it is
-                // (same operations, in the same order, as below; no transpose).
-                let rows = first(t.rows);
-                for j in 0..t.cols {
-                    let mut x = _mm512_load_ps(buf.add(j * LANES));
-                    if let Some(br) = brow {
-                        x = _mm512_add_ps(x, br);
-                    }
-                    if !t.bias_col.is_null() {
-                        x = _mm512_add_ps(x, _mm512_set1_ps(*t.bias_col.add(j)));
-                    }
-                    let x = crate::gemm::kernels::gemm_activate(x, ACT, lo, hi);
-                    crate::gemm::store16(t.c.offset(j as isize * t.csc), rows, x);
-                }
-                return;
-            }
             let mut j0 = 0;
             while j0 < t.cols {
                 let w = (t.cols - j0).min(LANES);

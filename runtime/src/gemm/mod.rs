@@ -40,7 +40,7 @@
 mod driver;
 mod gemv;
 mod kernels;
-pub(crate) mod lanes;
+mod lanes;
 #[cfg(all(test, feature = "std"))]
 mod lanes_tests;
 mod pack;
@@ -100,16 +100,6 @@ pub struct GemmEpilogue {
     pub hi: f32,
     /// 1: add the product to the existing C (before bias and activation); 0: overwrite C.
     pub accumulate: u32,
-    /// Operands in the channel-blocked layout (blocks of 16 rows, the layout of a blocked
-    /// activation tensor whose rows are channels and columns pixels), a bit each; only
-    /// with A in lane panels (`GemmArgs::a_packed` = 2), whose tiles hold 16 rows of C
-    /// in a vector and broadcast B element by element. Bit 0 ([`BLOCKED_C`]): element
-    /// `(i, j)` of C is at `c[(i/16)·rsc + 16·j + i%16]` (`rsc` the stride between
-    /// blocks of 16 rows, at least `16·n`); lanes of rows past `m` in the last block are
-    /// not written. Bit 1 ([`BLOCKED_B`]): element `(kk, j)` of B is at
-    /// `b[(kk/16)·rsb + 16·j + kk%16]`, and `csb` must be 16. 0: C and B as described at
-    /// [`nnefc_sgemm`]. Other bits are reserved and ignored.
-    pub blocked: u32,
 }
 
 impl GemmEpilogue {
@@ -121,7 +111,6 @@ impl GemmEpilogue {
         lo: 0.0,
         hi: 0.0,
         accumulate: 0,
-        blocked: 0,
     };
 }
 
@@ -416,11 +405,6 @@ unsafe fn read_epilogue(p: *const GemmEpilogue) -> GemmEpilogue {
 pub fn packed_a_len(m: usize, k: usize) -> usize {
     m.div_ceil(MR) * MR * k
 }
-
-/// [`GemmEpilogue::blocked`]: C is channel-blocked.
-pub const BLOCKED_C: u32 = 1;
-/// [`GemmEpilogue::blocked`]: B is channel-blocked.
-pub const BLOCKED_B: u32 = 2;
 
 /// `GemmArgs::a_packed` for lane panels.
 pub const A_LANES: usize = 2;

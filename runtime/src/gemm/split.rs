@@ -154,12 +154,7 @@ pub(crate) unsafe fn narrow(
                     ASrc::Packed(ap) => ASrc::Packed(ap.add((lo / MR) * p.k * MR)),
                     ASrc::Lanes(ap) => ASrc::Lanes(ap.add((lo / LANES) * p.k * LANES)),
                 };
-                // Channel-blocked C (lane panels only): parts start on blocks of 16 rows.
-                q.c = if epi.blocked & super::BLOCKED_C != 0 {
-                    p.c.offset((lo / LANES) as isize * p.rsc)
-                } else {
-                    p.c.offset(lo as isize * p.rsc)
-                };
+                q.c = p.c.offset(lo as isize * p.rsc);
                 if epi.bias_kind == 1 && !epi.bias.is_null() {
                     e.bias = epi.bias.add(lo);
                 }
@@ -167,11 +162,7 @@ pub(crate) unsafe fn narrow(
             Axis::Cols => {
                 q.n = hi - lo;
                 q.b = p.b.offset(lo as isize * p.csb);
-                q.c = if epi.blocked & super::BLOCKED_C != 0 {
-                    p.c.add(lo * LANES)
-                } else {
-                    p.c.add(lo)
-                };
+                q.c = p.c.add(lo);
                 if epi.bias_kind == 2 && !epi.bias.is_null() {
                     e.bias = epi.bias.add(lo);
                 }

@@ -240,7 +240,6 @@ mod tests {
                 lo: -0.25,
                 hi: if case % 11 == 0 { f32::NAN } else { 0.5 },
                 accumulate: (case % 2) as u32,
-                blocked: 0,
             };
             let problem = |c: &mut Vec<f32>| driver::Problem {
                 m,

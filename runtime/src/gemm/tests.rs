@@ -213,7 +213,6 @@ fn run_case(id: KernelId, case: Case, rng: &mut Rng) {
         lo,
         hi,
         accumulate: epi.accumulate as u32,
-        blocked: 0,
     };
     let bytes = sgemm_scratch_bytes(m, n, k);
     let guard = 64;
@@ -570,7 +569,6 @@ fn split_products_are_bit_identical_to_serial() {
                     lo: -0.25,
                     hi: 0.5,
                     accumulate: epi.accumulate as u32,
-                    blocked: 0,
                 };
                 let stride = sgemm_scratch_bytes(m, n, k).div_ceil(64) * 64;
                 let mut serial = c0.clone();
@@ -846,7 +844,6 @@ fn epilogues_propagate_nan_and_infinity() {
                     lo,
                     hi,
                     accumulate: 0,
-                    blocked: 0,
                 };
                 let packed_a = if packed {
                     pack_a(m, k, &a, k, 1)
@@ -1062,7 +1059,6 @@ fn batched_products_are_bit_identical_to_serial() {
                 lo: -0.25,
                 hi: 0.5,
                 accumulate: e.accumulate as u32,
-                blocked: 0,
             }
         })
         .collect();
@@ -1199,7 +1195,6 @@ fn paired_edges_give_the_own_edges_bits() {
                     lo: -0.25,
                     hi: 0.5,
                     accumulate: epi.accumulate as u32,
-                    blocked: 0,
                 };
                 let packed_a = pack_a(m, k, &a, rsa, csa);
                 let run = |kern: &'static kernels::Kernel| {
