@@ -562,15 +562,7 @@ pub(crate) mod avx512 {
             // by the row, then live in memory.
             unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] {
                 if i > 0 && i < n_in {
-                    row = row.wrapping_offset(x_sh);
-                    // SAFETY: an empty asm block that only hides `row`'s value.
-                    unsafe {
-                        core::arch::asm!(
-                            "/* {0} */",
-                            inout(reg) row,
-                            options(pure, nomem, nostack, preserves_flags)
-                        )
-                    };
+                    row = super::opaque(row.wrapping_offset(x_sh));
                 }
                 if i < n_in && (FULL || keep & (1 << i) != 0) {
                     // SAFETY: a row of this plane.
@@ -1283,6 +1275,24 @@ pub(crate) mod avx512 {
             }
         }
     }
+}
+
+/// `p`, through an empty asm block: the compiler no longer knows how `p` was computed,
+/// so it cannot compute a run of such pointers ahead of their use and keep them all live
+/// (on the stack, when registers run out) — each is made from the one before when needed.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::pointers_in_nomem_asm_block)] // the asm reads and writes no memory
+pub(crate) fn opaque<T>(mut p: *const T) -> *const T {
+    // SAFETY: an empty asm block; it touches nothing but the register holding `p`.
+    unsafe {
+        core::arch::asm!(
+            "/* {0} */",
+            inout(reg) p,
+            options(pure, nomem, nostack, preserves_flags)
+        )
+    };
+    p
 }
 
 /// The one implementation, inlined into each target-feature copy above so that the
