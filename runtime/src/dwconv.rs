@@ -1280,10 +1280,12 @@ pub(crate) mod avx512 {
 /// `p`, through an empty asm block: the compiler no longer knows how `p` was computed,
 /// so it cannot compute a run of such pointers ahead of their use and keep them all live
 /// (on the stack, when registers run out) — each is made from the one before when needed.
+/// Not `core::hint::black_box`, which passes its value through memory: a store and a
+/// load per row, the very reload this avoids.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 #[allow(clippy::pointers_in_nomem_asm_block)] // the asm reads and writes no memory
-pub(crate) fn opaque<T>(mut p: *const T) -> *const T {
+fn opaque<T>(mut p: *const T) -> *const T {
     // SAFETY: an empty asm block; it touches nothing but the register holding `p`.
     unsafe {
         core::arch::asm!(
