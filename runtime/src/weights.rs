@@ -109,7 +109,7 @@ pub fn check_file(blob: &[u8]) -> Result<u64, Error> {
         return bad;
     }
     let size = u64_at(blob, field::SIZE);
-    if size != blob.len() as u64 || size % WEIGHTS_ALIGN as u64 != 0 {
+    if size != blob.len() as u64 || !size.is_multiple_of(WEIGHTS_ALIGN as u64) {
         return bad;
     }
     if data_hash(&blob[WEIGHTS_HEADER..]) != u64_at(blob, field::DATA_HASH) {
@@ -125,7 +125,7 @@ pub fn check_file(blob: &[u8]) -> Result<u64, Error> {
 pub fn check_weights(info: &ModelInfo, blob: &[u8]) -> Result<(), Error> {
     let hash = check_file(blob)?;
     belongs_to(info, hash, blob)?;
-    if (blob.as_ptr() as usize) % WEIGHTS_ALIGN != 0 {
+    if !(blob.as_ptr() as usize).is_multiple_of(WEIGHTS_ALIGN) {
         return Err(Error::Status(Status::Misaligned));
     }
     Ok(())
