@@ -18,10 +18,11 @@
 //! group's input columns reduced down the window's three rows (the last row's loads kept
 //! for the next output row), then each strip's even columns, odd columns and even
 //! columns from the next, so the horizontal step runs once per output row. Either way
-//! each input row is read whole, row after row, and a range of planes of one group each
-//! (maps up to 129 columns at stride 2) is one call. The maxima are `vrangeps` (AVX-512DQ), which orders +0 above −0 but drops NaN; the
-//! loads are summed as they go (a NaN, or +∞ meeting −∞, makes the sum NaN), and an output
-//! row whose sum is NaN is computed again, output by output, before it is stored.
+//! each input row is read whole, row after row, and at stride 2 a range of planes of one
+//! group each (maps up to 129 columns) is one call. The maxima are `vrangeps`
+//! (AVX-512DQ), which orders +0 above −0 but drops NaN; the loads are summed as they go
+//! (a NaN, or +∞ meeting −∞, makes the sum NaN), and an output row whose sum is NaN is
+//! computed again, output by output, before it is stored.
 //!
 //! Not here: windows other than 3×3 or with dilation, unequal strides, strides above 2
 //! (a portable per-output loop, which the compiler does not call: it keeps loop nests
@@ -180,6 +181,39 @@ mod avx512 {
     /// of 55×55 even, 64 of 111×111 0.079 → 0.076 with.
     const PREFETCH_MIN_PLANE_BYTES: usize = 16 * 1024;
 
+    /// Rows `first..end` of the next plane (`pf`: its input pointer and the rows),
+    /// prefetched into L2 spread evenly over a plane's output rows: `r` the next one,
+    /// `due` what is owed in units of 1/oh row (no division per row).
+    struct NextPlane {
+        pf: Option<(*const f32, usize, usize)>,
+        r: usize,
+        due: usize,
+    }
+
+    impl NextPlane {
+        fn new(pf: Option<(*const f32, usize, usize)>) -> NextPlane {
+            NextPlane {
+                pf,
+                r: pf.map_or(0, |p| p.1),
+                due: 0,
+            }
+        }
+
+        /// One of `oh` output rows done: prefetch the rows owed by now (`x_sh` floats
+        /// apart, `w` wide).
+        #[inline(always)]
+        fn row(&mut self, oh: usize, x_sh: isize, w: usize) {
+            if let Some((nx, first, end)) = self.pf {
+                self.due += end - first;
+                while self.due >= oh {
+                    prefetch_row::<_MM_HINT_T1>(nx.wrapping_offset(self.r as isize * x_sh), w);
+                    self.r += 1;
+                    self.due -= oh;
+                }
+            }
+        }
+    }
+
     /// Planes `[lo, hi)` of a pool [`takes`] accepts.
     ///
     /// # Safety
@@ -326,18 +360,9 @@ mod avx512 {
             (h0[i], n0[i]) = row_max(&strips[i], iy0);
             (h1[i], n1[i]) = row_max(&strips[i], iy0 + 1);
         }
-        // Rows lo..hi of the next plane, spread evenly over this group's output rows: `r`
-        // the next one, `due` what is owed in units of 1/oh row (no division per row).
-        let (mut r, mut due) = (pf.map_or(0, |p| p.1), 0);
+        let mut next = NextPlane::new(pf);
         for oy in 0..oh {
-            if let Some((nx, first, end)) = pf {
-                due += end - first;
-                while due >= oh {
-                    prefetch_row::<_MM_HINT_T1>(nx.wrapping_offset(r as isize * x_sh), a.w);
-                    r += 1;
-                    due -= oh;
-                }
-            }
+            next.row(oh, x_sh, a.w);
             let iy = iy0 + oy as isize;
             let mut v = [ninf; NS];
             let mut nan = _mm512_setzero_ps();
@@ -436,16 +461,9 @@ mod avx512 {
             });
             let iy0 = -(a.pt as isize);
             let (mut top, mut top_nan) = load(x, iy0);
-            let (mut r, mut due) = (pf.map_or(0, |p| p.1), 0);
+            let mut next = NextPlane::new(pf);
             for oy in 0..oh {
-                if let Some((nx, r0, r1)) = pf {
-                    due += r1 - r0;
-                    while due >= oh {
-                        prefetch_row::<_MM_HINT_T1>(nx.wrapping_offset(r as isize * x_sh), a.w);
-                        r += 1;
-                        due -= oh;
-                    }
-                }
+                next.row(oh, x_sh, a.w);
                 let iy = iy0 + 2 * oy as isize;
                 let (mid, mid_nan) = load(x, iy + 1);
                 let (bot, bot_nan) = load(x, iy + 2);
