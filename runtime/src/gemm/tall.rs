@@ -1,9 +1,10 @@
 //! Products with few rows and packed A: C[m×n] = A[m×k]·B with m ≤ 24 (a CNN's projection
 //! and squeeze layers: 16 or 24 filters over thousands of pixels). The blocked route packs
 //! every k×n block of B and then reads each packed panel only ⌈m/6⌉ times, so for these
-//! products the copy costs a third of the arithmetic. Here all rows of C stay in registers
-//! for 16 columns at a time (up to 24 accumulators), each row of B is read in place once
-//! per 16 columns and multiplied into every row: no packing, no scratch.
+//! products the copy costs a third of the arithmetic. Here the rows of C stay in registers
+//! for 32 columns at a time, up to 12 rows a pass (24 accumulators), each row of B read
+//! in place once per 32 columns and pass and multiplied into every row: no packing, no
+//! scratch.
 //!
 //! Every element goes through the 6-row AVX-512 tiles' operations: the same k blocks
 //! (`kc_step` as in `driver::blocked`), each summed from 0 with fused multiply-adds in k
@@ -42,12 +43,16 @@ pub(crate) unsafe fn run(p: &Problem, ap: *const f32, epi: &GemmEpilogue) {
     let act = gemm_act_code(epi.activation, epi.lo, epi.hi);
     let mut j = 0;
     while j < p.n {
-        let cols = (p.n - j).min(16);
-        let mask = if cols == 16 {
-            0xFFFF
-        } else {
-            ((1u32 << cols) - 1) as u16
+        // 32 columns a tile: two vectors of B share each broadcast of A.
+        let lanes = |c: usize| -> u16 {
+            match c {
+                0 => 0,
+                16.. => 0xFFFF,
+                c => ((1u32 << c) - 1) as u16,
+            }
         };
+        let cols = p.n - j;
+        let mask = [lanes(cols.min(16)), lanes(cols.saturating_sub(16).min(16))];
         let mut pc = 0;
         while pc < p.k {
             let kc = kc_step.min(p.k - pc);
@@ -64,7 +69,7 @@ pub(crate) unsafe fn run(p: &Problem, ap: *const f32, epi: &GemmEpilogue) {
             unsafe { by_rows!(p.m, tile(p, ap, epi, &t)) }
             pc += kc;
         }
-        j += 16;
+        j += 32;
     }
 }
 
@@ -101,23 +106,21 @@ macro_rules! by_rows {
 }
 use by_rows;
 
-/// One k block of one 16-column tile.
+/// One k block of one 32-column tile.
 struct Tile {
     kc: usize,
     pc: usize,
     first: bool,
     last: bool,
     col: usize,
-    /// The tile's columns inside C.
-    mask: u16,
+    /// The tile's columns inside C, per vector of 16.
+    mask: [u16; 2],
     /// The activation code ([`gemm_act_code`]) of the product.
     act: u32,
 }
 
-/// `P` row panels × 16 columns over one k block, then the 6-row tiles' epilogue: add the
-/// old C unless this is the first block of an overwriting product, and on the last block
-/// the biases and activation. The last panel computes its first `L` rows only (the rest
-/// are A's zero padding, never stored): 16 rows take 16 multiply-adds per k step, not 18.
+/// `P` row panels × 32 columns over one k block, in passes of up to two panels (24
+/// accumulators), then the 6-row tiles' epilogue.
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn tile<const P: usize, const L: usize>(
@@ -126,26 +129,60 @@ unsafe fn tile<const P: usize, const L: usize>(
     epi: &GemmEpilogue,
     t: &Tile,
 ) {
-    let mut acc = [[_mm512_setzero_ps(); MR]; P];
-    // SAFETY (whole body): B rows pc..pc + kc, columns col.. under the mask; A panel q at
+    // SAFETY: forwarded.
+    unsafe {
+        pass::<P, L, 0>(p, ap, epi, t);
+        if P > 2 {
+            pass::<P, L, 2>(p, ap, epi, t);
+        }
+    }
+}
+
+/// Panels `Q0` and `Q0 + 1` (those below `P`) × 32 columns over one k block, then the
+/// 6-row tiles' epilogue: add the old C unless this is the first block of an
+/// overwriting product, and on the last block the biases and activation. The last panel
+/// computes its first `L` rows only (the rest are A's zero padding, never stored). Each
+/// broadcast of A feeds both vectors of B, where with one vector a tile (16 columns) every
+/// multiply-add took its own broadcast load. Zen 5, one core, `gemm_bench Avx512 custom
+/// M N K`, GFLOP/s 16 columns → 32: 16×12544×32 169 → 193, 24×3136×144 205 → 234,
+/// 24×3136×96 214 → 226, 16×3025×128 195 → 214, 16×729×32 191 → 212; mobilenet_v2's
+/// 32→16 layer on 112×112 in the network (`nnefc bench --profile`, per-layer minima of
+/// three interleaved runs) 0.0754 → 0.0680 ms.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn pass<const P: usize, const L: usize, const Q0: usize>(
+    p: &Problem,
+    ap: *const f32,
+    epi: &GemmEpilogue,
+    t: &Tile,
+) {
+    let mut acc = [[[_mm512_setzero_ps(); 2]; MR]; 2];
+    // SAFETY (whole body): B rows pc..pc + kc, columns col.. under the masks; A panel q at
     // k offset pc holds MR values per k step; rows past m of the last panel are zero in A
     // and never stored.
     unsafe {
         let mut bp = p.b.offset(t.pc as isize * p.rsb).add(t.col);
         for kk in 0..t.kc {
-            let bv = _mm512_maskz_loadu_ps(t.mask, bp);
-            // A hint (never faults): this row of B two tiles on. A tile reads one line
-            // from each of k rows a row stride apart, which the hardware prefetchers
-            // follow badly: mobilenet_v2's 24×3136×144 projection (Zen 5, in the network,
-            // `nnefc bench --profile`) 0.18 ms without, 0.11 with (4 tiles on: the same).
-            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32).cast());
-            unroll!(q in [0, 1, 2, 3] {
+            let b0 = _mm512_maskz_loadu_ps(t.mask[0], bp);
+            let b1 = _mm512_maskz_loadu_ps(t.mask[1], bp.wrapping_add(16));
+            if Q0 == 0 {
+                // A hint (never faults): this row of B two tiles on. A tile reads lines
+                // from each of k rows a row stride apart, which the hardware prefetchers
+                // follow badly: mobilenet_v2's 24×3136×144 projection (Zen 5, in the
+                // network, `nnefc bench --profile`) 0.18 ms without, 0.11 with. The
+                // second pass reads the rows the first left in L1.
+                _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(64).cast());
+                _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(80).cast());
+            }
+            unroll!(qq in [0, 1] {
+                let q = Q0 + qq;
                 if q < P {
                     let a = ap.add(q * MR * p.k + (t.pc + kk) * MR);
                     unroll!(r in [0, 1, 2, 3, 4, 5] {
                         if q + 1 < P || r < L {
-                            acc[q][r] =
-                                _mm512_fmadd_ps(_mm512_set1_ps(*a.add(r)), bv, acc[q][r]);
+                            let av = _mm512_set1_ps(*a.add(r));
+                            acc[qq][r][0] = _mm512_fmadd_ps(av, b0, acc[qq][r][0]);
+                            acc[qq][r][1] = _mm512_fmadd_ps(av, b1, acc[qq][r][1]);
                         }
                     });
                 }
@@ -154,27 +191,33 @@ unsafe fn tile<const P: usize, const L: usize>(
         }
         let accumulate = epi.accumulate != 0 || !t.first;
         let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
-        unroll!(q in [0, 1, 2, 3] {
+        unroll!(qq in [0, 1] {
+            let q = Q0 + qq;
             if q < P {
                 unroll!(r in [0, 1, 2, 3, 4, 5] {
                     let row = q * MR + r;
                     if row < p.m {
-                        let cp = p.c.offset(row as isize * p.rsc).add(t.col);
-                        let mut v = acc[q][r];
-                        if accumulate {
-                            v = _mm512_add_ps(_mm512_maskz_loadu_ps(t.mask, cp), v);
-                        }
-                        if t.last {
-                            if epi.bias_kind == 1 && !epi.bias.is_null() {
-                                v = _mm512_add_ps(v, _mm512_set1_ps(*epi.bias.add(row)));
+                        unroll!(h in [0, 1] {
+                            let (col, mask) = (t.col + 16 * h, t.mask[h]);
+                            if mask != 0 {
+                                let cp = p.c.offset(row as isize * p.rsc).add(col);
+                                let mut v = acc[qq][r][h];
+                                if accumulate {
+                                    v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cp), v);
+                                }
+                                if t.last {
+                                    if epi.bias_kind == 1 && !epi.bias.is_null() {
+                                        v = _mm512_add_ps(v, _mm512_set1_ps(*epi.bias.add(row)));
+                                    }
+                                    if epi.bias_kind == 2 && !epi.bias.is_null() {
+                                        let b = _mm512_maskz_loadu_ps(mask, epi.bias.add(col));
+                                        v = _mm512_add_ps(v, b);
+                                    }
+                                    v = gemm_activate(v, t.act, lo, hi);
+                                }
+                                crate::gemm::store16(cp, mask, v);
                             }
-                            if epi.bias_kind == 2 && !epi.bias.is_null() {
-                                let b = _mm512_maskz_loadu_ps(t.mask, epi.bias.add(t.col));
-                                v = _mm512_add_ps(v, b);
-                            }
-                            v = gemm_activate(v, t.act, lo, hi);
-                        }
-                        crate::gemm::store16(cp, t.mask, v);
+                        });
                     }
                 });
             }
