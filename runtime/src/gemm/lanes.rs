@@ -524,7 +524,7 @@ use avx512::{block_avx512, block2_avx512};
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{BUF_COLS, LANES, Tile, TileBuf};
-    use crate::gemm::GemmEpilogue;
+    use crate::gemm::{GemmEpilogue, first_lanes};
     use core::arch::x86_64::*;
 
     /// As [`super::block_portable`], with one fused multiply-add per product (the AVX-512
@@ -636,12 +636,6 @@ mod avx512 {
     /// mobilenet_v2's 1280×49×320 layer 0.24 → 0.19.
     const A_PF: usize = 96;
 
-    /// Mask of lanes `0..n` (`n ≤ 16`).
-    #[inline(always)]
-    fn first(n: usize) -> __mmask16 {
-        if n >= LANES { !0 } else { (1u16 << n) - 1 }
-    }
-
     /// Transposes a 16×16 block held as 16 vectors (unpack pairs, then 2×2, 4×4 and 8×8
     /// blocks of 128-bit lanes): `v[i][j]` becomes `v[j][i]`.
     #[inline]
@@ -690,7 +684,7 @@ mod avx512 {
     pub(super) unsafe fn load_c_at(buf: *mut f32, t: &Tile) {
         let mut j0 = 0;
         while j0 < t.cols {
-            let mask = first(t.cols - j0);
+            let mask = first_lanes(t.cols - j0);
             // SAFETY: row r < rows; the mask covers columns j0.. < cols.
             let row = |r: usize| unsafe {
                 _mm512_maskz_loadu_ps(mask, t.c.offset(r as isize * t.rsc).add(j0))
@@ -772,7 +766,7 @@ mod avx512 {
             let brow = if t.bias_row.is_null() {
                 None
             } else {
-                Some(_mm512_maskz_loadu_ps(first(t.rows), t.bias_row))
+                Some(_mm512_maskz_loadu_ps(first_lanes(t.rows), t.bias_row))
             };
             let mut j0 = 0;
             while j0 < t.cols {
@@ -789,7 +783,7 @@ mod avx512 {
                     crate::gemm::kernels::gemm_activate(x, ACT, lo, hi)
                 });
                 transpose(&mut v);
-                let mask = first(w);
+                let mask = first_lanes(w);
                 if t.rows == LANES {
                     for (r, &vr) in v.iter().enumerate() {
                         crate::gemm::store16(t.c.offset(r as isize * t.rsc).add(j0), mask, vr);

@@ -56,7 +56,7 @@ pub use kernels::{KernelId, available_kernels};
 /// (the portable window maximum's too).
 pub(crate) use kernels::{activate, maximum};
 #[cfg(target_arch = "x86_64")]
-pub(crate) use kernels::{activate_avx512, store16};
+pub(crate) use kernels::{activate_avx512, first_lanes, store16};
 pub use lanes::LANES;
 
 /// Whether this CPU runs one of the AVX-512 micro-kernel families: what the other vector

@@ -18,7 +18,7 @@
 
 use super::driver::Problem;
 use super::kernels::{KernelId, gemm_act_code, gemm_activate};
-use super::{GemmEpilogue, KC, MR};
+use super::{GemmEpilogue, KC, MR, first_lanes};
 use core::arch::x86_64::*;
 
 /// Most rows the route takes (four 6-row panels: 24 accumulators).
@@ -44,15 +44,8 @@ pub(crate) unsafe fn run(p: &Problem, ap: *const f32, epi: &GemmEpilogue) {
     let mut j = 0;
     while j < p.n {
         // 32 columns a tile: two vectors of B share each broadcast of A.
-        let lanes = |c: usize| -> u16 {
-            match c {
-                0 => 0,
-                16.. => 0xFFFF,
-                c => ((1u32 << c) - 1) as u16,
-            }
-        };
         let cols = p.n - j;
-        let mask = [lanes(cols.min(16)), lanes(cols.saturating_sub(16).min(16))];
+        let mask = [first_lanes(cols), first_lanes(cols.saturating_sub(16))];
         let mut pc = 0;
         while pc < p.k {
             let kc = kc_step.min(p.k - pc);

@@ -14,7 +14,7 @@ mod neon;
 mod x86;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{
-    CLAMP_NEG, CLAMP_NONNEG, activate_avx512, gemm_act_code, gemm_activate, store16,
+    CLAMP_NEG, CLAMP_NONNEG, activate_avx512, first_lanes, gemm_act_code, gemm_activate, store16,
 };
 #[cfg(all(test, target_arch = "x86_64"))]
 pub(crate) use x86::{clamp_short, relu_short, short_clamp};

@@ -362,11 +362,7 @@ unsafe fn edge_pair_avx512(
     epi: &TileEpi,
 ) {
     const ROWS: usize = 2 * MR;
-    let mask: u16 = if cols >= 16 {
-        0xFFFF
-    } else {
-        (1u16 << cols) - 1
-    };
+    let mask = first_lanes(cols);
     // SAFETY: every access stays inside the panels, rows, columns and bias described in
     // the contract (C and the column bias under `mask`); the target feature is present.
     unsafe {
@@ -706,6 +702,14 @@ pub(crate) unsafe fn store16(p: *mut f32, mask: u16, v: __m512) {
             _mm512_mask_storeu_ps(p, mask, v)
         }
     }
+}
+
+/// The mask of lanes `0..n` of a 16-lane vector (all of them for `n ≥ 16`): the columns
+/// of a last, partial vector.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn first_lanes(n: usize) -> u16 {
+    if n >= 16 { u16::MAX } else { (1u16 << n) - 1 }
 }
 
 /// Horizontal sum of a 256-bit vector.
