@@ -530,12 +530,13 @@ pub(crate) mod tests {
         }
     }
 
-    /// Runs `kernel` serially and on `pool`, and `portable` over every plane, each into a
-    /// fresh output of NaNs that `args` describes; asserts that the three agree bit for
-    /// bit and are within `tol` of `want`, relative to `scale` (the magnitude of the
-    /// terms each element sums, or of the element itself where `scale` is empty;
-    /// absolute below 1), at the elements `keep` accepts (the others are padding the
-    /// vector path may write).
+    /// Runs `kernel` serially, on `pool` and as 3 workers in reverse task order, and
+    /// `portable` over every plane, each into a fresh output of NaNs that `args`
+    /// describes; asserts that the four agree bit for bit (a task that stores over
+    /// another's outputs shows in the reverse order) and are within `tol` of `want`,
+    /// relative to `scale` (the magnitude of the terms each element sums, or of the
+    /// element itself where `scale` is empty; absolute below 1), at the elements `keep`
+    /// accepts (the others are padding the vector path may write).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn check(
         case: usize,
@@ -549,7 +550,16 @@ pub(crate) mod tests {
         keep: &dyn Fn(usize) -> bool,
     ) {
         let mut runs = Vec::new();
-        for par in [core::ptr::null(), &pool.parallel() as *const Parallel] {
+        let reverse = Parallel {
+            pool: 3 as *mut core::ffi::c_void,
+            workers: 3,
+            parallel_for: Some(crate::gemm::tests::reverse_for),
+        };
+        for par in [
+            core::ptr::null(),
+            &pool.parallel() as *const Parallel,
+            &reverse,
+        ] {
             let mut y = vec![f32::NAN; want.len()];
             let a = args(&mut y);
             unsafe { kernel(&a, par) };
@@ -597,7 +607,8 @@ pub(crate) mod tests {
     /// Sixty random cases of an input transform with `Bᵀ = bt` (`side × side`, tiles
     /// `side − 2` apart) against its definition in f64, within `tol` relative (absolute
     /// below 1): `geometry` gives its arguments,
-    /// `portable` its portable path. Tile rows narrower and wider than 16 tiles, zero
+    /// `portable` its portable path. Tile rows narrower and wider than 16 tiles, six cases
+    /// of 64–79 channels and 6–10 rows of 5–16 tiles (cut over threads), zero
     /// padding of 0–2 above and to the left, inputs that stop short of the tiles' last
     /// rows and columns (read as zeros), strided rows, planes and samples, and output
     /// planes dense or padded by 16 (every other case).
@@ -613,11 +624,25 @@ pub(crate) mod tests {
         let mut r = Lcg(seed);
         let pool = crate::ThreadPool::new(3).expect("pool");
         for case in 0..60 {
-            let (n, c) = (1 + r.below(2), 1 + r.below(5));
-            let (th, tw) = (
-                1 + r.below(9),
-                1 + r.below(if case % 3 == 0 { 40 } else { 12 }),
+            // Every tenth case has enough work to be cut over threads (the smaller ones
+            // run on the calling thread).
+            let big = case % 10 == 9;
+            let (n, c) = (
+                1 + r.below(2),
+                if big {
+                    64 + r.below(16)
+                } else {
+                    1 + r.below(5)
+                },
             );
+            let (th, tw) = if big {
+                (6 + r.below(5), 5 + r.below(12))
+            } else {
+                (
+                    1 + r.below(9),
+                    1 + r.below(if case % 3 == 0 { 40 } else { 12 }),
+                )
+            };
             let (pt, pl) = (r.below(3), r.below(3));
             // Tiles reach row step·th + 2; inputs stop up to `step` short of that.
             let h = step * th + 2 - pt - r.below(step + 1).min(step * th + 1 - pt);

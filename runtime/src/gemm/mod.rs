@@ -48,7 +48,7 @@ mod split;
 #[cfg(target_arch = "x86_64")]
 mod tall;
 #[cfg(all(test, feature = "std"))]
-mod tests;
+pub(crate) mod tests;
 
 #[doc(hidden)]
 pub use kernels::{KernelId, available_kernels};

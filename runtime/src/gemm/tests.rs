@@ -476,7 +476,7 @@ fn scratch_is_bounded_and_zero_when_unused() {
 
 /// A `parallel_for` that runs the tasks on this thread in reverse order, each with worker
 /// index `i % workers`: a different order and scratch assignment than serial code.
-pub(super) unsafe extern "C" fn reverse_for(
+pub(crate) unsafe extern "C" fn reverse_for(
     pool: *mut core::ffi::c_void,
     task: crate::TaskFn,
     ctx: *mut core::ffi::c_void,
