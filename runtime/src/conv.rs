@@ -1011,8 +1011,9 @@ mod tests {
         y
     }
 
-    /// Random shapes (3×3, 5×5, 7×7; strides 1 and 2; paddings; channel counts that do not
-    /// fill a tile; rows that do not fill a block; rows too long for the split buffer),
+    /// Random shapes (3×3, 5×5, 7×7; strides 1 and 2; paddings; 1–4 input channels and,
+    /// in every eighth case, 17–64; output channel counts that do not fill a tile; rows
+    /// that do not fill a block; rows too long for the split buffer),
     /// epilogues: the vector path (where the
     /// CPU has it), a pool of workers and the portable path match the definition, and the
     /// pooled run equals the serial one bit for bit.
@@ -1051,7 +1052,13 @@ mod tests {
                 } else {
                     1 + r.below(2)
                 },
-                1 + r.below(4),
+                // Every eighth case has the 17–64 channels of grouped layers and of
+                // wide maps (the compiler's `direct_pays`).
+                if case % 8 == 5 {
+                    17 + r.below(48)
+                } else {
+                    1 + r.below(4)
+                },
                 1 + r.below(20),
             );
             let filters = if grouped { n } else { 1 };

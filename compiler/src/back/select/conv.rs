@@ -337,7 +337,7 @@ fn conv_body(
         && (groups == 1 || io.xs[0] == 1)
         && lw.runtime_windows
         && !lw.direct_only
-        && crate::passes::epilogue::few_channels(cg, &stride)
+        && direct_pays(cg, groups, &stride, io.ys[3])
         && nnefc_runtime::conv_supported(
             io.fs[2],
             io.fs[3],
@@ -520,6 +520,42 @@ fn bias_rows(lw: &mut Lowering<'_>, b: ValueId, cout: usize) -> Result<BufId, Co
     k.set_store(dst, 0, vec![1]);
     lw.push(k);
     Ok(dst)
+}
+
+/// Whether a 2-D conv of `cg` input channels per group (`groups` groups), stride
+/// `stride` and `ow` output columns goes to the runtime's direct kernel (`nnefc_conv`)
+/// rather than im2col + GEMM: the few channels of `passes::epilogue::few_channels`
+/// (which also decides the fused conv + pool), and on maps of at least 28 output columns (two of
+/// the kernel's 16-column blocks, nearly full) up to 32 channels, or 64 per group of a
+/// grouped conv. There the column matrix (as large as the input times the filter area:
+/// 43 MB for 384 channels in groups of 48 on 56×56) costs more than the direct kernel's
+/// shorter register reuse; grouped products are also short (`og` rows). One layer per
+/// model (`benches/grouped_layers.py` writes most of them), Zen 5, one thread, `nnefc
+/// bench` median ms, im2col + GEMM → direct (ONNX
+/// Runtime 1.32 through Python alongside):
+///
+/// | layer | im2col + GEMM | direct | ONNX Runtime |
+/// |---|---|---|---|
+/// | 128 ch in groups of 16, 3×3 s2, 112² | 1.55 | 0.61 | 0.89 |
+/// | 384 in groups of 48, 3×3 s1, 56² | 11.83 | 4.82 | 4.70 |
+/// | 512 in groups of 64, 3×3 s1, 56² | 12.69 | 8.20 | 8.34 |
+/// | 384 in groups of 48, 3×3 s2, 112² | 13.78 | 5.68 | 7.12 |
+/// | 384 in groups of 48, 3×3 s1, 28² | 1.80 | 1.10 | 1.08 |
+/// | 256 in groups of 32, 3×3 s1, 28² | 0.59 | 0.51 | 0.52 |
+/// | 256 in groups of 32, 3×3 s2, 56² | 0.71 | 0.55 | 0.54 |
+/// | 192 in groups of 24, 3×3 s1, 28² | 0.37 | 0.29 | 0.55 |
+/// | dense 32→64, 3×3 s2, 56² | 0.150 | 0.133 | 0.125 |
+/// | dense 16→32, 3×3 s2, 112² | 0.174 | 0.144 | 0.143 |
+/// | dense 24→48, 5×5 s1, 56² | 1.03 | 0.78 | 1.00 |
+/// | dense 32→32, 5×5 s1, 56² | 0.81 | 0.69 | 0.71 |
+///
+/// Kept on im2col + GEMM, where direct measured slower: narrower maps (dense 32→64 3×3
+/// s2 from 28² 0.035 → 0.039, from 40² 0.072 → 0.090; 512 in groups of 64 on 14²
+/// 2.06 → 2.24) and dense layers of 64 channels (resnet18's 64→128 3×3 s2 on 56², 0.511 →
+/// 0.527 in the network).
+fn direct_pays(cg: usize, groups: usize, stride: &[usize], ow: usize) -> bool {
+    crate::passes::epilogue::few_channels(cg, stride)
+        || (ow >= 28 && cg <= if groups > 1 { 64 } else { 32 })
 }
 
 /// Dense conv as GEMM per (batch item, group): `C[og × pos] = A[og × K] · col[K × pos]`

@@ -1463,9 +1463,11 @@ fn conv_pool_both_paths_random() {
 /// the interpreter: the runtime's direct kernel (`conv … from C channels` in the kernel
 /// dump, chosen for 3×3/5×5/7×7 filters with equal strides when the target has AVX-512)
 /// and im2col + GEMM (a target without it). 1–4 channels with stride 2 and up to 16 with
-/// stride 1, output channel counts that do not fill a tile of 8, rows that do not fill a
-/// 16-lane block, asymmetric and automatic padding, grouped convs of one image (their
-/// groups the call's samples); epilogues: the runtime test.
+/// stride 1, and on maps of 28 or more output columns up to 32 channels (64 per group of
+/// a grouped conv: `select::conv::direct_pays`), output channel counts that do not fill
+/// a tile of 8, rows that do not fill a 16-lane block, asymmetric and automatic padding,
+/// grouped convs of one image (their groups the call's samples); epilogues: the runtime
+/// test.
 #[test]
 fn direct_conv_both_paths_random() {
     let build = || {
@@ -1477,19 +1479,28 @@ fn direct_conv_both_paths_random() {
             let s = 1 + r.below(2);
             a.stride = vec![s, s];
             a.dilation = Vec::new();
-            let cin = if s == 1 {
-                1 + r.below(16)
-            } else {
-                1 + r.below(4)
-            };
-            let (mut n, cout) = (1 + r.below(2), 1 + r.below(20));
             // Every third case grouped (one image): 2–3 groups of `cin` → `cout` channels.
             let groups = if b.len() % 3 == 2 { 2 + r.below(2) } else { 1 };
+            // Every fourth case wide: 28–35 output columns and more channels.
+            let wide = b.len() % 4 == 1;
+            let cin = match (wide, groups > 1, s) {
+                (true, true, _) => 17 + r.below(48),
+                (true, false, _) => 17 + r.below(16),
+                (false, _, 1) => 1 + r.below(16),
+                (false, _, _) => 1 + r.below(4),
+            };
+            let (mut n, cout) = (1 + r.below(2), 1 + r.below(20));
             if groups > 1 {
                 n = 1;
             }
             a.groups = groups;
-            let xs = vec![n, groups * cin, k + r.below(20), k + r.below(40)];
+            // Output columns: (w + pads − k) / s + 1 ≥ 28 needs w ≥ 27·s + k.
+            let w = if wide {
+                27 * s + k + r.below(8 * s)
+            } else {
+                k + r.below(40)
+            };
+            let xs = vec![n, groups * cin, k + r.below(if wide { 8 } else { 20 }), w];
             let fs = vec![groups * cout, cin, k, k];
             let x = r.tensor(DType::F32, &xs, -1.0, 1.0);
             let f = r.tensor(DType::F32, &fs, -1.0, 1.0);
@@ -1512,5 +1523,20 @@ fn direct_conv_both_paths_random() {
             .unwrap()
             .to_string();
         assert!(dump.contains(" per group "), "{dump}");
+        // And the wide cases of more than 16 channels, dense and grouped.
+        let from = |l: &str| {
+            l.split(" from ")
+                .nth(1)
+                .and_then(|t| t.split(' ').next())
+                .and_then(|c| c.parse::<usize>().ok())
+        };
+        for grouped in [false, true] {
+            assert!(
+                dump.lines().any(|l| l.starts_with("conv ")
+                    && l.contains(" per group ") == grouped
+                    && from(l).is_some_and(|c| c > 16)),
+                "{dump}"
+            );
+        }
     }
 }
