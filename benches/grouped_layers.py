@@ -1,10 +1,11 @@
-"""One-layer models of grouped and few-channel convolutions, as NNEF and ONNX twins.
+"""One-layer models of grouped, few-channel and 5×5 depthwise convolutions, as NNEF and
+ONNX twins.
 
 Writes, under the folder given as the first argument, one model folder per layer in the
 layout `cargo run --release --example compare` reads (`model.nnef/` with `graph.nnef` and
 its `.dat` weights, `model.onnx`, `input.dat`), so that nnefc and ONNX Runtime can be set
-side by side on the layers of RegNet/ResNeXt-style networks, which the shared corpus does
-not have:
+side by side on the layers of RegNet/ResNeXt- and EfficientNet-style networks, which the
+shared corpus does not have:
 
     ~/.cache/nnefc-bench/venv/bin/pip install onnx   # the venv `compare` made
     ~/.cache/nnefc-bench/venv/bin/python benches/grouped_layers.py /tmp/layers
@@ -39,6 +40,12 @@ LAYERS = {
     "dense16_s2_112": (16, 112, 1, 2, 3, 32),
     "dense32_s2_56": (32, 56, 1, 2, 3, 64),
     "dense24_k5_56": (24, 56, 1, 1, 5, 48),
+    # EfficientNet/MnasNet's 5×5 depthwise layers.
+    "depthwise5_s2_56": (144, 56, 144, 2, 5, 144),
+    "depthwise5_s1_28": (240, 28, 240, 1, 5, 240),
+    "depthwise5_s1_14": (672, 14, 672, 1, 5, 672),
+    "depthwise5_s2_14": (672, 14, 672, 2, 5, 672),
+    "depthwise5_s1_7": (1152, 7, 1152, 1, 5, 1152),
 }
 
 
