@@ -356,9 +356,15 @@ pub(crate) mod avx512 {
             let a = self.a;
             let mut oy = 0;
             let banded = matches!(a.kh, 3 | 5 | 7) && a.dh == 1 && matches!(a.sh, 1 | 2) && SW != 0;
-            // Vertical stride 2 takes 4 rows a band: the sums, the filter column and the
-            // loaded row then fit the registers.
-            let step = if banded && a.sh == 2 { 4 } else { ROWS };
+            // Bands of at most 8 rows (4 at vertical stride 2: the sums, the filter column
+            // and the loaded row then fit the registers), as even as the rows allow: a 7×7
+            // map is one band of 7, not 6 and a band of one row that loads 5 input rows.
+            let step = if banded {
+                let most = if a.sh == 2 { 4 } else { 8 };
+                a.oh.div_ceil(a.oh.div_ceil(most))
+            } else {
+                ROWS
+            };
             while oy < a.oh {
                 let r = step.min(a.oh - oy);
                 // SAFETY: rows of this plane.
@@ -380,13 +386,15 @@ pub(crate) mod avx512 {
         }
 
         /// [`Self::band`] of a `KH`-row filter for the `r` output rows from `oy` (at most
-        /// [`ROWS`], 4 at vertical stride 2).
+        /// 8, 4 at vertical stride 2).
         #[inline]
         #[target_feature(enable = "avx512f")]
         unsafe fn band_any<const KH: usize, const SW: usize>(&self, oy: usize, r: usize) {
             // SAFETY: forwarded.
             unsafe {
                 match (self.a.sh, r) {
+                    (1, 8) => self.band::<KH, 8, SW, 1>(oy),
+                    (1, 7) => self.band::<KH, 7, SW, 1>(oy),
                     (1, 6) => self.band::<KH, 6, SW, 1>(oy),
                     (1, 5) => self.band::<KH, 5, SW, 1>(oy),
                     (1, 4) => self.band::<KH, 4, SW, 1>(oy),
@@ -669,9 +677,11 @@ pub(crate) mod avx512 {
         /// in registers. Each sum is taken in `(kx, ky)` order. 5×5 layers (Zen 5, one
         /// thread, one-layer models of `benches/grouped_layers.py`, `nnefc bench` median
         /// ms), where each output row summed its own 25 taps before: 240 channels on
-        /// 28×28 0.213 → 0.096, 672 on 14×14 0.147 → 0.077, 1152 on 7×7 0.121 → 0.074,
-        /// 144 on 56×56 at stride 2 0.253 → 0.127, 672 on 14×14 at stride 2 0.136 →
-        /// 0.085.
+        /// 28×28 0.213 → 0.089, 672 on 14×14 0.147 → 0.064, 1152 on 7×7 0.121 → 0.055
+        /// (bands of 6 rows and a tail of one: 0.096, 0.077, 0.074), 144 on 56×56 at
+        /// stride 2 0.253 → 0.127, 672 on 14×14 at stride 2 0.136 → 0.085; 7×7 filters,
+        /// 256 channels on 28×28 0.388 → 0.159, 128 on 56×56 at stride 2 0.405 → 0.174.
+        /// Bands of up to 8 rows at stride 2 spill the sums: 2.4–2.8 times slower.
         #[inline]
         #[target_feature(enable = "avx512f")]
         unsafe fn band<const KH: usize, const R: usize, const SW: usize, const SH: usize>(
