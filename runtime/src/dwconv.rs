@@ -681,7 +681,9 @@ pub(crate) mod avx512 {
         /// (bands of 6 rows and a tail of one: 0.096, 0.077, 0.074), 144 on 56×56 at
         /// stride 2 0.253 → 0.127, 672 on 14×14 at stride 2 0.136 → 0.085; 7×7 filters,
         /// 256 channels on 28×28 0.388 → 0.159, 128 on 56×56 at stride 2 0.405 → 0.174.
-        /// Bands of up to 8 rows at stride 2 spill the sums: 2.4–2.8 times slower.
+        /// Bands of up to 8 rows at stride 2 spill the sums: 2.4–2.8 times slower. Summing
+        /// the odd tap columns apart (twice the chains of dependent multiply-adds, two
+        /// columns loaded per pass) made the 5×5 layers 1.2–1.5 times slower.
         #[inline]
         #[target_feature(enable = "avx512f")]
         unsafe fn band<const KH: usize, const R: usize, const SW: usize, const SH: usize>(
