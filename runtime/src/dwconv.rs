@@ -672,7 +672,7 @@ pub(crate) mod avx512 {
         /// Output rows `oy..oy + R` of a `KH`-row filter with vertical stride `SH`: input
         /// row `i` of the band feeds output `r` through filter row `i − r·SH`, so each
         /// input row is loaded once per tap column and used by every output that needs it
-        /// (a 5×5 filter at stride 1: 10 loads for 6 rows of 25 taps, not 150). All loops
+        /// (a 5×5 filter at stride 1: 12 loads for 8 rows of 25 taps, not 200). All loops
         /// but the one over tap columns have constant bounds and unroll, keeping the sums
         /// in registers. Each sum is taken in `(kx, ky)` order. 5×5 layers (Zen 5, one
         /// thread, one-layer models of `benches/grouped_layers.py`, `nnefc bench` median
