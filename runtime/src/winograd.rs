@@ -550,11 +550,7 @@ pub(crate) mod tests {
         keep: &dyn Fn(usize) -> bool,
     ) {
         let mut runs = Vec::new();
-        let reverse = Parallel {
-            pool: 3 as *mut core::ffi::c_void,
-            workers: 3,
-            parallel_for: Some(crate::gemm::tests::reverse_for),
-        };
+        let reverse = crate::gemm::tests::reversed(3);
         for par in [
             core::ptr::null(),
             &pool.parallel() as *const Parallel,

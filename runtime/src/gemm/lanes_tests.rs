@@ -10,7 +10,7 @@ use super::kernels::{KernelId, activate, available_kernels, kernel};
 use super::*;
 use std::vec::Vec;
 
-use super::tests::{Line, reverse_for};
+use super::tests::{Line, reversed};
 
 /// Deterministic test data (an LCG), values in [−1, 1).
 struct Lcg(u64);
@@ -327,11 +327,6 @@ fn lanes_are_bit_identical_to_six_row_kernels() {
 #[test]
 fn lanes_split_bit_identical_to_serial() {
     use super::split::{Axis, Plan};
-    let par = |workers: usize| crate::Parallel {
-        pool: workers as *mut core::ffi::c_void,
-        workers,
-        parallel_for: Some(reverse_for),
-    };
     let mut rng = Lcg(21);
     // 1280 rows are 40 pairs of panels: rows for any count; 160 rows, 5 pairs: rows for 5
     // workers, columns for 2 and 3; 50 rows, 2 pairs: rows for 2 workers; 64 rows, 2
@@ -387,7 +382,7 @@ fn lanes_split_bit_identical_to_serial() {
         };
         let route = driver::Route::of(kernels::selected(), &q);
         for workers in [1usize, 2, 3, 5] {
-            let p = par(workers);
+            let p = reversed(workers);
             let got = run(&p);
             let same = got
                 .iter()
@@ -475,7 +470,7 @@ fn lanes_split_bit_identical_to_serial() {
     };
     let serial = run_batch(core::ptr::null());
     for workers in [2usize, 5] {
-        let p = par(workers);
+        let p = reversed(workers);
         assert_eq!(
             run_batch(&p)
                 .iter()

@@ -474,9 +474,19 @@ fn scratch_is_bounded_and_zero_when_unused() {
     assert_eq!(big % 64, 0);
 }
 
+/// A [`Parallel`](crate::Parallel) of `workers` workers that runs the tasks through
+/// [`reverse_for`].
+pub(crate) fn reversed(workers: usize) -> crate::Parallel {
+    crate::Parallel {
+        pool: workers as *mut core::ffi::c_void,
+        workers,
+        parallel_for: Some(reverse_for),
+    }
+}
+
 /// A `parallel_for` that runs the tasks on this thread in reverse order, each with worker
 /// index `i % workers`: a different order and scratch assignment than serial code.
-pub(crate) unsafe extern "C" fn reverse_for(
+unsafe extern "C" fn reverse_for(
     pool: *mut core::ffi::c_void,
     task: crate::TaskFn,
     ctx: *mut core::ffi::c_void,
@@ -579,11 +589,7 @@ fn split_products_are_bit_identical_to_serial() {
                     driver::sgemm(kern, problem(&mut serial), &ge, scratch.as_mut_ptr().cast())
                 };
                 for &workers in SPLIT_WORKERS {
-                    let par = crate::Parallel {
-                        pool: workers as *mut core::ffi::c_void,
-                        workers,
-                        parallel_for: Some(reverse_for),
-                    };
+                    let par = reversed(workers);
                     let mut c = c0.clone();
                     // SAFETY: as above.
                     unsafe {
@@ -1115,11 +1121,7 @@ fn batched_products_are_bit_identical_to_serial() {
     };
     let serial = run(core::ptr::null());
     for workers in [2usize, 3, 5] {
-        let par = crate::Parallel {
-            pool: workers as *mut core::ffi::c_void,
-            workers,
-            parallel_for: Some(reverse_for),
-        };
+        let par = reversed(workers);
         let got = run(&par);
         for (i, (g, s)) in got.iter().zip(&serial).enumerate() {
             let same = g.iter().zip(s).all(|(x, y)| x.to_bits() == y.to_bits());
