@@ -914,6 +914,8 @@ mod avx512 {
             match a.geo.act {
                 1 => finish_tile_act::<N, 1>(a, u, acc, at, live),
                 2 => finish_tile_act::<N, 2>(a, u, acc, at, live),
+                3 => finish_tile_act::<N, 3>(a, u, acc, at, live),
+                4 => finish_tile_act::<N, 4>(a, u, acc, at, live),
                 _ => finish_tile_act::<N, 0>(a, u, acc, at, live),
             }
         }
@@ -1002,7 +1004,7 @@ mod tests {
                         y[at] = match g.act {
                             1 => v.max(0.0),
                             2 => v.max(g.lo).min(g.hi),
-                            _ => v,
+                            _ => crate::gemm::activate(v, g.act as u32, g.lo, g.hi),
                         };
                     }
                 }
@@ -1106,7 +1108,7 @@ mod tests {
                     y_sn: (cout * oh * ow) as isize,
                     y_sc: (oh * ow) as isize,
                     y_sh: ow as isize,
-                    act: case % 3,
+                    act: case % 5,
                     lo: -0.5,
                     hi: 0.75,
                 },

@@ -87,7 +87,8 @@ pub struct DwArgs {
     pub y_sc: isize,
     /// Output stride between rows.
     pub y_sh: isize,
-    /// 0: none, 1: ReLU, 2: clamp to `[lo, hi]`.
+    /// An activation code as [`GemmEpilogue::activation`](crate::GemmEpilogue): 0 none,
+    /// 1 ReLU, 2 clamp to `[lo, hi]`, 3 sigmoid, 4 swish.
     pub act: usize,
     /// Lower clamp bound.
     pub lo: f32,
@@ -1766,7 +1767,7 @@ pub(crate) mod tests {
             let f: Vec<f32> = (0..c * kh * kw).map(|_| g.next()).collect();
             let bias: Vec<f32> = (0..c).map(|_| g.next()).collect();
             let res: Vec<f32> = (0..n * c * oh * ow).map(|_| g.next()).collect();
-            let act = u(3);
+            let act = u(5);
             let with_res = u(2) == 1;
             let a = dense(
                 [n, c, h, w, oh, ow],

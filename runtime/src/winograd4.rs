@@ -512,6 +512,8 @@ pub(crate) mod avx512 {
             match a.act {
                 1 => out_planes_act::<1>(a, lo, hi),
                 2 => out_planes_act::<2>(a, lo, hi),
+                3 => out_planes_act::<3>(a, lo, hi),
+                4 => out_planes_act::<4>(a, lo, hi),
                 _ => out_planes_act::<0>(a, lo, hi),
             }
         }

@@ -732,7 +732,7 @@ mod avx512 {
     /// As for [`finish`], and `buf` as described.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn finish_at(buf: *const f32, t: &Tile, epi: &GemmEpilogue) {
-        use crate::gemm::kernels::{CLAMP_NEG, CLAMP_NONNEG};
+        use crate::gemm::kernels::{ACT_SIGMOID, ACT_SWISH, CLAMP_NEG, CLAMP_NONNEG};
         let code = crate::gemm::kernels::gemm_act_code(epi.activation, epi.lo, epi.hi);
         // SAFETY: forwarded.
         unsafe {
@@ -741,6 +741,8 @@ mod avx512 {
                 1 => finish_act::<1>(buf, t, epi),
                 CLAMP_NONNEG => finish_act::<CLAMP_NONNEG>(buf, t, epi),
                 CLAMP_NEG => finish_act::<CLAMP_NEG>(buf, t, epi),
+                ACT_SIGMOID => finish_act::<ACT_SIGMOID>(buf, t, epi),
+                ACT_SWISH => finish_act::<ACT_SWISH>(buf, t, epi),
                 _ => finish_act::<2>(buf, t, epi),
             }
         }

@@ -8,16 +8,29 @@
 use core::sync::atomic::{AtomicU8, Ordering};
 
 mod generic;
+mod logistic;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
 mod x86;
+pub(crate) use logistic::sigmoid;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{
     CLAMP_NEG, CLAMP_NONNEG, activate_avx512, first_lanes, gemm_act_code, gemm_activate, store16,
 };
 #[cfg(all(test, target_arch = "x86_64"))]
 pub(crate) use x86::{clamp_short, relu_short, short_clamp};
+
+/// Activation code: none.
+pub const ACT_NONE: u32 = 0;
+/// Activation code: ReLU, IEEE 754-2019 `maximum(x, +0)`.
+pub const ACT_RELU: u32 = 1;
+/// Activation code: clamp to `[lo, hi]`, `maximum(minimum(x, hi), lo)`.
+pub const ACT_CLAMP: u32 = 2;
+/// Activation code: the logistic sigmoid 1/(1 + e⁻ˣ) (`logistic`).
+pub const ACT_SIGMOID: u32 = 3;
+/// Activation code: swish (SiLU), x·σ(x).
+pub const ACT_SWISH: u32 = 4;
 
 /// The epilogue applied by a micro-kernel to one tile:
 /// `C = act((accumulate ? C : 0) + A·B + bias_row[r] + bias_col[j])`.
@@ -28,7 +41,7 @@ pub(crate) struct TileEpi {
     pub bias_row: *const f32,
     /// Null, or `nr` values (one per tile column).
     pub bias_col: *const f32,
-    /// 0 none, 1 ReLU, 2 clamp to `[lo, hi]`, NaN-propagating as [`activate`].
+    /// An activation code (`ACT_*`), NaN-propagating as [`activate`].
     pub act: u32,
     /// Clamp lower bound.
     pub lo: f32,
@@ -215,15 +228,18 @@ pub(crate) fn for_width(kern: &'static Kernel, n: usize) -> &'static Kernel {
     }
 }
 
-/// Applies activation `act` to one value (scalar edge and GEMV paths). NaN propagates:
-/// ReLU is IEEE 754-2019 `maximum(v, +0)` (NaN stays NaN, −0 gives +0) and clamp is
-/// `maximum(minimum(v, hi), lo)` (NaN in `v` or a bound gives NaN), the compiler's
-/// element-wise semantics, so a fused epilogue agrees with the unfused ops.
+/// Applies activation `act` (`ACT_*`) to one value (scalar edge and GEMV paths). NaN
+/// propagates: ReLU is IEEE 754-2019 `maximum(v, +0)` (NaN stays NaN, −0 gives +0) and
+/// clamp is `maximum(minimum(v, hi), lo)` (NaN in `v` or a bound gives NaN), the
+/// compiler's element-wise semantics, so a fused epilogue agrees with the unfused ops;
+/// sigmoid and swish are [`sigmoid`]'s, which every vector route reproduces bit for bit.
 #[inline(always)]
 pub(crate) fn activate(v: f32, act: u32, lo: f32, hi: f32) -> f32 {
     match act {
-        1 => maximum(v, 0.0),
-        2 => maximum(minimum(v, hi), lo),
+        ACT_RELU => maximum(v, 0.0),
+        ACT_CLAMP => maximum(minimum(v, hi), lo),
+        ACT_SIGMOID => sigmoid(v),
+        ACT_SWISH => v * sigmoid(v),
         _ => v,
     }
 }

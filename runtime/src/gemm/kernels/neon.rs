@@ -85,6 +85,16 @@ unsafe fn tile(
                 v = match epi.act {
                     1 => vmaxq_f32(v, zero),
                     2 => vmaxq_f32(vminq_f32(v, hi), lo),
+                    super::ACT_SIGMOID | super::ACT_SWISH => {
+                        // Lane by lane through the scalar code (the same bits as every
+                        // other route; no NEON logistic yet).
+                        let mut lanes = [0f32; 4];
+                        vst1q_f32(lanes.as_mut_ptr(), v);
+                        for x in &mut lanes {
+                            *x = super::activate(*x, epi.act, epi.lo, epi.hi);
+                        }
+                        vld1q_f32(lanes.as_ptr())
+                    }
                     _ => v,
                 };
                 vst1q_f32(cp, v);

@@ -9,7 +9,8 @@ use core::arch::x86::*;
 #[cfg(target_arch = "x86_64")]
 use core::arch::x86_64::*;
 
-use super::{EdgePairFn, EdgeQuadFn, Gemv, Kernel, KernelId, TileEpi};
+use super::logistic::{sigmoid_avx2, sigmoid_avx512};
+use super::{ACT_SIGMOID, ACT_SWISH, EdgePairFn, EdgeQuadFn, Gemv, Kernel, KernelId, TileEpi};
 use crate::gemm::MR;
 use crate::gemm::gemv::finish;
 
@@ -142,6 +143,8 @@ unsafe fn tile_avx2(
                         _mm256_max_ps(_mm256_min_ps(hi, v), lo),
                         _mm256_cmp_ps::<_CMP_UNORD_Q>(v, hi),
                     ),
+                    ACT_SIGMOID => sigmoid_avx2(v),
+                    ACT_SWISH => _mm256_mul_ps(v, sigmoid_avx2(v)),
                     _ => v,
                 };
                 _mm256_storeu_ps(cp, v);
@@ -273,6 +276,8 @@ unsafe fn tile_avx512_body<const Q: usize, const PREFETCH: bool>(
             (true, CLAMP_NONNEG) => epilogue_row_bias::<Q, CLAMP_NONNEG>(&acc, c, rsc, epi),
             (true, CLAMP_NEG) => epilogue_row_bias::<Q, CLAMP_NEG>(&acc, c, rsc, epi),
             (true, 2) => epilogue_row_bias::<Q, 2>(&acc, c, rsc, epi),
+            (true, ACT_SIGMOID) => epilogue_row_bias::<Q, ACT_SIGMOID>(&acc, c, rsc, epi),
+            (true, ACT_SWISH) => epilogue_row_bias::<Q, ACT_SWISH>(&acc, c, rsc, epi),
             _ => {
                 let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
                 for (r, acc_r) in acc.iter().enumerate() {
@@ -548,8 +553,9 @@ const EDGE_PAIR: Option<EdgePairFn> = Some(edge_pair_avx512);
 const EDGE_PAIR: Option<EdgePairFn> = None;
 
 /// [`gemm_activate`]'s codes for the shorter clamps ([`clamp_short`]).
-pub(crate) const CLAMP_NONNEG: u32 = 3;
-pub(crate) const CLAMP_NEG: u32 = 4;
+/// (Internal codes, apart from the public `ACT_*` ones.)
+pub(crate) const CLAMP_NONNEG: u32 = 0x10;
+pub(crate) const CLAMP_NEG: u32 = 0x11;
 
 /// The code the GEMM routes (6-row tiles, lane panels, few-row tiles) compute activation
 /// `act` (`GemmEpilogue::activation`) with for bounds `lo`, `hi`: a shorter clamp where
@@ -660,7 +666,7 @@ unsafe fn epilogue_row_bias<const Q: usize, const ACT: u32>(
 /// The activation of every AVX-512 route (6-row tiles, lane panels, few-row tiles), so
 /// they agree bit for bit: 0 none, 1 ReLU, 2 clamp to `[lo, hi]`, NaN propagated as
 /// [`activate`](super::activate) (as the AVX2 tile, with a mask move instead of OR, which
-/// needs AVX512DQ).
+/// needs AVX512DQ); 3 sigmoid and 4 swish, the scalar [`sigmoid`](super::sigmoid)'s bits.
 ///
 /// # Safety
 /// The CPU has AVX-512F.
@@ -679,6 +685,9 @@ pub(crate) unsafe fn activate_avx512(v: __m512, act: u32, lo: __m512, hi: __m512
             _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, hi),
             _mm512_set1_ps(f32::NAN),
         ),
+        // SAFETY: AVX-512F, as this function requires.
+        ACT_SIGMOID => unsafe { sigmoid_avx512(v) },
+        ACT_SWISH => _mm512_mul_ps(v, unsafe { sigmoid_avx512(v) }),
         _ => v,
     }
 }
