@@ -273,6 +273,45 @@ pub enum Activation {
     None,
     Relu,
     Clamp(f32, f32),
+    Sigmoid,
+    /// x·sigmoid(x).
+    Swish,
+}
+
+impl Activation {
+    /// The activation of `x` as element-wise expressions, each added by `push`; the
+    /// result's id (`x` itself for none). The loop-nest lowerings' form of what the
+    /// runtime's kernels compute in their epilogue; the clamp is the element-wise ops'
+    /// NaN-propagating min/max, so fused and unfused graphs agree on NaN.
+    pub fn apply(self, x: ExprId, mut push: impl FnMut(Expr) -> ExprId) -> ExprId {
+        match self {
+            Activation::None => x,
+            Activation::Relu => push(Expr::Unary(UnaryOp::Relu, x)),
+            Activation::Clamp(lo, hi) => {
+                let h = push(Expr::Lit(Lit::F32(hi)));
+                let l = push(Expr::Lit(Lit::F32(lo)));
+                let m = push(Expr::Binary(BinaryOp::Min, x, h));
+                push(Expr::Binary(BinaryOp::Max, m, l))
+            }
+            Activation::Sigmoid => push(Expr::Unary(UnaryOp::Sigmoid, x)),
+            Activation::Swish => {
+                let s = push(Expr::Unary(UnaryOp::Sigmoid, x));
+                push(Expr::Binary(BinaryOp::Mul, x, s))
+            }
+        }
+    }
+
+    /// The runtime's activation code (`nnefc_runtime::ACT_*`) and clamp bounds.
+    pub fn runtime_code(self) -> (i64, f32, f32) {
+        let code = |c: u32| i64::from(c);
+        match self {
+            Activation::None => (code(nnefc_runtime::ACT_NONE), 0.0, 0.0),
+            Activation::Relu => (code(nnefc_runtime::ACT_RELU), 0.0, 0.0),
+            Activation::Clamp(lo, hi) => (code(nnefc_runtime::ACT_CLAMP), lo, hi),
+            Activation::Sigmoid => (code(nnefc_runtime::ACT_SIGMOID), 0.0, 0.0),
+            Activation::Swish => (code(nnefc_runtime::ACT_SWISH), 0.0, 0.0),
+        }
+    }
 }
 
 /// One step of the entry point, in execution order.

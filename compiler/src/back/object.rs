@@ -21,7 +21,7 @@ use super::emit::math::Caps;
 use super::emit::{KernelEmitter, gemm_params, kernel_params};
 use super::kernel::{BufKind, Kernel, Program, Step};
 use super::{BackendOptions, CodegenError, ModelInterface, OptLevel};
-use crate::back::kernel::{Activation, BufId, WindowOp};
+use crate::back::kernel::{BufId, WindowOp};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I32;
 use cranelift_codegen::ir::{
@@ -1310,11 +1310,7 @@ fn define_body(
                         None => b.ins().iconst(ptr, 0),
                     };
                     let y = buf_ptr(&mut b, d.y.0)?;
-                    let (act, lo, hi) = match d.activation {
-                        Activation::None => (0, 0.0, 0.0),
-                        Activation::Relu => (1, 0.0, 0.0),
-                        Activation::Clamp(lo, hi) => (2, lo, hi),
-                    };
+                    let (act, lo, hi) = d.activation.runtime_code();
                     // DwArgs: 14 extents, x, its 3 strides, filter, bias, bias stride,
                     // residual, y, its 3 strides, activation, then lo and hi as f32.
                     let mut fields: Vec<Value> = d
@@ -1448,17 +1444,12 @@ fn epilogue(
     epi: &super::kernel::GemmEpi,
     ptr: cranelift_codegen::ir::Type,
 ) {
-    use super::kernel::Activation;
     let f = MemFlagsData::trusted();
     let (bp, kind) = match bias {
         Some((p, k)) => (p, k),
         None => (b.ins().iconst(ptr, 0), 0),
     };
-    let (act, lo, hi) = match epi.activation {
-        Activation::None => (0, 0.0, 0.0),
-        Activation::Relu => (1, 0.0, 0.0),
-        Activation::Clamp(lo, hi) => (2, lo, hi),
-    };
+    let (act, lo, hi) = epi.activation.runtime_code();
     b.ins().store(f, bp, addr, 0);
     let kind = b.ins().iconst(I32, kind);
     let act = b.ins().iconst(I32, act);

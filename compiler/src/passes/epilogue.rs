@@ -1,11 +1,14 @@
-//! Analysis: the convolution epilogue chains `conv → [add residual] → [relu | clamp]` that
-//! the back end computes inside the convolution (`back::select::conv` folds them into the
-//! GEMM epilogue or the direct kernels), decided on the graph so that the memory plan can
-//! see them.
+//! Analysis: the convolution epilogue chains `conv → [add residual] → [relu | clamp |
+//! sigmoid | swish]` that the back end computes inside the convolution
+//! (`back::select::conv` folds them into the GEMM epilogue or the direct kernels), decided
+//! on the graph so that the memory plan can see them. Swish (SiLU) is the pair
+//! `s = sigmoid(v); mul(v, s)` (either operand order), as converters write it
+//! (EfficientNet, MnasNet-A, YOLO); fused, neither the conv's output nor σ reaches memory.
 //!
 //! A chain's nodes follow the conv directly in node order; each intermediate has exactly
-//! one user (the next member) and is not a graph output; the residual has the conv's
-//! output shape and is f32; the clamp bounds are scalar constants with `lo ≤ hi`.
+//! one user (the next member; a swish's input has two, its sigmoid and its mul) and is not
+//! a graph output; the residual has the conv's output shape and is f32; the clamp bounds
+//! are scalar constants with `lo ≤ hi`.
 //! `memory_plan` keeps the conv's input alive until the end of the chain, because the
 //! fused kernel writes the chain's output while still reading that input: otherwise the
 //! plan could give the output the input's bytes (the input dies at the conv) and the
@@ -35,12 +38,15 @@ pub enum ChainActivation {
     None,
     Relu,
     Clamp(f32, f32),
+    Sigmoid,
+    /// x·sigmoid(x).
+    Swish,
 }
 
 /// One epilogue chain after the conv at node index `conv`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EpilogueChain {
-    /// The nodes folded into the conv, in order (1 or 2).
+    /// The nodes folded into the conv, in order (1 to 3).
     pub nodes: Vec<usize>,
     /// The value the chain produces (written by the fused conv).
     pub out: ValueId,
@@ -135,6 +141,9 @@ pub fn chain(g: &Graph, users: &[Vec<NodeId>], conv: usize) -> Option<EpilogueCh
     {
         let act = match &n.op {
             Op::Unary(UnaryOp::Relu) => Some(ChainActivation::Relu),
+            Op::Unary(UnaryOp::Sigmoid) if g.ty(n.outputs[0]).shape().as_ref() == Some(&ys) => {
+                Some(ChainActivation::Sigmoid)
+            }
             Op::Clamp
                 if n.inputs.len() == 3 && g.ty(n.outputs[0]).shape().as_ref() == Some(&ys) =>
             {
@@ -150,6 +159,10 @@ pub fn chain(g: &Graph, users: &[Vec<NodeId>], conv: usize) -> Option<EpilogueCh
             cur = n.outputs[0];
             nodes.push(at);
         }
+    } else if let Some(mul) = swish(g, users, cur, at, &ys) {
+        activation = ChainActivation::Swish;
+        cur = mul;
+        nodes.extend([at, at + 1]);
     }
     if nodes.is_empty() {
         return None;
@@ -160,6 +173,29 @@ pub fn chain(g: &Graph, users: &[Vec<NodeId>], conv: usize) -> Option<EpilogueCh
         residual,
         activation,
     })
+}
+
+/// The output of `mul(v, sigmoid(v))` when nodes `at` and `at + 1` compute it from `v`
+/// (of shape `ys`), which they alone read, and neither `v` nor σ is a graph output.
+fn swish(g: &Graph, users: &[Vec<NodeId>], v: ValueId, at: usize, ys: &[usize]) -> Option<ValueId> {
+    let (s, m) = (g.nodes.get(at)?, g.nodes.get(at + 1)?);
+    let (&sv, &mv) = (s.outputs.first()?, m.outputs.first()?);
+    let readers = |x: ValueId| {
+        users
+            .get(x.index())
+            .map(|u| u.iter().map(|n| n.index()).collect::<Vec<_>>())
+    };
+    let ok = matches!(s.op, Op::Unary(UnaryOp::Sigmoid))
+        && s.inputs.as_slice() == [v]
+        && matches!(m.op, Op::Binary(BinaryOp::Mul))
+        && (m.inputs.as_slice() == [v, sv] || m.inputs.as_slice() == [sv, v])
+        && readers(v)? == [at, at + 1]
+        && readers(sv)? == [at + 1]
+        && !g.outputs.contains(&v)
+        && !g.outputs.contains(&sv)
+        && g.ty(mv).dtype == DType::F32
+        && g.ty(mv).shape().as_deref() == Some(ys);
+    ok.then_some(mv)
 }
 
 /// Whether a convolution of `cin` input channels (per group) goes to the runtime's direct

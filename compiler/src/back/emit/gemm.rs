@@ -296,7 +296,7 @@ impl<'a, 'b> Gx<'a, 'b> {
         Ok(())
     }
 
-    /// The fused relu/clamp, with the element-wise ops' NaN-propagating min/max
+    /// The fused activation (relu/clamp with the element-wise ops' NaN-propagating min/max
     /// ([`Cx::fmax`]), so fused and unfused graphs agree on NaN.
     fn activation(&mut self, x: Value, vec: bool) -> Value {
         let mut cx = Cx {
@@ -315,6 +315,11 @@ impl<'a, 'b> Gx<'a, 'b> {
                 let l = cx.fc(lo);
                 let m = cx.fmin(x, h);
                 cx.fmax(m, l)
+            }
+            Activation::Sigmoid => cx.sigmoid(x),
+            Activation::Swish => {
+                let s = cx.sigmoid(x);
+                cx.fmul(x, s)
             }
         }
     }

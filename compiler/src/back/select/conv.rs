@@ -27,7 +27,7 @@ use crate::ir::infer::{
     deconv_groups, resolved_conv_padding, resolved_deconv_padding,
     resolved_transposed_window_padding,
 };
-use crate::ir::{BinaryOp, Border, ConvAttrs, DType, Op, UnaryOp, ValueId, WindowAttrs};
+use crate::ir::{BinaryOp, Border, ConvAttrs, DType, Op, ValueId, WindowAttrs};
 use crate::passes::epilogue::ChainActivation;
 
 /// Operands and extents of a conv/deconv node.
@@ -458,6 +458,8 @@ fn activation_of(a: ChainActivation) -> Activation {
         ChainActivation::None => Activation::None,
         ChainActivation::Relu => Activation::Relu,
         ChainActivation::Clamp(lo, hi) => Activation::Clamp(lo, hi),
+        ChainActivation::Sigmoid => Activation::Sigmoid,
+        ChainActivation::Swish => Activation::Swish,
     }
 }
 
@@ -1107,19 +1109,7 @@ fn dw_region(
         let rv = k.load(ra, f);
         acc = k.push(Expr::Binary(BinaryOp::Add, acc, rv), f);
     }
-    match activation {
-        Activation::None => {}
-        Activation::Relu => {
-            acc = k.push(Expr::Unary(UnaryOp::Relu, acc), f);
-        }
-        Activation::Clamp(lo, hi) => {
-            let h = k.push(Expr::Lit(Lit::F32(hi)), f);
-            let l = k.push(Expr::Lit(Lit::F32(lo)), f);
-            let m = k.push(Expr::Binary(BinaryOp::Min, acc, h), f);
-            acc = k.push(Expr::Binary(BinaryOp::Max, m, l), f);
-        }
-    }
-    let _ = acc;
+    activation.apply(acc, |e| k.push(e, f));
     let ob = lw.buf(out)?;
     k.set_store(ob, out_off, ost);
     lw.push(k);

@@ -15,10 +15,8 @@
 
 use super::Lowering;
 use crate::back::CodegenError;
-use crate::back::kernel::{
-    Activation, Expr, ExprId, ExprNode, GemmCall, Kernel, Lit, ReduceKind, Reduction, Step,
-};
-use crate::ir::{BinaryOp, DType, UnaryOp};
+use crate::back::kernel::{Expr, ExprId, ExprNode, GemmCall, Kernel, ReduceKind, Reduction, Step};
+use crate::ir::{BinaryOp, DType};
 
 /// Rows `[row0, row0 + rows)` of one batch entry; `a_row` gives A's (offset, per-row stride
 /// pattern): for packed A the rows are walked as `panels × rows per panel`.
@@ -74,18 +72,7 @@ fn kernel(
         let v = add(&mut fin, Expr::Load(a));
         cur = add(&mut fin, Expr::Binary(BinaryOp::Add, cur, v));
     }
-    match g.epi.activation {
-        Activation::None => {}
-        Activation::Relu => {
-            add(&mut fin, Expr::Unary(UnaryOp::Relu, cur));
-        }
-        Activation::Clamp(lo, hi) => {
-            let h = add(&mut fin, Expr::Lit(Lit::F32(hi)));
-            let l = add(&mut fin, Expr::Lit(Lit::F32(lo)));
-            let m = add(&mut fin, Expr::Binary(BinaryOp::Min, cur, h));
-            add(&mut fin, Expr::Binary(BinaryOp::Max, m, l));
-        }
-    }
+    g.epi.activation.apply(cur, |e| add(&mut fin, e));
     k.reduction = Some(Reduction {
         kind: ReduceKind::Sum,
         first_loop: nl - 1,

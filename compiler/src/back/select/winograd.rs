@@ -30,7 +30,7 @@ use super::window::View;
 use super::{Lowering, strides};
 use crate::back::CodegenError;
 use crate::back::kernel::{
-    APacking, Activation, BufId, Expr, ExprId, GemmCall, GemmEpi, Lit, Matrix, Step, WindowCall,
+    APacking, Activation, BufId, Expr, ExprId, GemmCall, GemmEpi, Matrix, Step, WindowCall,
     WindowOp,
 };
 use crate::ir::{BinaryOp, DType, UnaryOp};
@@ -468,19 +468,7 @@ pub(super) fn conv3x3(
                 let r = k.load(ra, f);
                 acc = k.push(Expr::Binary(BinaryOp::Add, acc, r), f);
             }
-            match activation {
-                Activation::None => {}
-                Activation::Relu => {
-                    acc = k.push(Expr::Unary(UnaryOp::Relu, acc), f);
-                }
-                Activation::Clamp(lo, hi) => {
-                    let hv = k.push(Expr::Lit(Lit::F32(hi)), f);
-                    let lv = k.push(Expr::Lit(Lit::F32(lo)), f);
-                    let mn = k.push(Expr::Binary(BinaryOp::Min, acc, hv), f);
-                    acc = k.push(Expr::Binary(BinaryOp::Max, mn, lv), f);
-                }
-            }
-            let _ = acc;
+            activation.apply(acc, |e| k.push(e, f));
             k.set_store(ob, yoff, yst);
             lw.push(k);
         }

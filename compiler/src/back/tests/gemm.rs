@@ -9,7 +9,7 @@ use super::window::{Arg, Batch, Below, aarch64_tools, check_on_aarch64};
 use crate::back::BackendOptions;
 use crate::ir::{BinaryOp, ConvAttrs, DType, Graph, Op, Tensor, TensorType, UnaryOp};
 
-fn self_contained(prefix: &str) -> BackendOptions {
+pub(super) fn self_contained(prefix: &str) -> BackendOptions {
     BackendOptions {
         self_contained: Some(true),
         ..opts(prefix)

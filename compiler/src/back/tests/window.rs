@@ -745,6 +745,90 @@ fn fused_epilogues() {
     }
 }
 
+/// Swish (`mul(c, sigmoid(c))`, either operand order) and sigmoid after every kind of
+/// conv lowering: a 1×1 GEMM conv, a 3×3 direct conv of 6 channels, depthwise 3×3 and
+/// 5×5 at stride 2, a Winograd-sized 3×3 conv after a residual add, and a conv whose
+/// output has a third reader (not a chain: sigmoid and mul run alone). On the native
+/// target (runtime kernels where it has AVX-512), a target without AVX-512 (loop nests)
+/// and in a self-contained object (tiled GEMMs): each chain is folded (no sigmoid or mul kernel but the third reader's) and
+/// every output matches the interpreter.
+#[test]
+fn fused_swish_and_sigmoid() {
+    use crate::ir::{BinaryOp, UnaryOp};
+    let mut r = Rng::new(12);
+    let mut g = Graph::new("swish");
+    let xs = [1usize, 32, 12, 13];
+    let xt = r.tensor(DType::F32, &xs, -2.0, 2.0);
+    let x = g.add_input("x", xt.ty());
+    let rt = r.tensor(DType::F32, &[1, 32, 12, 13], -1.0, 1.0);
+    let res = g.add_input("r", rt.ty());
+    let x6t = r.tensor(DType::F32, &[1, 6, 12, 13], -2.0, 2.0);
+    let x6 = g.add_input("x6", x6t.ty());
+    let mut conv =
+        |g: &mut Graph, x, cout: usize, cin_g: usize, k: usize, groups, stride: usize| {
+            let f = g.add_const(
+                r.tensor(DType::F32, &[cout, cin_g, k, k], -0.5, 0.5),
+                None,
+                None,
+            );
+            let b = g.add_const(r.tensor(DType::F32, &[1, cout], -1.0, 1.0), None, None);
+            let a = ConvAttrs {
+                border: Border::Constant,
+                padding: Vec::new(),
+                stride: vec![stride, stride],
+                dilation: Vec::new(),
+                groups,
+                output_shape: Vec::new(),
+            };
+            node(g, Op::Conv(a), &[x, f, b])
+        };
+    let swish = |g: &mut Graph, c, flip: bool| {
+        let s = node(g, Op::Unary(UnaryOp::Sigmoid), &[c]);
+        let ins = if flip { [s, c] } else { [c, s] };
+        node(g, Op::Binary(BinaryOp::Mul), &ins)
+    };
+    let c1 = conv(&mut g, x, 24, 32, 1, 1, 1);
+    let y1 = swish(&mut g, c1, false);
+    let c2 = conv(&mut g, x6, 8, 6, 3, 1, 1);
+    let y2 = swish(&mut g, c2, true);
+    let c3 = conv(&mut g, x, 32, 1, 3, 0, 1);
+    let y3 = swish(&mut g, c3, false);
+    let c4 = conv(&mut g, x, 32, 1, 5, 0, 2);
+    let y4 = swish(&mut g, c4, true);
+    let c5 = conv(&mut g, x, 32, 32, 3, 1, 1);
+    let s5 = node(&mut g, Op::Binary(BinaryOp::Add), &[c5, res]);
+    let y5 = swish(&mut g, s5, false);
+    let c6 = conv(&mut g, x, 16, 32, 1, 1, 1);
+    let y6 = node(&mut g, Op::Unary(UnaryOp::Sigmoid), &[c6]);
+    let c7 = conv(&mut g, x, 16, 32, 1, 1, 1);
+    let y7 = swish(&mut g, c7, false);
+    let y7b = node(&mut g, Op::Unary(UnaryOp::Relu), &[c7]);
+    g.outputs.extend([y1, y2, y3, y4, y5, y6, y7, y7b]);
+    let inputs = [xt, rt, x6t];
+    let want = crate::ir::interp::run(&g, &inputs).expect("interp");
+    let native = opts("swn");
+    let mut loops = opts("swl");
+    loops.target = Some(target_lexicon::Triple::host().to_string());
+    let tiled = super::gemm::self_contained("sws");
+    for o in [native, loops, tiled] {
+        let m = load(&g, &o);
+        let k = &m.art.kernels;
+        // Only the third reader's sigmoid and mul run alone.
+        assert_eq!(k.matches("_sigmoid\n").count(), 1, "{k}");
+        assert_eq!(k.matches("_mul\n").count(), 1, "{k}");
+        assert!(!k.contains("_add\n"), "{k}");
+        assert!(k.contains("Swish") && k.contains("Sigmoid"), "{k}");
+        let got = m.run(&inputs).expect("status 0");
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert_close(
+                &format!("{:?} {:?} output {i}", o.target, o.self_contained),
+                a,
+                b,
+            );
+        }
+    }
+}
+
 /// Timing of a resnet18 basic block at 56×56×64 (two 3×3 convs, residual, relu):
 /// `cargo test -p nnefc-compiler --lib bench_resnet_block -- --ignored --nocapture`.
 #[test]
