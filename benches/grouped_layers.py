@@ -46,6 +46,10 @@ LAYERS = {
     "depthwise5_s1_14": (672, 14, 672, 1, 5, 672),
     "depthwise5_s2_14": (672, 14, 672, 2, 5, 672),
     "depthwise5_s1_7": (1152, 7, 1152, 1, 5, 1152),
+    # MobileNet's 3×3 depthwise layers on the smallest maps.
+    "depthwise3_s1_7": (960, 7, 960, 1, 3, 960),
+    "depthwise3_s2_14": (576, 14, 576, 2, 3, 576),
+    "depthwise3_s2_28": (192, 28, 192, 2, 3, 192),
 }
 
 

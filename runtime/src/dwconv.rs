@@ -149,6 +149,10 @@ pub(crate) unsafe fn run(
 unsafe fn run_planes(a: &DwArgs, lo: usize, hi: usize) {
     #[cfg(target_arch = "x86_64")]
     {
+        if crate::gemm::avx512_selected() && crate::dwconv_lanes::takes(a) {
+            // SAFETY: the CPU has AVX-512F; `takes` holds.
+            return unsafe { crate::dwconv_lanes::planes(a, lo, hi) };
+        }
         if a.kw <= avx512::MAX_KW && crate::gemm::avx512_selected() {
             // SAFETY: the CPU has AVX-512F (that is what selected the kernel).
             return unsafe { avx512::planes(a, lo, hi) };
@@ -1555,7 +1559,7 @@ pub(crate) mod tests {
 
     /// `nnefc_dwconv` of `a` serially and through `pool`: each within rounding of `want`,
     /// and the two bit for bit equal.
-    fn serial_and_pooled(a: &DwArgs, want: &[f32], pool: &crate::ThreadPool, case: usize) {
+    pub(crate) fn serial_and_pooled(a: &DwArgs, want: &[f32], pool: &crate::ThreadPool, case: usize) {
         let runs = serial_and_pooled_runs(want.len(), pool, case, |y, par| {
             let args = DwArgs {
                 y: y.as_mut_ptr(),
@@ -1575,7 +1579,7 @@ pub(crate) mod tests {
     }
 
     /// The definition, written out: every output the sum of its in-bounds taps.
-    fn naive(a: &DwArgs, x: &[f32], f: &[f32], bias: &[f32], res: Option<&[f32]>) -> Vec<f32> {
+    pub(crate) fn naive(a: &DwArgs, x: &[f32], f: &[f32], bias: &[f32], res: Option<&[f32]>) -> Vec<f32> {
         let mut y = vec![0.0; a.n * a.c * a.oh * a.ow];
         for n in 0..a.n {
             for c in 0..a.c {

@@ -42,6 +42,8 @@ macro_rules! unroll {
 mod conv;
 mod conv_pool;
 mod dwconv;
+#[cfg(target_arch = "x86_64")]
+mod dwconv_lanes;
 pub mod gemm;
 mod maxpool;
 mod model;

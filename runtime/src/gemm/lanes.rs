@@ -522,7 +522,7 @@ use avx512::{block_avx512, block2_avx512};
 
 /// The AVX-512 tile: 16 rows of C per register.
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
+pub(crate) mod avx512 {
     use super::{BUF_COLS, LANES, Tile, TileBuf};
     use crate::gemm::{GemmEpilogue, first_lanes};
     use core::arch::x86_64::*;
@@ -640,7 +640,7 @@ mod avx512 {
     /// blocks of 128-bit lanes): `v[i][j]` becomes `v[j][i]`.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    fn transpose(v: &mut [__m512; LANES]) {
+    pub(crate) fn transpose(v: &mut [__m512; LANES]) {
         let mut t = [_mm512_setzero_ps(); LANES];
         for i in 0..8 {
             t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);

@@ -40,7 +40,7 @@
 mod driver;
 mod gemv;
 mod kernels;
-mod lanes;
+pub(crate) mod lanes;
 #[cfg(all(test, feature = "std"))]
 mod lanes_tests;
 mod pack;
