@@ -191,15 +191,19 @@ unsafe fn block(
         if ox == a.ow {
             (oy, ox) = (oy + 1, 0);
         }
-        let mut acc = [bias; L];
-        for t in 0..taps {
-            let w = wv[t];
-            // SAFETY: every tap of every output lies in the padded input (`padded`).
-            let at = unsafe { s.as_ptr().add(tap_at[t]) };
-            for j in 0..L {
-                acc[j] = _mm512_fmadd_ps(w, unsafe { *at.add(base[j]) }, acc[j]);
+        // A short last group keeps only as many sums as it has outputs (7×7 maps end
+        // on one: 16 would make a quarter of the multiply-adds idle).
+        let (sp, tw) = (s.as_ptr(), &wv[..taps]);
+        // SAFETY: every tap of every output lies in the padded input (`padded`).
+        let mut acc = unsafe {
+            match n {
+                9.. => sums::<16>(sp, tw, tap_at, &base, bias),
+                5..=8 => sums::<8>(sp, tw, tap_at, &base, bias),
+                3..=4 => sums::<4>(sp, tw, tap_at, &base, bias),
+                2 => sums::<2>(sp, tw, tap_at, &base, bias),
+                _ => sums::<1>(sp, tw, tap_at, &base, bias),
             }
-        }
+        };
         crate::gemm::lanes::avx512::transpose(&mut acc);
         let m = if n == L { u16::MAX } else { (1u16 << n) - 1 };
         for (l, &v) in acc.iter().enumerate().take(count) {
@@ -212,6 +216,35 @@ unsafe fn block(
         }
         o0 += n;
     }
+}
+
+/// The sums of the first `N` outputs whose taps start at `base` in the padded copy `s`:
+/// the bias, then a multiply-add per tap (weights `wv`, offsets `tap_at`), in tap order;
+/// the other vectors zero.
+///
+/// # Safety
+/// The CPU has AVX-512F; every `base[j] + tap_at[t]` (`j < N`, `t < wv.len()`) is a pixel
+/// of `s`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn sums<const N: usize>(
+    s: *const __m512,
+    wv: &[__m512],
+    tap_at: &[usize; MAX_TAPS],
+    base: &[usize; L],
+    bias: __m512,
+) -> [__m512; L] {
+    let mut acc = [bias; N];
+    for (t, &w) in wv.iter().enumerate() {
+        // SAFETY: the caller's contract.
+        let at = unsafe { s.add(tap_at[t]) };
+        for j in 0..N {
+            acc[j] = _mm512_fmadd_ps(w, unsafe { *at.add(base[j]) }, acc[j]);
+        }
+    }
+    let mut out = [_mm512_setzero_ps(); L];
+    out[..N].copy_from_slice(&acc);
+    out
 }
 
 #[cfg(all(test, feature = "std"))]
