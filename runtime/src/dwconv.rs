@@ -1559,7 +1559,12 @@ pub(crate) mod tests {
 
     /// `nnefc_dwconv` of `a` serially and through `pool`: each within rounding of `want`,
     /// and the two bit for bit equal.
-    pub(crate) fn serial_and_pooled(a: &DwArgs, want: &[f32], pool: &crate::ThreadPool, case: usize) {
+    pub(crate) fn serial_and_pooled(
+        a: &DwArgs,
+        want: &[f32],
+        pool: &crate::ThreadPool,
+        case: usize,
+    ) {
         let runs = serial_and_pooled_runs(want.len(), pool, case, |y, par| {
             let args = DwArgs {
                 y: y.as_mut_ptr(),
@@ -1579,7 +1584,13 @@ pub(crate) mod tests {
     }
 
     /// The definition, written out: every output the sum of its in-bounds taps.
-    pub(crate) fn naive(a: &DwArgs, x: &[f32], f: &[f32], bias: &[f32], res: Option<&[f32]>) -> Vec<f32> {
+    pub(crate) fn naive(
+        a: &DwArgs,
+        x: &[f32],
+        f: &[f32],
+        bias: &[f32],
+        res: Option<&[f32]>,
+    ) -> Vec<f32> {
         let mut y = vec![0.0; a.n * a.c * a.oh * a.ow];
         for n in 0..a.n {
             for c in 0..a.c {

@@ -88,7 +88,13 @@ pub(crate) unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
     while p0 < hi {
         let count = (hi - p0).min(L);
         // Lanes past `count` repeat the last plane (and are never stored).
-        let mut ptrs = [(core::ptr::null(), core::ptr::null_mut(), core::ptr::null(), core::ptr::null(), 0.0); L];
+        let mut ptrs = [(
+            core::ptr::null(),
+            core::ptr::null_mut(),
+            core::ptr::null(),
+            core::ptr::null(),
+            0.0,
+        ); L];
         for (l, pl) in ptrs.iter_mut().enumerate() {
             // SAFETY: plane (n, c) of the arguments.
             *pl = unsafe { crate::dwconv::plane_ptrs(a, n, c) };
@@ -163,9 +169,9 @@ unsafe fn block(
         t0 += n;
     }
     let bias = _mm512_setr_ps(
-        ptrs[0].4, ptrs[1].4, ptrs[2].4, ptrs[3].4, ptrs[4].4, ptrs[5].4, ptrs[6].4,
-        ptrs[7].4, ptrs[8].4, ptrs[9].4, ptrs[10].4, ptrs[11].4, ptrs[12].4, ptrs[13].4,
-        ptrs[14].4, ptrs[15].4,
+        ptrs[0].4, ptrs[1].4, ptrs[2].4, ptrs[3].4, ptrs[4].4, ptrs[5].4, ptrs[6].4, ptrs[7].4,
+        ptrs[8].4, ptrs[9].4, ptrs[10].4, ptrs[11].4, ptrs[12].4, ptrs[13].4, ptrs[14].4,
+        ptrs[15].4,
     );
     let (lo_v, hi_v) = (_mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi));
     let act = a.act as u32;

@@ -529,7 +529,7 @@ fn bias_rows(lw: &mut Lowering<'_>, b: ValueId, cout: usize) -> Result<BufId, Co
 /// rather than im2col + GEMM: the few channels of `passes::epilogue::few_channels`
 /// (which also decides the fused conv + pool), and on maps of at least 28 output columns (two of
 /// the kernel's 16-column blocks, nearly full) up to 32 channels, or 64 per group of a
-/// grouped conv. There the column matrix (as large as the input times the filter area:
+/// grouped conv, and grouped convs of at most 16 per group on any map. There the column matrix (as large as the input times the filter area:
 /// 43 MB for 384 channels in groups of 48 on 56×56) costs more than the direct kernel's
 /// shorter register reuse; grouped products are also short (`og` rows). One layer per
 /// model (`benches/grouped_layers.py` writes most of them), Zen 5, one thread, `nnefc
@@ -554,10 +554,16 @@ fn bias_rows(lw: &mut Lowering<'_>, b: ValueId, cout: usize) -> Result<BufId, Co
 /// Kept on im2col + GEMM, where direct measured slower: narrower maps (dense 32→64 3×3
 /// s2 from 28² 0.035 → 0.039, from 40² 0.072 → 0.090; 512 in groups of 64 on 14²
 /// 2.06 → 2.24) and dense layers of 64 channels (resnet18's 64→128 3×3 s2 on 56², 0.511 →
-/// 0.527 in the network).
+/// 0.527 in the network). Grouped convs of at most 16 channels per group take the direct
+/// kernel on any map: RegNetX-400MF's 160 channels in groups of 16, 3×3 s2 from 28×28
+/// (`benches/public_models.py`, `nnefc bench --profile`, two interleaved runs each)
+/// 0.235–0.244 → 0.107 ms; regnet_y_400mf and resnext50_32x4d, whose layers of 8 and 16
+/// per group switched too, unchanged as a whole (9.60–9.70 / 9.42–9.52 ms, 82.6–83.1 /
+/// 81.7–82.9).
 fn direct_pays(cg: usize, groups: usize, stride: &[usize], ow: usize) -> bool {
     crate::passes::epilogue::few_channels(cg, stride)
         || (ow >= 28 && cg <= if groups > 1 { 64 } else { 32 })
+        || (groups > 1 && cg <= 16)
 }
 
 /// Dense conv as GEMM per (batch item, group): `C[og × pos] = A[og × K] · col[K × pos]`

@@ -1570,8 +1570,8 @@ fn direct_conv_both_paths_random() {
             let cin = match (wide, groups > 1, s) {
                 (true, true, _) => 17 + r.below(48),
                 (true, false, _) => 17 + r.below(16),
-                (false, _, 1) => 1 + r.below(16),
-                (false, _, _) => 1 + r.below(4),
+                (false, _, 1) | (false, true, _) => 1 + r.below(16),
+                (false, false, _) => 1 + r.below(4),
             };
             let (mut n, cout) = (1 + r.below(2), 1 + r.below(20));
             if groups > 1 {
