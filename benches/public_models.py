@@ -4,21 +4,23 @@ Writes, under the folder given as the first argument, one folder per torchvision
 architecture in the corpus layout (`model.nnef/`, `model.onnx`, `input.dat`,
 `expected.dat`), made the way the shared corpus was made: seeded random weights (and
 batch-norm statistics, so that no normalization is an identity), ONNX opset 14, then the
-Khronos `nnef_tools` converter (with `--fold-constants`, without which it cannot convert
-ShuffleNet's split of dynamic shape); the expected output is ONNX Runtime's on the ONNX file.
+Khronos `nnef_tools` converter (with `--fold-constants`, which needs `onnxsim`; without
+it the converter cannot convert ShuffleNet's split of dynamic shape); the expected output
+is ONNX Runtime's on the ONNX file.
 
     python3 -m venv ~/.cache/nnefc-bench/torch-venv
     ~/.cache/nnefc-bench/torch-venv/bin/pip install torch torchvision onnx onnxruntime \
-        onnxscript nnef-tools nnef
+        onnxscript onnxsim nnef-tools nnef
     ~/.cache/nnefc-bench/torch-venv/bin/python benches/public_models.py /tmp/public
-    nnefc run /tmp/public/efficientnet_b0/model.nnef \
+    cargo run --release --bin nnefc -- run /tmp/public/efficientnet_b0/model.nnef \
         -i input=/tmp/public/efficientnet_b0/input.dat --output-dir /tmp/out \
         --compare /tmp/public/efficientnet_b0/expected.dat
     NNEFC_SHARED_MODELS=/tmp/public cargo run --release --example compare
 
-The architectures are the ones the corpus lacks: EfficientNet and MnasNet (5x5
-depthwise, squeeze-excitation, swish), RegNet (grouped convs), ShuffleNet v2 (channel
-shuffle by reshape/transpose, split), MobileNet v3 (hard swish, hard sigmoid) and
+The architectures are the ones the corpus lacks: EfficientNet (5x5 depthwise,
+squeeze-excitation, swish), MnasNet (5x5 depthwise), RegNet (grouped convs), ShuffleNet v2 (channel
+shuffle by reshape/transpose, split), MobileNet v3 (hard swish and hard sigmoid, spelled
+out as add/clamp/div/mul because the converter has neither) and
 ResNeXt (grouped bottlenecks). torch with PyPI's wheels is several GB; this is a
 benchmark and conformance tool, not a test dependency. Names on the command line after
 the folder restrict the set.
@@ -38,7 +40,7 @@ try:
     import torchvision
 except ImportError:
     sys.exit(
-        "needs torch, torchvision, onnx, onnxruntime, onnxscript, nnef-tools and nnef: "
+        "needs torch, torchvision, onnx, onnxruntime, onnxscript, onnxsim, nnef-tools and nnef: "
         "pip install them into the venv that runs this script"
     )
 
