@@ -1,7 +1,7 @@
 //! Analysis: the convolution epilogue chains `conv → [add residual] → [relu | clamp |
 //! sigmoid | swish]` that the back end computes inside the convolution
 //! (`back::select::conv` folds them into the GEMM epilogue or the direct kernels), decided
-//! on the graph so that the memory plan can see them. Swish (SiLU) is the pair
+//! on the graph so that the memory plan can see them. Swish is NNEF's `silu` or the pair
 //! `s = sigmoid(v); mul(v, s)` (either operand order), as converters write it
 //! (EfficientNet, MnasNet-A, YOLO); fused, neither the conv's output nor σ reaches memory.
 //!
@@ -143,6 +143,9 @@ pub fn chain(g: &Graph, users: &[Vec<NodeId>], conv: usize) -> Option<EpilogueCh
             Op::Unary(UnaryOp::Relu) => Some(ChainActivation::Relu),
             Op::Unary(UnaryOp::Sigmoid) if g.ty(n.outputs[0]).shape().as_ref() == Some(&ys) => {
                 Some(ChainActivation::Sigmoid)
+            }
+            Op::Unary(UnaryOp::Silu) if g.ty(n.outputs[0]).shape().as_ref() == Some(&ys) => {
+                Some(ChainActivation::Swish)
             }
             Op::Clamp
                 if n.inputs.len() == 3 && g.ty(n.outputs[0]).shape().as_ref() == Some(&ys) =>

@@ -745,7 +745,7 @@ fn fused_epilogues() {
     }
 }
 
-/// Swish (`mul(c, sigmoid(c))`, either operand order) and sigmoid after every kind of
+/// Swish (`mul(c, sigmoid(c))`, either operand order, and `silu`) and sigmoid after every kind of
 /// conv lowering: a 1×1 GEMM conv, a 3×3 direct conv of 6 channels, depthwise 3×3 and
 /// 5×5 at stride 2, a Winograd-sized 3×3 conv after a residual add, and a conv whose
 /// output has a third reader (not a chain: sigmoid and mul run alone). On the native
@@ -803,7 +803,10 @@ fn fused_swish_and_sigmoid() {
     let c7 = conv(&mut g, x, 16, 32, 1, 1, 1);
     let y7 = swish(&mut g, c7, false);
     let y7b = node(&mut g, Op::Unary(UnaryOp::Relu), &[c7]);
-    g.outputs.extend([y1, y2, y3, y4, y5, y6, y7, y7b]);
+    // NNEF's own `silu` after a depthwise conv.
+    let c8 = conv(&mut g, x, 32, 1, 3, 0, 1);
+    let y8 = node(&mut g, Op::Unary(UnaryOp::Silu), &[c8]);
+    g.outputs.extend([y1, y2, y3, y4, y5, y6, y7, y7b, y8]);
     let inputs = [xt, rt, x6t];
     let want = crate::ir::interp::run(&g, &inputs).expect("interp");
     let native = opts("swn");
@@ -816,7 +819,7 @@ fn fused_swish_and_sigmoid() {
         // Only the third reader's sigmoid and mul run alone.
         assert_eq!(k.matches("_sigmoid\n").count(), 1, "{k}");
         assert_eq!(k.matches("_mul\n").count(), 1, "{k}");
-        assert!(!k.contains("_add\n"), "{k}");
+        assert!(!k.contains("_add\n") && !k.contains("_silu\n"), "{k}");
         assert!(k.contains("Swish") && k.contains("Sigmoid"), "{k}");
         let got = m.run(&inputs).expect("status 0");
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
