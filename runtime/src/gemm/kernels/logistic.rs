@@ -187,7 +187,7 @@ mod tests {
             -88.7,
             f32::from_bits(0x7fa0_0001), // signalling NaN
         ]);
-        while xs.len() % 16 != 0 {
+        while !xs.len().is_multiple_of(16) {
             xs.push(1.5);
         }
         let want: Vec<u32> = xs.iter().map(|&x| portable(x).to_bits()).collect();
