@@ -115,4 +115,5 @@ graph G( input ) -> ( output )
     print(f"{len(LAYERS)} models in {sys.argv[1]}")
 
 
-main()
+if __name__ == "__main__":
+    main()

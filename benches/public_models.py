@@ -28,11 +28,12 @@ the folder restrict the set.
 
 import json
 import os
-import struct
 import subprocess
 import sys
 
 import numpy as np
+
+from grouped_layers import write_dat  # the same folder; the NNEF tensor writer
 
 try:
     import onnxruntime as ort
@@ -53,16 +54,6 @@ MODELS = [
     "mobilenet_v3_large",
     "resnext50_32x4d",
 ]
-
-
-def write_dat(path, a):
-    """A float32 NNEF tensor file (1.0 header, 128 bytes)."""
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    extents = list(a.shape) + [0] * (8 - a.ndim)
-    header = b"\x4e\xef\x01\x00" + struct.pack("<II", a.nbytes, a.ndim)
-    header += b"".join(struct.pack("<I", e) for e in extents) + struct.pack("<II", 32, 0)
-    with open(path, "wb") as f:
-        f.write(header + bytes(128 - len(header)) + a.tobytes())
 
 
 class HardSigmoid(torch.nn.Module):

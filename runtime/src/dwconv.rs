@@ -1620,6 +1620,55 @@ pub(crate) mod tests {
         y
     }
 
+    /// A layer's random data (input, filter, bias, residual), for [`dense`] arguments.
+    pub(crate) struct Layer {
+        dims: [usize; 6],
+        x: Vec<f32>,
+        f: Vec<f32>,
+        bias: Vec<f32>,
+        res: Option<Vec<f32>>,
+    }
+
+    impl Layer {
+        /// Data for extents `[n, c, h, w, oh, ow]` and a `[kh, kw]` filter, from `seed`;
+        /// a residual when `with_res`.
+        pub(crate) fn random(
+            seed: u64,
+            dims: [usize; 6],
+            [kh, kw]: [usize; 2],
+            with_res: bool,
+        ) -> Layer {
+            let [n, c, h, w, oh, ow] = dims;
+            let mut g = Lcg(seed);
+            let mut take = |len: usize| -> Vec<f32> { (0..len).map(|_| g.next()).collect() };
+            let (x, f, bias) = (take(n * c * h * w), take(c * kh * kw), take(c));
+            let res = take(n * c * oh * ow);
+            Layer {
+                dims,
+                x,
+                f,
+                bias,
+                res: with_res.then_some(res),
+            }
+        }
+        /// The arguments for window `[kh, kw, sh, sw, dh, dw, pt, pl]` and activation `act`.
+        pub(crate) fn args(&self, window: [usize; 8], act: usize) -> DwArgs {
+            dense(
+                self.dims,
+                window,
+                &self.x,
+                self.f.as_ptr(),
+                self.bias.as_ptr(),
+                self.res.as_deref(),
+                act,
+            )
+        }
+        /// What the definition gives for `a` (made by [`Layer::args`]).
+        pub(crate) fn want(&self, a: &DwArgs) -> Vec<f32> {
+            naive(a, &self.x, &self.f, &self.bias, self.res.as_deref())
+        }
+    }
+
     /// Deterministic test data (an LCG), values in [−1, 1); the direct conv's tests too.
     pub(crate) struct Lcg(pub(crate) u64);
     impl Lcg {
@@ -1777,23 +1826,10 @@ pub(crate) mod tests {
             }
             let (oh, ow) = (eh as usize / sh + 1, ew as usize / sw + 1);
             let (n, c) = (1 + u(2), 1 + u(7));
-            let mut g = Lcg(case as u64 + 100);
-            let x: Vec<f32> = (0..n * c * h * w).map(|_| g.next()).collect();
-            let f: Vec<f32> = (0..c * kh * kw).map(|_| g.next()).collect();
-            let bias: Vec<f32> = (0..c).map(|_| g.next()).collect();
-            let res: Vec<f32> = (0..n * c * oh * ow).map(|_| g.next()).collect();
             let act = u(5);
-            let with_res = u(2) == 1;
-            let a = dense(
-                [n, c, h, w, oh, ow],
-                [kh, kw, sh, sw, dh, dw, pt, pl],
-                &x,
-                f.as_ptr(),
-                bias.as_ptr(),
-                with_res.then_some(&res[..]),
-                act,
-            );
-            let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
+            let layer = Layer::random(case as u64 + 100, [n, c, h, w, oh, ow], [kh, kw], u(2) == 1);
+            let a = layer.args([kh, kw, sh, sw, dh, dw, pt, pl], act);
+            let want = layer.want(&a);
             serial_and_pooled(&a, &want, &pool, case);
             // The portable path, whatever this CPU selects.
             let mut y = vec![f32::NAN; want.len()];

@@ -256,7 +256,7 @@ unsafe fn sums<const N: usize>(
 #[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
-    use crate::dwconv::tests::{Lcg, dense, naive, serial_and_pooled};
+    use crate::dwconv::tests::{Layer, Lcg, serial_and_pooled};
 
     /// Random layers this kernel takes (strides 2, or outputs of at most 8 columns;
     /// filters up to 7×7, dilations, paddings; 1–40 channels, so full and partial blocks
@@ -287,25 +287,13 @@ mod tests {
             }
             let (oh, ow) = (eh as usize / sh + 1, ew as usize / sw + 1);
             let (n, c) = (1 + r.below(2), 1 + r.below(40));
-            let mut g = Lcg(cases as u64 + 500);
-            let x: Vec<f32> = (0..n * c * h * w).map(|_| g.next()).collect();
-            let f: Vec<f32> = (0..c * kh * kw).map(|_| g.next()).collect();
-            let bias: Vec<f32> = (0..c).map(|_| g.next()).collect();
-            let res: Vec<f32> = (0..n * c * oh * ow).map(|_| g.next()).collect();
             let with_res = r.below(2) == 1;
-            let a = dense(
-                [n, c, h, w, oh, ow],
-                [kh, kw, sh, sw, dh, dw, pt, pl],
-                &x,
-                f.as_ptr(),
-                bias.as_ptr(),
-                with_res.then_some(&res[..]),
-                r.below(5),
-            );
+            let layer = Layer::random(cases as u64 + 500, [n, c, h, w, oh, ow], [kh, kw], with_res);
+            let a = layer.args([kh, kw, sh, sw, dh, dw, pt, pl], r.below(5));
             if !takes(&a) {
                 continue;
             }
-            let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
+            let want = layer.want(&a);
             serial_and_pooled(&a, &want, &pool, cases);
             cases += 1;
         }

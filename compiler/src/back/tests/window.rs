@@ -648,6 +648,35 @@ fn node(g: &mut Graph, op: Op, ins: &[crate::ir::ValueId]) -> crate::ir::ValueId
     g.add_node(op, ins.to_vec(), out)[0]
 }
 
+/// `conv(x)` with a random constant `[cout, cin_g, k, k]` filter (values within ±`fmax`)
+/// and bias (within ±1): zero border, no padding, stride `stride` both ways, `groups`
+/// groups (0: depthwise).
+fn const_conv(
+    g: &mut Graph,
+    r: &mut Rng,
+    x: crate::ir::ValueId,
+    [cout, cin_g, k]: [usize; 3],
+    groups: usize,
+    stride: usize,
+    fmax: f32,
+) -> crate::ir::ValueId {
+    let f = g.add_const(
+        r.tensor(DType::F32, &[cout, cin_g, k, k], -fmax, fmax),
+        None,
+        None,
+    );
+    let b = g.add_const(r.tensor(DType::F32, &[1, cout], -1.0, 1.0), None, None);
+    let a = ConvAttrs {
+        border: Border::Constant,
+        padding: Vec::new(),
+        stride: vec![stride, stride],
+        dilation: Vec::new(),
+        groups,
+        output_shape: Vec::new(),
+    };
+    node(g, Op::Conv(a), &[x, f, b])
+}
+
 /// conv → relu, conv → clamp, conv → add(residual) → relu, depthwise → clamp(0, 6):
 /// each chain is one fused step (checked in the kernel dump) and matches the interpreter.
 #[test]
@@ -660,24 +689,9 @@ fn fused_epilogues() {
     let x = g.add_input("x", xt.ty());
     let rt = r.tensor(DType::F32, &[2, 8, 7, 9], -1.0, 1.0);
     let res = g.add_input("r", rt.ty());
-    let conv =
-        |g: &mut Graph, r: &mut Rng, x, cout: usize, cin_g: usize, k: usize, groups: usize| {
-            let f = g.add_const(
-                r.tensor(DType::F32, &[cout, cin_g, k, k], -1.0, 1.0),
-                None,
-                None,
-            );
-            let b = g.add_const(r.tensor(DType::F32, &[1, cout], -1.0, 1.0), None, None);
-            let a = ConvAttrs {
-                border: Border::Constant,
-                padding: Vec::new(),
-                stride: Vec::new(),
-                dilation: Vec::new(),
-                groups,
-                output_shape: Vec::new(),
-            };
-            node(g, Op::Conv(a), &[x, f, b])
-        };
+    let conv = |g: &mut Graph, r: &mut Rng, x, cout: usize, cin_g: usize, k: usize, groups| {
+        const_conv(g, r, x, [cout, cin_g, k], groups, 1, 1.0)
+    };
     let c1 = conv(&mut g, &mut r, x, 8, 6, 3, 1);
     let y1 = node(&mut g, Op::Unary(UnaryOp::Relu), &[c1]);
     let c2 = conv(&mut g, &mut r, x, 8, 6, 1, 1);
@@ -764,24 +778,9 @@ fn fused_swish_and_sigmoid() {
     let res = g.add_input("r", rt.ty());
     let x6t = r.tensor(DType::F32, &[1, 6, 12, 13], -2.0, 2.0);
     let x6 = g.add_input("x6", x6t.ty());
-    let mut conv =
-        |g: &mut Graph, x, cout: usize, cin_g: usize, k: usize, groups, stride: usize| {
-            let f = g.add_const(
-                r.tensor(DType::F32, &[cout, cin_g, k, k], -0.5, 0.5),
-                None,
-                None,
-            );
-            let b = g.add_const(r.tensor(DType::F32, &[1, cout], -1.0, 1.0), None, None);
-            let a = ConvAttrs {
-                border: Border::Constant,
-                padding: Vec::new(),
-                stride: vec![stride, stride],
-                dilation: Vec::new(),
-                groups,
-                output_shape: Vec::new(),
-            };
-            node(g, Op::Conv(a), &[x, f, b])
-        };
+    let mut conv = |g: &mut Graph, x, cout: usize, cin_g: usize, k: usize, groups, stride| {
+        const_conv(g, &mut r, x, [cout, cin_g, k], groups, stride, 0.5)
+    };
     let swish = |g: &mut Graph, c, flip: bool| {
         let s = node(g, Op::Unary(UnaryOp::Sigmoid), &[c]);
         let ins = if flip { [s, c] } else { [c, s] };
