@@ -916,6 +916,7 @@ mod avx512 {
                 2 => finish_tile_act::<N, 2>(a, u, acc, at, live),
                 3 => finish_tile_act::<N, 3>(a, u, acc, at, live),
                 4 => finish_tile_act::<N, 4>(a, u, acc, at, live),
+                5 => finish_tile_act::<N, 5>(a, u, acc, at, live),
                 _ => finish_tile_act::<N, 0>(a, u, acc, at, live),
             }
         }
@@ -1108,7 +1109,7 @@ mod tests {
                     y_sn: (cout * oh * ow) as isize,
                     y_sc: (oh * ow) as isize,
                     y_sh: ow as isize,
-                    act: case % 5,
+                    act: case % 6,
                     lo: -0.5,
                     hi: 0.75,
                 },

@@ -824,7 +824,7 @@ mod tests {
             let f: Vec<f32> = (0..c * cin * k * k).map(|_| r.next()).collect();
             let bias: Vec<f32> = (0..c).map(|_| r.next()).collect();
             let packed = pack_conv_pool_filter(c, cin, k, k, &f).expect("pack");
-            let (cact, pact) = (case % 5, (case / 5) % 3);
+            let (cact, pact) = (case % 6, (case / 6) % 3);
             let (lo, hi) = (-0.5f32, 0.75f32);
             // NaN stays NaN through either activation.
             let act = |v: f64, a: usize| match a {
@@ -833,6 +833,7 @@ mod tests {
                 2 => v.min(f64::from(hi)).max(f64::from(lo)),
                 3 => 1.0 / (1.0 + (-v).exp()),
                 4 => v / (1.0 + (-v).exp()),
+                5 => v * (v + 3.0).clamp(0.0, 6.0) / 6.0,
                 _ => v,
             };
             // The conv (f64, through its activation), then the pool.

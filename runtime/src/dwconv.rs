@@ -88,7 +88,7 @@ pub struct DwArgs {
     /// Output stride between rows.
     pub y_sh: isize,
     /// An activation code as [`GemmEpilogue::activation`](crate::GemmEpilogue): 0 none,
-    /// 1 ReLU, 2 clamp to `[lo, hi]`, 3 sigmoid, 4 swish.
+    /// 1 ReLU, 2 clamp to `[lo, hi]`, 3 sigmoid, 4 swish, 5 hard swish.
     pub act: usize,
     /// Lower clamp bound.
     pub lo: f32,
@@ -1826,7 +1826,7 @@ pub(crate) mod tests {
             }
             let (oh, ow) = (eh as usize / sh + 1, ew as usize / sw + 1);
             let (n, c) = (1 + u(2), 1 + u(7));
-            let act = u(5);
+            let act = u(6);
             let layer = Layer::random(case as u64 + 100, [n, c, h, w, oh, ow], [kh, kw], u(2) == 1);
             let a = layer.args([kh, kw, sh, sw, dh, dw, pt, pl], act);
             let want = layer.want(&a);

@@ -289,7 +289,7 @@ mod tests {
             let (n, c) = (1 + r.below(2), 1 + r.below(40));
             let with_res = r.below(2) == 1;
             let layer = Layer::random(cases as u64 + 500, [n, c, h, w, oh, ow], [kh, kw], with_res);
-            let a = layer.args([kh, kw, sh, sw, dh, dw, pt, pl], r.below(5));
+            let a = layer.args([kh, kw, sh, sw, dh, dw, pt, pl], r.below(6));
             if !takes(&a) {
                 continue;
             }

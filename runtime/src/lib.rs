@@ -65,7 +65,7 @@ pub use conv_pool::{
 };
 pub use dwconv::{DwArgs, nnefc_dwconv};
 pub use gemm::{
-    ACT_CLAMP, ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_SWISH, GemmArgs, GemmEpilogue, nnefc_sgemm,
+    ACT_CLAMP, ACT_HARDSWISH, ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_SWISH, GemmArgs, GemmEpilogue, nnefc_sgemm,
     nnefc_sgemm_batch_parallel, nnefc_sgemm_packed_a, nnefc_sgemm_parallel, packed_a_lanes_len,
     packed_a_len, sgemm_scratch_bytes,
 };

@@ -743,7 +743,7 @@ pub(crate) mod tests {
             let bias: Vec<f32> = (0..c).map(|_| r.next()).collect();
             let res: Vec<f32> = (0..n * c * h * w).map(|_| r.next()).collect();
             let with_res = case % 2 == 0;
-            let act = case % 5;
+            let act = case % 6;
             let (lo, hi) = (-0.5f32, 0.75f32);
             let mut want = vec![0.0f64; n * c * h * w];
             // The magnitude of the terms each output sums: F(4×4)'s `Aᵀ` reaches 8, so
@@ -779,6 +779,7 @@ pub(crate) mod tests {
                                 2 => s.min(f64::from(hi)).max(f64::from(lo)),
                                 3 => 1.0 / (1.0 + (-s).exp()),
                                 4 => s / (1.0 + (-s).exp()),
+                                5 => s * (s + 3.0).clamp(0.0, 6.0) / 6.0,
                                 _ => s,
                             };
                         }

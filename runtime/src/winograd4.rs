@@ -514,6 +514,7 @@ pub(crate) mod avx512 {
                 2 => out_planes_act::<2>(a, lo, hi),
                 3 => out_planes_act::<3>(a, lo, hi),
                 4 => out_planes_act::<4>(a, lo, hi),
+                5 => out_planes_act::<5>(a, lo, hi),
                 _ => out_planes_act::<0>(a, lo, hi),
             }
         }

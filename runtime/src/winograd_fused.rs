@@ -124,11 +124,13 @@ unsafe fn run_units(a: &ConvArgs, lo: usize, hi: usize) {
                 (2, 1) => avx512::units::<2, 1, 16>(a, units, lo, hi),
                 (3, 1) => avx512::units::<3, 1, 16>(a, units, lo, hi),
                 (4, 1) => avx512::units::<4, 1, 16>(a, units, lo, hi),
+                (5, 1) => avx512::units::<5, 1, 16>(a, units, lo, hi),
                 (_, 1) => avx512::units::<0, 1, 16>(a, units, lo, hi),
                 (1, _) => avx512::units::<1, 2, 8>(a, units, lo, hi),
                 (2, _) => avx512::units::<2, 2, 8>(a, units, lo, hi),
                 (3, _) => avx512::units::<3, 2, 8>(a, units, lo, hi),
                 (4, _) => avx512::units::<4, 2, 8>(a, units, lo, hi),
+                (5, _) => avx512::units::<5, 2, 8>(a, units, lo, hi),
                 (_, _) => avx512::units::<0, 2, 8>(a, units, lo, hi),
             }
         };
@@ -332,7 +334,7 @@ mod tests {
             let bias: Vec<f32> = (0..c).map(|_| r.next()).collect();
             let res: Vec<f32> = (0..n * c * h * w).map(|_| r.next()).collect();
             let with_res = case % 2 == 0;
-            let act = case % 5;
+            let act = case % 6;
             let (lo, hi) = (-0.5f32, 0.75f32);
             let mut want = vec![0.0f64; n * c * h * w];
             let mut mag = vec![0.0f64; n * c * h * w];
@@ -370,6 +372,7 @@ mod tests {
                                 2 => s.min(f64::from(hi)).max(f64::from(lo)),
                                 3 => 1.0 / (1.0 + (-s).exp()),
                                 4 => s / (1.0 + (-s).exp()),
+                                5 => s * (s + 3.0).clamp(0.0, 6.0) / 6.0,
                                 _ => s,
                             };
                             mag[at] = sm;

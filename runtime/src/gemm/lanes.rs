@@ -732,7 +732,9 @@ pub(crate) mod avx512 {
     /// As for [`finish`], and `buf` as described.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn finish_at(buf: *const f32, t: &Tile, epi: &GemmEpilogue) {
-        use crate::gemm::kernels::{ACT_SIGMOID, ACT_SWISH, CLAMP_NEG, CLAMP_NONNEG};
+        use crate::gemm::kernels::{
+            ACT_HARDSWISH, ACT_SIGMOID, ACT_SWISH, CLAMP_NEG, CLAMP_NONNEG,
+        };
         let code = crate::gemm::kernels::gemm_act_code(epi.activation, epi.lo, epi.hi);
         // SAFETY: forwarded.
         unsafe {
@@ -743,6 +745,7 @@ pub(crate) mod avx512 {
                 CLAMP_NEG => finish_act::<CLAMP_NEG>(buf, t, epi),
                 ACT_SIGMOID => finish_act::<ACT_SIGMOID>(buf, t, epi),
                 ACT_SWISH => finish_act::<ACT_SWISH>(buf, t, epi),
+                ACT_HARDSWISH => finish_act::<ACT_HARDSWISH>(buf, t, epi),
                 _ => finish_act::<2>(buf, t, epi),
             }
         }

@@ -228,7 +228,7 @@ fn lanes_match_naive() {
         let k = ks[rng.below(ks.len())];
         let ops = Operands::new(&mut rng, m, n, k, case);
         let bias_kind = rng.below(3) as u32;
-        let activation = rng.below(5) as u32;
+        let activation = rng.below(6) as u32;
         let (lo, hi) = match rng.below(4) {
             0 => (f32::NAN, 0.5),
             1 => (-0.25, f32::NAN),

@@ -50,7 +50,7 @@ mod tall;
 #[cfg(all(test, feature = "std"))]
 pub(crate) mod tests;
 
-pub use kernels::{ACT_CLAMP, ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_SWISH};
+pub use kernels::{ACT_CLAMP, ACT_HARDSWISH, ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_SWISH};
 #[doc(hidden)]
 pub use kernels::{KernelId, available_kernels};
 /// The activation every kernel applies (scalar and AVX-512), and IEEE 754-2019 `maximum`
@@ -92,7 +92,8 @@ pub struct GemmEpilogue {
     /// Other values are reserved and mean no bias.
     pub bias_kind: u32,
     /// 0 ([`ACT_NONE`]): none; 1 ([`ACT_RELU`]): ReLU (`max(x, 0)`); 2 ([`ACT_CLAMP`]):
-    /// clamp to `[lo, hi]`; 3 ([`ACT_SIGMOID`]): 1/(1 + e⁻ˣ); 4 ([`ACT_SWISH`]): x·σ(x).
+    /// clamp to `[lo, hi]`; 3 ([`ACT_SIGMOID`]): 1/(1 + e⁻ˣ); 4 ([`ACT_SWISH`]): x·σ(x);
+    /// 5 ([`ACT_HARDSWISH`]): x·clamp(x + 3, 0, 6)·(1/6).
     /// Other values are reserved and mean none. NaN propagates (IEEE 754-2019
     /// `maximum`/`minimum`: ReLU(NaN) and clamp of NaN, or with a NaN bound, are NaN;
     /// σ(NaN) is NaN); ReLU(−0) is +0. Sigmoid and swish give the same bits on every route

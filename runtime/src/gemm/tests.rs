@@ -55,7 +55,7 @@ struct Epi {
     accumulate: bool,
 }
 
-const EPIS: [Epi; 8] = [
+const EPIS: [Epi; 9] = [
     Epi {
         bias_kind: 0,
         activation: 0,
@@ -94,6 +94,11 @@ const EPIS: [Epi; 8] = [
     Epi {
         bias_kind: 2,
         activation: 3,
+        accumulate: true,
+    },
+    Epi {
+        bias_kind: 1,
+        activation: 5,
         accumulate: true,
     },
 ];
@@ -207,6 +212,7 @@ fn run_case(id: KernelId, case: Case, rng: &mut Rng) {
                 2 => s.max(lo as f64).min(hi as f64),
                 3 => 1.0 / (1.0 + (-s).exp()),
                 4 => s / (1.0 + (-s).exp()),
+                5 => s * (s + 3.0).clamp(0.0, 6.0) / 6.0,
                 _ => s,
             };
             max_abs = max_abs.max(s.abs());
@@ -833,6 +839,8 @@ fn epilogues_propagate_nan_and_infinity() {
         (3, true, 0.0, 0.0, true),
         (4, false, 0.0, 0.0, true),
         (4, true, 0.0, 0.0, false),
+        (5, true, 0.0, 0.0, true),
+        (5, false, 0.0, 0.0, false),
     ];
     let row_bias = [0.0f32, 0.5, -2.0, 3e38, -0.0, 1e-40, -7.0];
     for id in available_kernels() {
@@ -1012,7 +1020,7 @@ fn vector_activation_matches_the_scalar_one() {
     for &(lo, hi) in &bounds {
         // SAFETY: the CPU has AVX-512F (checked above).
         let (l, h) = unsafe { (_mm512_set1_ps(lo), _mm512_set1_ps(hi)) };
-        for act in 0..5u32 {
+        for act in 0..6u32 {
             let f = |v| unsafe { kernels::activate_avx512(v, act, l, h) };
             check(&f, act, lo, hi, &format!("act {act}"));
         }

@@ -31,6 +31,11 @@ pub const ACT_CLAMP: u32 = 2;
 pub const ACT_SIGMOID: u32 = 3;
 /// Activation code: swish (SiLU), x·σ(x).
 pub const ACT_SWISH: u32 = 4;
+/// Activation code: hard swish, x·clamp(x + 3, 0, 6)·(1/6) (MobileNet v3), the clamp as
+/// [`ACT_CLAMP`]'s.
+pub const ACT_HARDSWISH: u32 = 5;
+/// 1/6 rounded to f32: hard swish's last factor.
+pub(crate) const SIXTH: f32 = 1.0 / 6.0;
 
 /// The epilogue applied by a micro-kernel to one tile:
 /// `C = act((accumulate ? C : 0) + A·B + bias_row[r] + bias_col[j])`.
@@ -232,7 +237,8 @@ pub(crate) fn for_width(kern: &'static Kernel, n: usize) -> &'static Kernel {
 /// propagates: ReLU is IEEE 754-2019 `maximum(v, +0)` (NaN stays NaN, −0 gives +0) and
 /// clamp is `maximum(minimum(v, hi), lo)` (NaN in `v` or a bound gives NaN), the
 /// compiler's element-wise semantics, so a fused epilogue agrees with the unfused ops;
-/// sigmoid and swish are [`sigmoid`]'s, which every vector route reproduces bit for bit.
+/// sigmoid and swish are [`sigmoid`]'s, which every vector route reproduces bit for bit;
+/// hard swish is `(v · clamp(v + 3)) · (1/6)` in that order on every route.
 #[inline(always)]
 pub(crate) fn activate(v: f32, act: u32, lo: f32, hi: f32) -> f32 {
     match act {
@@ -240,6 +246,7 @@ pub(crate) fn activate(v: f32, act: u32, lo: f32, hi: f32) -> f32 {
         ACT_CLAMP => maximum(minimum(v, hi), lo),
         ACT_SIGMOID => sigmoid(v),
         ACT_SWISH => v * sigmoid(v),
+        ACT_HARDSWISH => v * maximum(minimum(v + 3.0, 6.0), 0.0) * SIXTH,
         _ => v,
     }
 }

@@ -85,7 +85,7 @@ unsafe fn tile(
                 v = match epi.act {
                     1 => vmaxq_f32(v, zero),
                     2 => vmaxq_f32(vminq_f32(v, hi), lo),
-                    super::ACT_SIGMOID | super::ACT_SWISH => {
+                    super::ACT_SIGMOID | super::ACT_SWISH | super::ACT_HARDSWISH => {
                         // Lane by lane through the scalar code (the same bits as every
                         // other route; no NEON logistic yet).
                         let mut lanes = [0f32; 4];

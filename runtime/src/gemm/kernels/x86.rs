@@ -10,7 +10,7 @@ use core::arch::x86::*;
 use core::arch::x86_64::*;
 
 use super::logistic::{sigmoid_avx2, sigmoid_avx512};
-use super::{ACT_SIGMOID, ACT_SWISH, EdgePairFn, EdgeQuadFn, Gemv, Kernel, KernelId, TileEpi};
+use super::{ACT_HARDSWISH, ACT_SIGMOID, ACT_SWISH, EdgePairFn, EdgeQuadFn, Gemv, Kernel, KernelId, TileEpi};
 use crate::gemm::MR;
 use crate::gemm::gemv::finish;
 
@@ -145,6 +145,15 @@ unsafe fn tile_avx2(
                     ),
                     ACT_SIGMOID => sigmoid_avx2(v),
                     ACT_SWISH => _mm256_mul_ps(v, sigmoid_avx2(v)),
+                    ACT_HARDSWISH => {
+                        let t = _mm256_add_ps(v, _mm256_set1_ps(3.0));
+                        let six = _mm256_set1_ps(6.0);
+                        let c = _mm256_or_ps(
+                            _mm256_max_ps(_mm256_min_ps(six, t), zero),
+                            _mm256_cmp_ps::<_CMP_UNORD_Q>(t, six),
+                        );
+                        _mm256_mul_ps(_mm256_mul_ps(v, c), _mm256_set1_ps(super::SIXTH))
+                    }
                     _ => v,
                 };
                 _mm256_storeu_ps(cp, v);
@@ -278,6 +287,7 @@ unsafe fn tile_avx512_body<const Q: usize, const PREFETCH: bool>(
             (true, 2) => epilogue_row_bias::<Q, 2>(&acc, c, rsc, epi),
             (true, ACT_SIGMOID) => epilogue_row_bias::<Q, ACT_SIGMOID>(&acc, c, rsc, epi),
             (true, ACT_SWISH) => epilogue_row_bias::<Q, ACT_SWISH>(&acc, c, rsc, epi),
+            (true, ACT_HARDSWISH) => epilogue_row_bias::<Q, ACT_HARDSWISH>(&acc, c, rsc, epi),
             _ => {
                 let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
                 for (r, acc_r) in acc.iter().enumerate() {
@@ -666,7 +676,8 @@ unsafe fn epilogue_row_bias<const Q: usize, const ACT: u32>(
 /// The activation of every AVX-512 route (6-row tiles, lane panels, few-row tiles), so
 /// they agree bit for bit: 0 none, 1 ReLU, 2 clamp to `[lo, hi]`, NaN propagated as
 /// [`activate`](super::activate) (as the AVX2 tile, with a mask move instead of OR, which
-/// needs AVX512DQ); 3 sigmoid and 4 swish, the scalar [`sigmoid`](super::sigmoid)'s bits.
+/// needs AVX512DQ); 3 sigmoid and 4 swish, the scalar [`sigmoid`](super::sigmoid)'s bits;
+/// 5 hard swish, its clamp as 2's.
 ///
 /// # Safety
 /// The CPU has AVX-512F.
@@ -688,6 +699,16 @@ pub(crate) unsafe fn activate_avx512(v: __m512, act: u32, lo: __m512, hi: __m512
         // SAFETY: AVX-512F, as this function requires.
         ACT_SIGMOID => unsafe { sigmoid_avx512(v) },
         ACT_SWISH => _mm512_mul_ps(v, unsafe { sigmoid_avx512(v) }),
+        ACT_HARDSWISH => {
+            let t = _mm512_add_ps(v, _mm512_set1_ps(3.0));
+            let six = _mm512_set1_ps(6.0);
+            let c = _mm512_mask_mov_ps(
+                _mm512_max_ps(_mm512_min_ps(six, t), _mm512_setzero_ps()),
+                _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t, six),
+                _mm512_set1_ps(f32::NAN),
+            );
+            _mm512_mul_ps(_mm512_mul_ps(v, c), _mm512_set1_ps(super::SIXTH))
+        }
         _ => v,
     }
 }
