@@ -276,6 +276,8 @@ pub enum Activation {
     Sigmoid,
     /// x·sigmoid(x).
     Swish,
+    /// (x·clamp(x + 3, 0, 6))·(1/6).
+    HardSwish,
 }
 
 impl Activation {
@@ -298,6 +300,19 @@ impl Activation {
                 let s = push(Expr::Unary(UnaryOp::Sigmoid, x));
                 push(Expr::Binary(BinaryOp::Mul, x, s))
             }
+            Activation::HardSwish => {
+                let three = push(Expr::Lit(Lit::F32(3.0)));
+                let t = push(Expr::Binary(BinaryOp::Add, x, three));
+                let (six, zero) = (
+                    push(Expr::Lit(Lit::F32(6.0))),
+                    push(Expr::Lit(Lit::F32(0.0))),
+                );
+                let m6 = push(Expr::Binary(BinaryOp::Min, t, six));
+                let c = push(Expr::Binary(BinaryOp::Max, m6, zero));
+                let m = push(Expr::Binary(BinaryOp::Mul, x, c));
+                let sixth = push(Expr::Lit(Lit::F32(1.0 / 6.0)));
+                push(Expr::Binary(BinaryOp::Mul, m, sixth))
+            }
         }
     }
 
@@ -310,6 +325,7 @@ impl Activation {
             Activation::Clamp(lo, hi) => (code(nnefc_runtime::ACT_CLAMP), lo, hi),
             Activation::Sigmoid => (code(nnefc_runtime::ACT_SIGMOID), 0.0, 0.0),
             Activation::Swish => (code(nnefc_runtime::ACT_SWISH), 0.0, 0.0),
+            Activation::HardSwish => (code(nnefc_runtime::ACT_HARDSWISH), 0.0, 0.0),
         }
     }
 }

@@ -4,6 +4,7 @@
 //! on the graph so that the memory plan can see them. Swish is NNEF's `silu` or the pair
 //! `s = sigmoid(v); mul(v, s)` (either operand order), as converters write it
 //! (EfficientNet, MnasNet-A, YOLO); fused, neither the conv's output nor σ reaches memory.
+//! Hard swish (MobileNet v3) is the four nodes of `x·clamp(x + 3, 0, 6)/6` ([`hard_swish`]).
 //!
 //! A chain's nodes follow the conv directly in node order; each intermediate has exactly
 //! one user (the next member; a swish's input has two, its sigmoid and its mul) and is not
@@ -41,12 +42,14 @@ pub enum ChainActivation {
     Sigmoid,
     /// x·sigmoid(x).
     Swish,
+    /// x·clamp(x + 3, 0, 6)/6.
+    HardSwish,
 }
 
 /// One epilogue chain after the conv at node index `conv`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EpilogueChain {
-    /// The nodes folded into the conv, in order (1 to 3).
+    /// The nodes folded into the conv, in order (1 to 5).
     pub nodes: Vec<usize>,
     /// The value the chain produces (written by the fused conv).
     pub out: ValueId,
@@ -166,6 +169,10 @@ pub fn chain(g: &Graph, users: &[Vec<NodeId>], conv: usize) -> Option<EpilogueCh
         activation = ChainActivation::Swish;
         cur = mul;
         nodes.extend([at, at + 1]);
+    } else if let Some(out) = hard_swish(g, users, cur, at, &ys) {
+        activation = ChainActivation::HardSwish;
+        cur = out;
+        nodes.extend(at..at + 4);
     }
     if nodes.is_empty() {
         return None;
@@ -199,6 +206,70 @@ fn swish(g: &Graph, users: &[Vec<NodeId>], v: ValueId, at: usize, ys: &[usize]) 
         && g.ty(mv).dtype == DType::F32
         && g.ty(mv).shape().as_deref() == Some(ys);
     ok.then_some(mv)
+}
+
+/// The output of hard swish of `v` (of shape `ys`) when nodes `at .. at + 4` compute it
+/// as converters spell it, `a = add(v, 3)`, `c = clamp(a, 0, 6)`, then either
+/// `div(mul(v, c), 6)` (PyTorch's `x * clamp(x + 3, 0, 6) / 6`) or `mul(v, div(c, 6))`
+/// (Keras' `x * relu6(x + 3) / 6`; the division may be a multiplication by 1/6),
+/// commuted operands allowed; each intermediate read only by the next node (and `v` by
+/// the add and its mul), none a graph output. The fused form computes
+/// `(x·clamp(x + 3, 0, 6))·(1/6)`, within rounding of either.
+fn hard_swish(
+    g: &Graph,
+    users: &[Vec<NodeId>],
+    v: ValueId,
+    at: usize,
+    ys: &[usize],
+) -> Option<ValueId> {
+    let n: Vec<_> = (at..at + 4)
+        .map(|i| g.nodes.get(i))
+        .collect::<Option<_>>()?;
+    let out = |i: usize| n[i].outputs.first().copied();
+    let is = |x: ValueId, c: f32| scalar_const(g, x) == Some(c);
+    // `op(x, constant c)` in either order, for a commutative op.
+    let with_const = |i: usize, op: BinaryOp, x: ValueId, c: f32| {
+        matches!(&n[i].op, Op::Binary(o) if *o == op)
+            && match n[i].inputs.as_slice() {
+                [p, q] => (*p == x && is(*q, c)) || (*q == x && is(*p, c) && op != BinaryOp::Div),
+                _ => false,
+            }
+    };
+    let scaled = |i: usize, x: ValueId| {
+        with_const(i, BinaryOp::Div, x, 6.0) || with_const(i, BinaryOp::Mul, x, 1.0 / 6.0)
+    };
+    let times_v = |i: usize, x: ValueId| {
+        matches!(n[i].op, Op::Binary(BinaryOp::Mul))
+            && (n[i].inputs.as_slice() == [v, x] || n[i].inputs.as_slice() == [x, v])
+    };
+    let (a, c, third) = (out(0)?, out(1)?, out(2)?);
+    let head = with_const(0, BinaryOp::Add, v, 3.0)
+        && matches!(n[1].op, Op::Clamp)
+        && n[1].inputs.len() == 3
+        && n[1].inputs[0] == a
+        && is(n[1].inputs[1], 0.0)
+        && is(n[1].inputs[2], 6.0);
+    let (torch, keras) = (
+        times_v(2, c) && scaled(3, third),
+        scaled(2, c) && times_v(3, third),
+    );
+    let readers = |x: ValueId| {
+        users
+            .get(x.index())
+            .map(|u| u.iter().map(|n| n.index()).collect::<Vec<_>>())
+    };
+    let v_readers = if torch { [at, at + 2] } else { [at, at + 3] };
+    let y = out(3)?;
+    let ok = head
+        && (torch || keras)
+        && readers(v)? == v_readers
+        && readers(a)? == [at + 1]
+        && readers(c)? == [at + 2]
+        && readers(third)? == [at + 3]
+        && ![v, a, c, third].iter().any(|x| g.outputs.contains(x))
+        && g.ty(y).dtype == DType::F32
+        && g.ty(y).shape().as_deref() == Some(ys);
+    ok.then_some(y)
 }
 
 /// Whether a convolution of `cin` input channels (per group) goes to the runtime's direct

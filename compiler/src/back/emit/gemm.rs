@@ -321,6 +321,15 @@ impl<'a, 'b> Gx<'a, 'b> {
                 let s = cx.sigmoid(x);
                 cx.fmul(x, s)
             }
+            Activation::HardSwish => {
+                let t = cx.faddc(x, 3.0);
+                let (six, zero) = (cx.fc(6.0), cx.fc(0.0));
+                let m = cx.fmin(t, six);
+                let c = cx.fmax(m, zero);
+                let p = cx.fmul(x, c);
+                let sixth = cx.fc(1.0 / 6.0);
+                cx.fmul(p, sixth)
+            }
         }
     }
 

@@ -460,6 +460,7 @@ fn activation_of(a: ChainActivation) -> Activation {
         ChainActivation::Clamp(lo, hi) => Activation::Clamp(lo, hi),
         ChainActivation::Sigmoid => Activation::Sigmoid,
         ChainActivation::Swish => Activation::Swish,
+        ChainActivation::HardSwish => Activation::HardSwish,
     }
 }
 

@@ -759,7 +759,8 @@ fn fused_epilogues() {
     }
 }
 
-/// Swish (`mul(c, sigmoid(c))`, either operand order, and `silu`) and sigmoid after every kind of
+/// Swish (`mul(c, sigmoid(c))`, either operand order, and `silu`), hard swish (PyTorch's
+/// and Keras' spellings) and sigmoid after every kind of
 /// conv lowering: a 1×1 GEMM conv, a 3×3 direct conv of 6 channels, depthwise 3×3 and
 /// 5×5 at stride 2, a Winograd-sized 3×3 conv after a residual add, and a conv whose
 /// output has a third reader (not a chain: sigmoid and mul run alone). On the native
@@ -805,7 +806,28 @@ fn fused_swish_and_sigmoid() {
     // NNEF's own `silu` after a depthwise conv.
     let c8 = conv(&mut g, x, 32, 1, 3, 0, 1);
     let y8 = node(&mut g, Op::Unary(UnaryOp::Silu), &[c8]);
-    g.outputs.extend([y1, y2, y3, y4, y5, y6, y7, y7b, y8]);
+    // Hard swish as PyTorch spells it, `div(mul(c, clamp(c + 3, 0, 6)), 6)`, after a
+    // 1×1 conv, and as Keras does, `mul(mul(clamp(3 + c, 0, 6), 1/6), c)`, after a
+    // 5×5 depthwise conv at stride 2.
+    let scalar = |g: &mut Graph, v: f32| g.add_const(Tensor::f32(vec![], vec![v]), None, None);
+    let (k3, k0, k6, k16) = (
+        scalar(&mut g, 3.0),
+        scalar(&mut g, 0.0),
+        scalar(&mut g, 6.0),
+        scalar(&mut g, 1.0 / 6.0),
+    );
+    let c9 = conv(&mut g, x, 24, 32, 1, 1, 1);
+    let a9 = node(&mut g, Op::Binary(BinaryOp::Add), &[c9, k3]);
+    let l9 = node(&mut g, Op::Clamp, &[a9, k0, k6]);
+    let m9 = node(&mut g, Op::Binary(BinaryOp::Mul), &[c9, l9]);
+    let y9 = node(&mut g, Op::Binary(BinaryOp::Div), &[m9, k6]);
+    let c10 = conv(&mut g, x, 32, 1, 5, 0, 2);
+    let a10 = node(&mut g, Op::Binary(BinaryOp::Add), &[k3, c10]);
+    let l10 = node(&mut g, Op::Clamp, &[a10, k0, k6]);
+    let d10 = node(&mut g, Op::Binary(BinaryOp::Mul), &[l10, k16]);
+    let y10 = node(&mut g, Op::Binary(BinaryOp::Mul), &[d10, c10]);
+    g.outputs
+        .extend([y1, y2, y3, y4, y5, y6, y7, y7b, y8, y9, y10]);
     let inputs = [xt, rt, x6t];
     let want = crate::ir::interp::run(&g, &inputs).expect("interp");
     let native = opts("swn");
@@ -818,8 +840,12 @@ fn fused_swish_and_sigmoid() {
         // Only the third reader's sigmoid and mul run alone.
         assert_eq!(k.matches("_sigmoid\n").count(), 1, "{k}");
         assert_eq!(k.matches("_mul\n").count(), 1, "{k}");
-        assert!(!k.contains("_add\n") && !k.contains("_silu\n"), "{k}");
+        for op in ["_add\n", "_silu\n", "_clamp\n", "_div\n"] {
+            assert!(!k.contains(op), "{op}: {k}");
+        }
         assert!(k.contains("Swish") && k.contains("Sigmoid"), "{k}");
+        // (Loop nests show their activation as expressions, not by name.)
+        assert!(k.contains("HardSwish"), "{k}");
         let got = m.run(&inputs).expect("status 0");
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
             assert_close(

@@ -10,7 +10,9 @@ use core::arch::x86::*;
 use core::arch::x86_64::*;
 
 use super::logistic::{sigmoid_avx2, sigmoid_avx512};
-use super::{ACT_HARDSWISH, ACT_SIGMOID, ACT_SWISH, EdgePairFn, EdgeQuadFn, Gemv, Kernel, KernelId, TileEpi};
+use super::{
+    ACT_HARDSWISH, ACT_SIGMOID, ACT_SWISH, EdgePairFn, EdgeQuadFn, Gemv, Kernel, KernelId, TileEpi,
+};
 use crate::gemm::MR;
 use crate::gemm::gemv::finish;
 
