@@ -911,14 +911,7 @@ mod avx512 {
     ) {
         // SAFETY: forwarded.
         unsafe {
-            match a.geo.act {
-                1 => finish_tile_act::<N, 1>(a, u, acc, at, live),
-                2 => finish_tile_act::<N, 2>(a, u, acc, at, live),
-                3 => finish_tile_act::<N, 3>(a, u, acc, at, live),
-                4 => finish_tile_act::<N, 4>(a, u, acc, at, live),
-                5 => finish_tile_act::<N, 5>(a, u, acc, at, live),
-                _ => finish_tile_act::<N, 0>(a, u, acc, at, live),
-            }
+            crate::gemm::by_act!(a.geo.act, A => finish_tile_act::<N, A>(a, u, acc, at, live))
         }
     }
 

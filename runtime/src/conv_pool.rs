@@ -827,15 +827,7 @@ mod tests {
             let (cact, pact) = (case % 6, (case / 6) % 3);
             let (lo, hi) = (-0.5f32, 0.75f32);
             // NaN stays NaN through either activation.
-            let act = |v: f64, a: usize| match a {
-                _ if v.is_nan() => v,
-                1 => v.max(0.0),
-                2 => v.min(f64::from(hi)).max(f64::from(lo)),
-                3 => 1.0 / (1.0 + (-v).exp()),
-                4 => v / (1.0 + (-v).exp()),
-                5 => v * (v + 3.0).clamp(0.0, 6.0) / 6.0,
-                _ => v,
-            };
+            let act = |v: f64, a: usize| crate::gemm::tests::activate_f64(v, a as u32, lo, hi);
             // The conv (f64, through its activation), then the pool.
             let mut conv = vec![0.0f64; n * c * coh * cow];
             for ni in 0..n {

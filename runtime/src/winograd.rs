@@ -774,14 +774,7 @@ pub(crate) mod tests {
                                 sm += f64::from(res[at]).abs();
                             }
                             mag[at] = sm;
-                            want[at] = match act {
-                                1 => s.max(0.0),
-                                2 => s.min(f64::from(hi)).max(f64::from(lo)),
-                                3 => 1.0 / (1.0 + (-s).exp()),
-                                4 => s / (1.0 + (-s).exp()),
-                                5 => s * (s + 3.0).clamp(0.0, 6.0) / 6.0,
-                                _ => s,
-                            };
+                            want[at] = crate::gemm::tests::activate_f64(s, act as u32, lo, hi);
                         }
                     }
                 }

@@ -508,16 +508,7 @@ pub(crate) mod avx512 {
     #[target_feature(enable = "avx512f")]
     pub(crate) unsafe fn out_planes(a: &DwArgs, lo: usize, hi: usize) {
         // SAFETY: forwarded.
-        unsafe {
-            match a.act {
-                1 => out_planes_act::<1>(a, lo, hi),
-                2 => out_planes_act::<2>(a, lo, hi),
-                3 => out_planes_act::<3>(a, lo, hi),
-                4 => out_planes_act::<4>(a, lo, hi),
-                5 => out_planes_act::<5>(a, lo, hi),
-                _ => out_planes_act::<0>(a, lo, hi),
-            }
-        }
+        unsafe { crate::gemm::by_act!(a.act, A => out_planes_act::<A>(a, lo, hi)) }
     }
 
     /// [`out_planes`] with the activation `ACT` (`DwArgs::act`): the epilogue of each

@@ -119,19 +119,10 @@ unsafe fn run_units(a: &ConvArgs, lo: usize, hi: usize) {
     if crate::gemm::avx512_selected() {
         // SAFETY: the CPU has AVX-512F (that is what selected the kernel family).
         return unsafe {
-            match (a.geo.act, units.v) {
-                (1, 1) => avx512::units::<1, 1, 16>(a, units, lo, hi),
-                (2, 1) => avx512::units::<2, 1, 16>(a, units, lo, hi),
-                (3, 1) => avx512::units::<3, 1, 16>(a, units, lo, hi),
-                (4, 1) => avx512::units::<4, 1, 16>(a, units, lo, hi),
-                (5, 1) => avx512::units::<5, 1, 16>(a, units, lo, hi),
-                (_, 1) => avx512::units::<0, 1, 16>(a, units, lo, hi),
-                (1, _) => avx512::units::<1, 2, 8>(a, units, lo, hi),
-                (2, _) => avx512::units::<2, 2, 8>(a, units, lo, hi),
-                (3, _) => avx512::units::<3, 2, 8>(a, units, lo, hi),
-                (4, _) => avx512::units::<4, 2, 8>(a, units, lo, hi),
-                (5, _) => avx512::units::<5, 2, 8>(a, units, lo, hi),
-                (_, _) => avx512::units::<0, 2, 8>(a, units, lo, hi),
+            if units.v == 1 {
+                crate::gemm::by_act!(a.geo.act, A => avx512::units::<A, 1, 16>(a, units, lo, hi))
+            } else {
+                crate::gemm::by_act!(a.geo.act, A => avx512::units::<A, 2, 8>(a, units, lo, hi))
             }
         };
     }
@@ -367,14 +358,7 @@ mod tests {
                                 s += f64::from(res[at]);
                                 sm += f64::from(res[at]).abs();
                             }
-                            want[at] = match act {
-                                1 => s.max(0.0),
-                                2 => s.min(f64::from(hi)).max(f64::from(lo)),
-                                3 => 1.0 / (1.0 + (-s).exp()),
-                                4 => s / (1.0 + (-s).exp()),
-                                5 => s * (s + 3.0).clamp(0.0, 6.0) / 6.0,
-                                _ => s,
-                            };
+                            want[at] = crate::gemm::tests::activate_f64(s, act as u32, lo, hi);
                             mag[at] = sm;
                         }
                     }

@@ -289,12 +289,7 @@ impl Activation {
         match self {
             Activation::None => x,
             Activation::Relu => push(Expr::Unary(UnaryOp::Relu, x)),
-            Activation::Clamp(lo, hi) => {
-                let h = push(Expr::Lit(Lit::F32(hi)));
-                let l = push(Expr::Lit(Lit::F32(lo)));
-                let m = push(Expr::Binary(BinaryOp::Min, x, h));
-                push(Expr::Binary(BinaryOp::Max, m, l))
-            }
+            Activation::Clamp(lo, hi) => clamp_expr(x, lo, hi, &mut push),
             Activation::Sigmoid => push(Expr::Unary(UnaryOp::Sigmoid, x)),
             Activation::Swish => {
                 let s = push(Expr::Unary(UnaryOp::Sigmoid, x));
@@ -303,12 +298,7 @@ impl Activation {
             Activation::HardSwish => {
                 let three = push(Expr::Lit(Lit::F32(3.0)));
                 let t = push(Expr::Binary(BinaryOp::Add, x, three));
-                let (six, zero) = (
-                    push(Expr::Lit(Lit::F32(6.0))),
-                    push(Expr::Lit(Lit::F32(0.0))),
-                );
-                let m6 = push(Expr::Binary(BinaryOp::Min, t, six));
-                let c = push(Expr::Binary(BinaryOp::Max, m6, zero));
+                let c = clamp_expr(t, 0.0, 6.0, &mut push);
                 let m = push(Expr::Binary(BinaryOp::Mul, x, c));
                 let sixth = push(Expr::Lit(Lit::F32(1.0 / 6.0)));
                 push(Expr::Binary(BinaryOp::Mul, m, sixth))
@@ -328,6 +318,15 @@ impl Activation {
             Activation::HardSwish => (code(nnefc_runtime::ACT_HARDSWISH), 0.0, 0.0),
         }
     }
+}
+
+/// `max(min(x, hi), lo)` as element-wise expressions added by `push` (the element-wise
+/// ops' NaN-propagating min/max); the result's id.
+fn clamp_expr(x: ExprId, lo: f32, hi: f32, push: &mut impl FnMut(Expr) -> ExprId) -> ExprId {
+    let h = push(Expr::Lit(Lit::F32(hi)));
+    let l = push(Expr::Lit(Lit::F32(lo)));
+    let m = push(Expr::Binary(BinaryOp::Min, x, h));
+    push(Expr::Binary(BinaryOp::Max, m, l))
 }
 
 /// One step of the entry point, in execution order.

@@ -185,22 +185,24 @@ pub fn chain(g: &Graph, users: &[Vec<NodeId>], conv: usize) -> Option<EpilogueCh
     })
 }
 
+/// The node indices that read `x`, in order (a node reading it twice twice).
+fn readers(users: &[Vec<NodeId>], x: ValueId) -> Option<Vec<usize>> {
+    users
+        .get(x.index())
+        .map(|u| u.iter().map(|n| n.index()).collect())
+}
+
 /// The output of `mul(v, sigmoid(v))` when nodes `at` and `at + 1` compute it from `v`
 /// (of shape `ys`), which they alone read, and neither `v` nor σ is a graph output.
 fn swish(g: &Graph, users: &[Vec<NodeId>], v: ValueId, at: usize, ys: &[usize]) -> Option<ValueId> {
     let (s, m) = (g.nodes.get(at)?, g.nodes.get(at + 1)?);
     let (&sv, &mv) = (s.outputs.first()?, m.outputs.first()?);
-    let readers = |x: ValueId| {
-        users
-            .get(x.index())
-            .map(|u| u.iter().map(|n| n.index()).collect::<Vec<_>>())
-    };
     let ok = matches!(s.op, Op::Unary(UnaryOp::Sigmoid))
         && s.inputs.as_slice() == [v]
         && matches!(m.op, Op::Binary(BinaryOp::Mul))
         && (m.inputs.as_slice() == [v, sv] || m.inputs.as_slice() == [sv, v])
-        && readers(v)? == [at, at + 1]
-        && readers(sv)? == [at + 1]
+        && readers(users, v)? == [at, at + 1]
+        && readers(users, sv)? == [at + 1]
         && !g.outputs.contains(&v)
         && !g.outputs.contains(&sv)
         && g.ty(mv).dtype == DType::F32
@@ -253,19 +255,14 @@ fn hard_swish(
         times_v(2, c) && scaled(3, third),
         scaled(2, c) && times_v(3, third),
     );
-    let readers = |x: ValueId| {
-        users
-            .get(x.index())
-            .map(|u| u.iter().map(|n| n.index()).collect::<Vec<_>>())
-    };
     let v_readers = if torch { [at, at + 2] } else { [at, at + 3] };
     let y = out(3)?;
     let ok = head
         && (torch || keras)
-        && readers(v)? == v_readers
-        && readers(a)? == [at + 1]
-        && readers(c)? == [at + 2]
-        && readers(third)? == [at + 3]
+        && readers(users, v)? == v_readers
+        && readers(users, a)? == [at + 1]
+        && readers(users, c)? == [at + 2]
+        && readers(users, third)? == [at + 3]
         && ![v, a, c, third].iter().any(|x| g.outputs.contains(x))
         && g.ty(y).dtype == DType::F32
         && g.ty(y).shape().as_deref() == Some(ys);

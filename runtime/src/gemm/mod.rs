@@ -50,6 +50,8 @@ mod tall;
 #[cfg(all(test, feature = "std"))]
 pub(crate) mod tests;
 
+#[allow(unused_imports)]
+pub(crate) use kernels::by_act;
 pub use kernels::{ACT_CLAMP, ACT_HARDSWISH, ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_SWISH};
 #[doc(hidden)]
 pub use kernels::{KernelId, available_kernels};

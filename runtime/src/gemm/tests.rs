@@ -207,14 +207,7 @@ fn run_case(id: KernelId, case: Case, rng: &mut Rng) {
                 2 => bias[j] as f64,
                 _ => 0.0,
             };
-            s = match epi.activation {
-                1 => s.max(0.0),
-                2 => s.max(lo as f64).min(hi as f64),
-                3 => 1.0 / (1.0 + (-s).exp()),
-                4 => s / (1.0 + (-s).exp()),
-                5 => s * (s + 3.0).clamp(0.0, 6.0) / 6.0,
-                _ => s,
-            };
+            s = activate_f64(s, epi.activation, lo, hi);
             max_abs = max_abs.max(s.abs());
             expected[i * rsc + j] = s as f32;
         }
@@ -490,6 +483,20 @@ fn scratch_is_bounded_and_zero_when_unused() {
     let big = sgemm_scratch_bytes(usize::MAX / 8, usize::MAX / 8, usize::MAX / 8);
     assert!(big <= 1 << 20, "{big}");
     assert_eq!(big % 64, 0);
+}
+
+/// Activation code `act` (`GemmEpilogue::activation`) of `s` in f64, the reference the
+/// kernels' tests hold every route to; NaN stays NaN, the clamp is `max(min(s, hi), lo)`.
+pub(crate) fn activate_f64(s: f64, act: u32, lo: f32, hi: f32) -> f64 {
+    match act {
+        _ if s.is_nan() => s,
+        1 => s.max(0.0),
+        2 => s.min(f64::from(hi)).max(f64::from(lo)),
+        3 => 1.0 / (1.0 + (-s).exp()),
+        4 => s / (1.0 + (-s).exp()),
+        5 => s * (s + 3.0).clamp(0.0, 6.0) / 6.0,
+        _ => s,
+    }
 }
 
 /// A [`Parallel`](crate::Parallel) of `workers` workers that runs the tasks through

@@ -34,6 +34,43 @@ pub const ACT_SWISH: u32 = 4;
 /// Activation code: hard swish, x·clamp(x + 3, 0, 6)·(1/6) (MobileNet v3), the clamp as
 /// [`ACT_CLAMP`]'s.
 pub const ACT_HARDSWISH: u32 = 5;
+/// Evaluates `$body` with `$A` a `const u32` equal to activation code `$act` (any value
+/// but the `ACT_*` codes as [`ACT_NONE`]): kernels generic over their activation are
+/// instantiated for every code from this one list, so a new code is added here and not
+/// at each call site.
+macro_rules! by_act {
+    ($act:expr, $A:ident => $body:expr) => {
+        match $act as u32 {
+            $crate::gemm::ACT_RELU => {
+                const $A: u32 = $crate::gemm::ACT_RELU;
+                $body
+            }
+            $crate::gemm::ACT_CLAMP => {
+                const $A: u32 = $crate::gemm::ACT_CLAMP;
+                $body
+            }
+            $crate::gemm::ACT_SIGMOID => {
+                const $A: u32 = $crate::gemm::ACT_SIGMOID;
+                $body
+            }
+            $crate::gemm::ACT_SWISH => {
+                const $A: u32 = $crate::gemm::ACT_SWISH;
+                $body
+            }
+            $crate::gemm::ACT_HARDSWISH => {
+                const $A: u32 = $crate::gemm::ACT_HARDSWISH;
+                $body
+            }
+            _ => {
+                const $A: u32 = $crate::gemm::ACT_NONE;
+                $body
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use by_act;
+
 /// 1/6 rounded to f32: hard swish's last factor.
 pub(crate) const SIXTH: f32 = 1.0 / 6.0;
 
