@@ -137,8 +137,12 @@ unsafe fn block(
     let mut i0 = 0;
     while i0 < pixels {
         let n = (pixels - i0).min(L);
-        // SAFETY: pixels i0 .. i0 + n of each plane (contiguous rows).
-        let v = unsafe { transposed(core::array::from_fn(|l| ptrs[l].0.add(i0)), n) };
+        let m = if n == L { u16::MAX } else { (1u16 << n) - 1 };
+        let mut v: [__m512; L] = core::array::from_fn(|l| {
+            // SAFETY: pixels i0 .. i0 + n of plane l (contiguous rows).
+            unsafe { _mm512_maskz_loadu_ps(m, ptrs[l].0.add(i0)) }
+        });
+        crate::gemm::lanes::avx512::transpose(&mut v);
         for &vj in v.iter().take(n) {
             s[(y + a.pt) * wp + x + a.pl] = vj;
             x += 1;
@@ -155,8 +159,12 @@ unsafe fn block(
     let mut t0 = 0;
     while t0 < taps {
         let n = (taps - t0).min(L);
-        // SAFETY: taps t0 .. t0 + n of each plane's filter.
-        let v = unsafe { transposed(core::array::from_fn(|l| ptrs[l].3.add(t0)), n) };
+        let m = if n == L { u16::MAX } else { (1u16 << n) - 1 };
+        let mut v: [__m512; L] = core::array::from_fn(|l| {
+            // SAFETY: taps t0 .. t0 + n of plane l's filter.
+            unsafe { _mm512_maskz_loadu_ps(m, ptrs[l].3.add(t0)) }
+        });
+        crate::gemm::lanes::avx512::transpose(&mut v);
         wv[t0..t0 + n].copy_from_slice(&v[..n]);
         t0 += n;
     }
@@ -214,21 +222,6 @@ unsafe fn block(
         }
         o0 += n;
     }
-}
-
-/// The first `n ≤ 16` floats at each of the 16 pointers (one per plane), transposed:
-/// vector `j` holds float `j` of every plane (vectors past `n` are zero).
-///
-/// # Safety
-/// The CPU has AVX-512F; `n` floats are readable at each pointer.
-#[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn transposed(at: [*const f32; L], n: usize) -> [__m512; L] {
-    let m = if n == L { u16::MAX } else { (1u16 << n) - 1 };
-    // SAFETY: the caller's contract.
-    let mut v: [__m512; L] = core::array::from_fn(|l| unsafe { _mm512_maskz_loadu_ps(m, at[l]) });
-    crate::gemm::lanes::avx512::transpose(&mut v);
-    v
 }
 
 /// The sums of the first `N` outputs whose taps start at `base` in the padded copy `s`:
