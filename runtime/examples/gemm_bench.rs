@@ -1,11 +1,17 @@
 //! Prints GFLOP/s of the GEMM engine for each kernel available on this CPU, on the shapes
 //! that matter for CNN inference: a square 256³ product, a ResNet-like conv as GEMM
 //! (m = 64 output channels, n = 56·56 pixels, k = 64·3·3), and batch-1 linear layers as
-//! GEMV. Run with `cargo run --release -p nnefc-runtime --example gemm_bench [kernel|all] [shape]`.
+//! GEMV. Run with `cargo run --release -p nnefc-runtime --example gemm_bench [kernel|all] [shape]`;
+//! `gemm_bench KERNEL custom M N K` times one shape with A in 6-row panels, and
+//! `gemm_bench lanes custom M N K` the same shape with A in lane panels (the CPU's
+//! selected kernel, the route the compiler's `lanes_pay` weighs against 6-row panels).
 //! It measures single-threaded throughput only (best of several timed batches).
 
 use nnefc_runtime::gemm::{KernelId, available_kernels, sgemm_with_kernel};
-use nnefc_runtime::{GemmEpilogue, pack_a, sgemm_scratch_bytes};
+use nnefc_runtime::{
+    GemmArgs, GemmEpilogue, Parallel, nnefc_sgemm_parallel, pack_a, pack_a_lanes,
+    sgemm_scratch_bytes,
+};
 use std::time::{Duration, Instant};
 
 #[repr(C, align(64))]
@@ -84,6 +90,51 @@ fn bench(id: KernelId, s: &Shape) -> f64 {
     flops / best.as_secs_f64() / 1e9
 }
 
+/// GFLOP/s of `m×n×k` with A in lane panels, through the serial parallel entry.
+fn bench_lanes(m: usize, n: usize, k: usize) -> f64 {
+    let a: Vec<f32> = (0..m * k)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1)
+        .collect();
+    let b: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1)
+        .collect();
+    let packed = pack_a_lanes(m, k, &a, k, 1);
+    let mut c = vec![0.0f32; m * n];
+    let epi = GemmEpilogue::NONE;
+    let flops = 2.0 * (m * n * k) as f64;
+    let mut run = || {
+        let args = GemmArgs {
+            m,
+            n,
+            k,
+            a: packed.as_ptr(),
+            rsa: 0,
+            csa: 0,
+            a_packed: 2,
+            b: b.as_ptr(),
+            rsb: n as isize,
+            csb: 1,
+            c: c.as_mut_ptr(),
+            rsc: n as isize,
+            epilogue: &epi,
+        };
+        // SAFETY: operands sized for their strides; lane panels use no scratch.
+        unsafe { nnefc_sgemm_parallel(&args, &Parallel::SERIAL, std::ptr::null_mut(), 0) };
+    };
+    run();
+    let reps = ((2e7 / flops) as usize).max(1);
+    let mut best = Duration::MAX;
+    for _ in 0..60 {
+        let t = Instant::now();
+        for _ in 0..reps {
+            run();
+        }
+        best = best.min(t.elapsed() / reps as u32);
+    }
+    std::hint::black_box(&c);
+    flops / best.as_secs_f64() / 1e9
+}
+
 fn main() {
     let shapes = [
         Shape {
@@ -149,6 +200,13 @@ fn main() {
     let shape_filter = args.get(1);
     // `gemm_bench KERNEL custom M N K`: one ad-hoc shape with packed A.
     let custom: Vec<usize> = args.iter().skip(2).filter_map(|a| a.parse().ok()).collect();
+    if let (Some("lanes"), [m, n, k]) = (kernel_filter.as_deref(), &custom[..]) {
+        println!(
+            "lanes    {m}x{n}x{k} {:7.1} GFLOP/s",
+            bench_lanes(*m, *n, *k)
+        );
+        return;
+    }
     let shapes = if let [m, n, k] = custom[..] {
         vec![Shape {
             name: "custom",

@@ -110,6 +110,19 @@ pub(crate) fn lanes_pay(m: usize, n: usize, k: usize) -> bool {
         return false;
     }
     let (nf, kf) = (n as f64, k as f64);
+    // 25–36 rows: the few-row route again (six panels in three passes), whose cost is
+    // `m` rows × the columns of its 32-column tiles × `(k + 10)` (a per-tile cost, fit
+    // like the lane panels' 10.5), against the lane panels' below, which pad the rows to
+    // a multiple of 16. AMD Zen 4, one core, operands in cache (`gemm_bench Avx512 custom
+    // M N K` against `gemm_bench lanes custom M N K`, GFLOP/s few-row / lanes), every one
+    // on the side the model picks: few-row 36×3136×48 97/72, 30×3136×48 96/90,
+    // 36×196×384 98/86, 36×100×64 82/75, 36×49×300 85/84, 32×12544×32 90/85, 32×64×32
+    // 96/87, 32×3136×64 100/100; lanes 32×784×192 108/110, 32×784×144 107/109,
+    // 30×196×200 96/104, 30×36×200 62/103, 28×16×20 46/55.
+    if (25..=36).contains(&m) && n >= 16 {
+        let few_rows = m as f64 * (n.div_ceil(32) * 32) as f64 * (kf + 10.0);
+        return (m.div_ceil(16) * 16) as f64 * nf * (kf + 10.5) < few_rows;
+    }
     let rows6 = (m.div_ceil(6) * 6) as f64 * six_row_lanes(n) as f64 * kf + 6.0 * kf * nf;
     let lanes = (m.div_ceil(16) * 16) as f64 * nf * (kf + 10.5);
     rows6 >= lanes
@@ -403,7 +416,7 @@ mod tests {
     use super::{lanes_pay, six_row_lanes};
 
     /// The rule on the measured shapes: lane panels where they measured faster,
-    /// 6-row panels where they (or, for 2–24 rows, the few-row route) measured faster.
+    /// 6-row panels where they (or, for 2–36 rows, the few-row route) measured faster.
     #[test]
     fn lane_rule_follows_the_measurements() {
         for (m, n, k) in [
@@ -417,6 +430,10 @@ mod tests {
             (512, 49, 256),
             (512, 49, 2304),
             (32, 784, 192),
+            (32, 784, 144),
+            (30, 196, 200),
+            (30, 36, 200),
+            (28, 16, 20),
         ] {
             assert!(
                 lanes_pay(m, n, k),
@@ -435,6 +452,14 @@ mod tests {
             (144, 3136, 24),
             (192, 784, 32),
             (32, 12544, 27),
+            (32, 12544, 32),
+            (32, 3136, 64),
+            (36, 3136, 48),
+            (30, 3136, 48),
+            (36, 196, 384),
+            (36, 100, 64),
+            (36, 49, 300),
+            (32, 64, 32),
             (128, 784, 64),
             (384, 196, 64),
             (1, 1000, 1280),
