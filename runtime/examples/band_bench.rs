@@ -337,7 +337,8 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(8);
-    let mut cold = (std::env::args().nth(2).as_deref() == Some("cold")).then(|| vec![0f32; 8 << 20]);
+    let mut cold =
+        (std::env::args().nth(2).as_deref() == Some("cold")).then(|| vec![0f32; 8 << 20]);
     println!(
         "stage                       layer by layer (µs)  in bands of {band} rows (µs)  change"
     );
@@ -358,7 +359,9 @@ fn main() {
         let (mut tl, mut tb) = (f64::MAX, f64::MAX);
         for _ in 0..3 {
             tl = tl.min(best(reps, &mut cold, || run.layers(&mut e, &mut d, &mut y)));
-            tb = tb.min(best(reps, &mut cold, || run.banded(band, &mut eb, &mut db, &mut yb)));
+            tb = tb.min(best(reps, &mut cold, || {
+                run.banded(band, &mut eb, &mut db, &mut yb)
+            }));
         }
         println!(
             "{:>3}→{:>3}→{:>3} at {:>3}², stride {}  {tl:>18.1}  {tb:>24.1}  {:+6.1} %{}",

@@ -78,6 +78,10 @@ pub(crate) const KC: usize = 256;
 pub(crate) const NC: usize = 512;
 /// Height of an m block (`MC`) when A is packed at run time (multiple of `MR`).
 pub(crate) const MC: usize = 144;
+/// Most rows of a product with A in 6-row panels that the few-row route (`tall.rs`, on
+/// AVX-512 CPUs) computes; the compiler's choice between 6-row and lane panels weighs
+/// that route up to here.
+pub const FEW_ROWS_MAX_M: usize = 64;
 /// The widest micro-kernel tile (`NR`) of any kernel (AVX-512's 6×64); scratch sizes are
 /// computed with it so they do not depend on the CPU.
 pub(crate) const NR_MAX: usize = 64;

@@ -1,5 +1,5 @@
-//! Products with few rows and packed A: C[m×n] = A[m×k]·B with m ≤ 36 (a CNN's projection
-//! and squeeze layers: 16 to 32 filters over thousands of pixels). The blocked route packs
+//! Products with few rows and packed A: C[m×n] = A[m×k]·B with m ≤ 64 (a CNN's projection
+//! and squeeze layers: 16 to 64 filters over thousands of pixels). The blocked route packs
 //! every k×n block of B and then reads each packed panel only ⌈m/6⌉ times, so for these
 //! products the copy costs a third of the arithmetic. Here the rows of C stay in registers
 //! for 32 columns at a time, up to 12 rows a pass (24 accumulators), each row of B read
@@ -21,12 +21,14 @@ use super::kernels::{KernelId, gemm_act_code, gemm_activate};
 use super::{GemmEpilogue, KC, MR, first_lanes};
 use core::arch::x86_64::*;
 
-/// Most rows the route takes: six 6-row panels, in three passes of 24 accumulators. The
-/// blocked route's 6×64 tiles pad 32 rows to 36 and pack B; AMD Zen 4, one core
-/// (`gemm_bench Avx512 custom M N K`, GFLOP/s blocked → few-row): 32×12544×32 74 → 90,
-/// 32×3136×32 75 → 93, 32×3136×64 81 → 99, 36×3136×48 91 → 98 (RegNet's 32-channel
-/// 1×1 layers).
-pub(crate) const MAX_M: usize = 36;
+/// Most rows the route takes, in passes of two 6-row panels (24 accumulators). The
+/// blocked route's 6×64 tiles pad the rows to a multiple of 6 and pack B; AMD Zen 4, one
+/// core (`gemm_bench Avx512 custom M N K`, GFLOP/s blocked → few-row): 32×12544×32
+/// 74 → 90, 32×3136×32 75 → 93, 32×3136×64 81 → 99, 36×3136×48 91 → 98, 48×3136×48
+/// 93 → 99, 64×3136×64 93 → 100, 64×3136×32 84 → 92, 40×3136×64 88 → 100, 64×12544×16
+/// 72 → 76, 48×784×128 100 → 106; but 64×196×384 93 → 97 and 576×196×96 105 → 95, so
+/// not beyond 64 rows.
+pub(crate) const MAX_M: usize = super::FEW_ROWS_MAX_M;
 
 /// Whether the route takes a product: the AVX-512 kernels, A in 6-row panels (checked by
 /// the caller), B's columns contiguous, at most [`MAX_M`] rows and a full vector of
@@ -71,57 +73,12 @@ pub(crate) unsafe fn run(p: &Problem, ap: *const f32, epi: &GemmEpilogue) {
                 act,
             };
             // SAFETY: columns j.. of C and B, k block pc..pc + kc of A's panels.
-            unsafe { by_rows!(p.m, tile(p, ap, epi, &t)) }
+            unsafe { tile(p, ap, epi, &t) }
             pc += kc;
         }
         j += 32;
     }
 }
-
-/// Calls `$f::<P, L>($args)` for `m` rows: `P = ⌈m/6⌉` panels, the last with `L` rows.
-macro_rules! by_rows {
-    ($m:expr, $f:ident($($arg:expr),*)) => {
-        match ($m.div_ceil(MR), ($m - 1) % MR + 1) {
-            (1, 1) => $f::<1, 1>($($arg),*),
-            (1, 2) => $f::<1, 2>($($arg),*),
-            (1, 3) => $f::<1, 3>($($arg),*),
-            (1, 4) => $f::<1, 4>($($arg),*),
-            (1, 5) => $f::<1, 5>($($arg),*),
-            (1, _) => $f::<1, 6>($($arg),*),
-            (2, 1) => $f::<2, 1>($($arg),*),
-            (2, 2) => $f::<2, 2>($($arg),*),
-            (2, 3) => $f::<2, 3>($($arg),*),
-            (2, 4) => $f::<2, 4>($($arg),*),
-            (2, 5) => $f::<2, 5>($($arg),*),
-            (2, _) => $f::<2, 6>($($arg),*),
-            (3, 1) => $f::<3, 1>($($arg),*),
-            (3, 2) => $f::<3, 2>($($arg),*),
-            (3, 3) => $f::<3, 3>($($arg),*),
-            (3, 4) => $f::<3, 4>($($arg),*),
-            (3, 5) => $f::<3, 5>($($arg),*),
-            (3, _) => $f::<3, 6>($($arg),*),
-            (4, 1) => $f::<4, 1>($($arg),*),
-            (4, 2) => $f::<4, 2>($($arg),*),
-            (4, 3) => $f::<4, 3>($($arg),*),
-            (4, 4) => $f::<4, 4>($($arg),*),
-            (4, 5) => $f::<4, 5>($($arg),*),
-            (4, _) => $f::<4, 6>($($arg),*),
-            (5, 1) => $f::<5, 1>($($arg),*),
-            (5, 2) => $f::<5, 2>($($arg),*),
-            (5, 3) => $f::<5, 3>($($arg),*),
-            (5, 4) => $f::<5, 4>($($arg),*),
-            (5, 5) => $f::<5, 5>($($arg),*),
-            (5, _) => $f::<5, 6>($($arg),*),
-            (_, 1) => $f::<6, 1>($($arg),*),
-            (_, 2) => $f::<6, 2>($($arg),*),
-            (_, 3) => $f::<6, 3>($($arg),*),
-            (_, 4) => $f::<6, 4>($($arg),*),
-            (_, 5) => $f::<6, 5>($($arg),*),
-            (_, _) => $f::<6, 6>($($arg),*),
-        }
-    };
-}
-use by_rows;
 
 /// One k block of one 32-column tile.
 struct Tile {
@@ -136,32 +93,54 @@ struct Tile {
     act: u32,
 }
 
-/// `P` row panels × 32 columns over one k block, in passes of up to two panels (24
-/// accumulators) each followed by its epilogue.
+/// The row panels × 32 columns over one k block, in passes of up to two panels (24
+/// accumulators) each followed by its epilogue; the first pass prefetches B.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn tile<const P: usize, const L: usize>(
-    p: &Problem,
-    ap: *const f32,
-    epi: &GemmEpilogue,
-    t: &Tile,
-) {
-    // SAFETY: forwarded.
-    unsafe {
-        pass::<P, L, 0>(p, ap, epi, t);
-        if P > 2 {
-            pass::<P, L, 2>(p, ap, epi, t);
+unsafe fn tile(p: &Problem, ap: *const f32, epi: &GemmEpilogue, t: &Tile) {
+    let panels = p.m.div_ceil(MR);
+    let last_rows = (p.m - 1) % MR + 1;
+    let mut q0 = 0;
+    while q0 < panels {
+        let n = (panels - q0).min(2);
+        let rows = if q0 + n == panels { last_rows } else { MR };
+        // SAFETY: forwarded; panels q0..q0 + n are the product's.
+        unsafe {
+            match (q0 == 0, n, rows) {
+                (true, 1, 1) => pass::<true, 1, 1>(p, ap, epi, t, q0),
+                (true, 1, 2) => pass::<true, 1, 2>(p, ap, epi, t, q0),
+                (true, 1, 3) => pass::<true, 1, 3>(p, ap, epi, t, q0),
+                (true, 1, 4) => pass::<true, 1, 4>(p, ap, epi, t, q0),
+                (true, 1, 5) => pass::<true, 1, 5>(p, ap, epi, t, q0),
+                (true, 1, _) => pass::<true, 1, 6>(p, ap, epi, t, q0),
+                (true, _, 1) => pass::<true, 2, 1>(p, ap, epi, t, q0),
+                (true, _, 2) => pass::<true, 2, 2>(p, ap, epi, t, q0),
+                (true, _, 3) => pass::<true, 2, 3>(p, ap, epi, t, q0),
+                (true, _, 4) => pass::<true, 2, 4>(p, ap, epi, t, q0),
+                (true, _, 5) => pass::<true, 2, 5>(p, ap, epi, t, q0),
+                (true, _, _) => pass::<true, 2, 6>(p, ap, epi, t, q0),
+                (false, 1, 1) => pass::<false, 1, 1>(p, ap, epi, t, q0),
+                (false, 1, 2) => pass::<false, 1, 2>(p, ap, epi, t, q0),
+                (false, 1, 3) => pass::<false, 1, 3>(p, ap, epi, t, q0),
+                (false, 1, 4) => pass::<false, 1, 4>(p, ap, epi, t, q0),
+                (false, 1, 5) => pass::<false, 1, 5>(p, ap, epi, t, q0),
+                (false, 1, _) => pass::<false, 1, 6>(p, ap, epi, t, q0),
+                (false, _, 1) => pass::<false, 2, 1>(p, ap, epi, t, q0),
+                (false, _, 2) => pass::<false, 2, 2>(p, ap, epi, t, q0),
+                (false, _, 3) => pass::<false, 2, 3>(p, ap, epi, t, q0),
+                (false, _, 4) => pass::<false, 2, 4>(p, ap, epi, t, q0),
+                (false, _, 5) => pass::<false, 2, 5>(p, ap, epi, t, q0),
+                (false, _, _) => pass::<false, 2, 6>(p, ap, epi, t, q0),
+            }
         }
-        if P > 4 {
-            pass::<P, L, 4>(p, ap, epi, t);
-        }
+        q0 += 2;
     }
 }
 
-/// Panels `Q0` and `Q0 + 1` (those below `P`) × 32 columns over one k block, then the
+/// Panels `q0` and, with `N = 2`, `q0 + 1` × 32 columns over one k block, then the
 /// 6-row tiles' epilogue: add the old C unless this is the first block of an
-/// overwriting product, and on the last block the biases and activation. The last panel
-/// computes its first `L` rows only (the rest are A's zero padding, never stored). Each
+/// overwriting product, and on the last block the biases and activation. The pass's last
+/// panel computes its first `L` rows only (the rest are A's zero padding, never stored). Each
 /// broadcast of A feeds both vectors of B, where with one vector a tile (16 columns) every
 /// multiply-add took its own broadcast load. Zen 5, one core, `gemm_bench Avx512 custom
 /// M N K`, GFLOP/s 16 columns → 32: 16×12544×32 169 → 193, 24×3136×144 205 → 234,
@@ -170,11 +149,12 @@ unsafe fn tile<const P: usize, const L: usize>(
 /// three interleaved runs) 0.0754 → 0.0680 ms.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn pass<const P: usize, const L: usize, const Q0: usize>(
+unsafe fn pass<const FIRST: bool, const N: usize, const L: usize>(
     p: &Problem,
     ap: *const f32,
     epi: &GemmEpilogue,
     t: &Tile,
+    q0: usize,
 ) {
     let mut acc = [[[_mm512_setzero_ps(); 2]; MR]; 2];
     // SAFETY (whole body): B rows pc..pc + kc, columns col.. under the masks; A panel q at
@@ -185,7 +165,7 @@ unsafe fn pass<const P: usize, const L: usize, const Q0: usize>(
         for kk in 0..t.kc {
             let b0 = _mm512_maskz_loadu_ps(t.mask[0], bp);
             let b1 = _mm512_maskz_loadu_ps(t.mask[1], bp.wrapping_add(16));
-            if Q0 == 0 {
+            if FIRST {
                 // A hint (never faults): this row of B two tiles on. A tile reads lines
                 // from each of k rows a row stride apart, which the hardware prefetchers
                 // follow badly: mobilenet_v2's 24×3136×144 projection (Zen 5, in the
@@ -201,11 +181,10 @@ unsafe fn pass<const P: usize, const L: usize, const Q0: usize>(
                 _mm_prefetch::<_MM_HINT_T1>(bp.wrapping_add(272).cast());
             }
             unroll!(qq in [0, 1] {
-                let q = Q0 + qq;
-                if q < P {
-                    let a = ap.add(q * MR * p.k + (t.pc + kk) * MR);
+                if qq < N {
+                    let a = ap.add((q0 + qq) * MR * p.k + (t.pc + kk) * MR);
                     unroll!(r in [0, 1, 2, 3, 4, 5] {
-                        if q + 1 < P || r < L {
+                        if qq + 1 < N || r < L {
                             let av = _mm512_set1_ps(*a.add(r));
                             acc[qq][r][0] = _mm512_fmadd_ps(av, b0, acc[qq][r][0]);
                             acc[qq][r][1] = _mm512_fmadd_ps(av, b1, acc[qq][r][1]);
@@ -218,10 +197,9 @@ unsafe fn pass<const P: usize, const L: usize, const Q0: usize>(
         let accumulate = epi.accumulate != 0 || !t.first;
         let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
         unroll!(qq in [0, 1] {
-            let q = Q0 + qq;
-            if q < P {
+            if qq < N {
                 unroll!(r in [0, 1, 2, 3, 4, 5] {
-                    let row = q * MR + r;
+                    let row = (q0 + qq) * MR + r;
                     if row < p.m {
                         unroll!(h in [0, 1] {
                             let (col, mask) = (t.col + 16 * h, t.mask[h]);
@@ -277,7 +255,7 @@ mod tests {
             .collect()
     }
 
-    /// Random products of 2–36 rows (one to three k blocks, padded B and C rows, every
+    /// Random products of 2–64 rows (one to three k blocks, padded B and C rows, every
     /// epilogue): the few-row route gives the blocked route's C bit for bit, serially and
     /// split over 3 workers.
     #[test]
@@ -293,7 +271,7 @@ mod tests {
                 (*s >> 33) as usize % m
             };
             // One row is a matrix-vector product (its own route).
-            let m = 2 + pick(&mut seed, 35);
+            let m = 2 + pick(&mut seed, 63);
             let n = 16 + pick(&mut seed, 300);
             let k = 1 + pick(&mut seed, if case % 5 == 0 { 700 } else { 150 });
             let (rsb, rsc) = (n + case % 3, n + 1);

@@ -110,16 +110,22 @@ pub(crate) fn lanes_pay(m: usize, n: usize, k: usize) -> bool {
         return false;
     }
     let (nf, kf) = (n as f64, k as f64);
-    // 25–36 rows: the few-row route again (six panels in three passes), whose cost is
-    // `m` rows × the columns of its 32-column tiles × `(k + 10)` (a per-tile cost, fit
-    // like the lane panels' 10.5), against the lane panels' below, which pad the rows to
-    // a multiple of 16. AMD Zen 4, one core, operands in cache (`gemm_bench Avx512 custom
-    // M N K` against `gemm_bench lanes custom M N K`, GFLOP/s few-row / lanes), every one
-    // on the side the model picks: few-row 36×3136×48 97/72, 30×3136×48 96/90,
+    // 25–64 rows (`FEW_ROWS_MAX_M`): the few-row route again (two panels a pass), whose
+    // cost is `m` rows × the columns of its 32-column tiles × `(k + 10)` (a per-tile cost,
+    // fit like the lane panels' 10.5), against the lane panels' below, which pad the rows
+    // to a multiple of 16. AMD Zen 4, one core, operands in cache (`gemm_bench Avx512
+    // custom M N K` against `gemm_bench lanes custom M N K`, GFLOP/s few-row / lanes):
+    // where the model picks the few-row route 36×3136×48 97/72, 30×3136×48 96/90,
     // 36×196×384 98/86, 36×100×64 82/75, 36×49×300 85/84, 32×12544×32 90/85, 32×64×32
-    // 96/87, 32×3136×64 100/100; lanes 32×784×192 108/110, 32×784×144 107/109,
-    // 30×196×200 96/104, 30×36×200 62/103, 28×16×20 46/55.
-    if (25..=36).contains(&m) && n >= 16 {
+    // 96/87, 32×3136×64 100/100, 48×3136×48 99/96, 64×3136×64 100/97, 64×3136×32 92/85,
+    // 40×3136×64 100/84, 64×12544×16 76/65, 64×3025×16 78/70, 64×12544×147 107/103,
+    // 64×3025×144 107/106, 64×3136×576 109/110, 64×3136×256 110/111; where it picks lane
+    // panels 32×784×192 108/110, 32×784×144 107/109, 30×196×200 96/104, 30×36×200
+    // 62/103, 28×16×20 46/55, 64×196×384 97/114, 64×729×576 109/114, 48×196×1152 96/116,
+    // 48×784×128 106/107, 48×729×256 111/112, 64×784×64 100/101, 64×784×32 92/90. All
+    // on the faster side but four, which are within 2 % (64×3136×576, 64×3136×256,
+    // 64×784×32, and the tie 32×3136×64).
+    if (25..=nnefc_runtime::gemm::FEW_ROWS_MAX_M).contains(&m) && n >= 16 {
         let few_rows = m as f64 * (n.div_ceil(32) * 32) as f64 * (kf + 10.0);
         return (m.div_ceil(16) * 16) as f64 * nf * (kf + 10.5) < few_rows;
     }
@@ -434,6 +440,9 @@ mod tests {
             (30, 196, 200),
             (30, 36, 200),
             (28, 16, 20),
+            (64, 196, 384),
+            (64, 729, 576),
+            (48, 196, 1152),
         ] {
             assert!(
                 lanes_pay(m, n, k),
@@ -460,6 +469,11 @@ mod tests {
             (36, 100, 64),
             (36, 49, 300),
             (32, 64, 32),
+            (48, 3136, 48),
+            (64, 3136, 32),
+            (40, 3136, 64),
+            (64, 12544, 16),
+            (64, 12544, 147),
             (128, 784, 64),
             (384, 196, 64),
             (1, 1000, 1280),
