@@ -29,14 +29,20 @@ struct Shape {
     b_transposed: bool,
 }
 
-fn bench(id: KernelId, s: &Shape) -> f64 {
-    let (m, n, k) = (s.m, s.n, s.k);
-    let a: Vec<f32> = (0..m * k)
+/// A (`m×k`, row-major) and B (`k×n`) with small repeating values.
+fn operands(m: usize, n: usize, k: usize) -> (Vec<f32>, Vec<f32>) {
+    let a = (0..m * k)
         .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1)
         .collect();
-    let b: Vec<f32> = (0..k * n)
+    let b = (0..k * n)
         .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1)
         .collect();
+    (a, b)
+}
+
+fn bench(id: KernelId, s: &Shape) -> f64 {
+    let (m, n, k) = (s.m, s.n, s.k);
+    let (a, b) = operands(m, n, k);
     let packed = pack_a(m, k, &a, k, 1);
     let (rsb, csb) = if s.b_transposed {
         (1, k as isize)
@@ -46,7 +52,7 @@ fn bench(id: KernelId, s: &Shape) -> f64 {
     let mut c = vec![0.0f32; m * n];
     let mut scratch = vec![Line([0; 64]); sgemm_scratch_bytes(m, n, k).div_ceil(64).max(1)];
     let epi = GemmEpilogue::NONE;
-    let mut run = || {
+    let run = || {
         let ap = if s.packed {
             packed.as_ptr()
         } else {
@@ -73,10 +79,16 @@ fn bench(id: KernelId, s: &Shape) -> f64 {
             );
         }
     };
+    let rate = gflops(2.0 * (m * n * k) as f64, run);
+    std::hint::black_box(&c);
+    rate
+}
+
+/// GFLOP/s of `run`, which does `flops` operations: one call to warm up, then short
+/// batches, best of many (the machine is shared, so the best batch is the one that ran
+/// undisturbed).
+fn gflops(flops: f64, mut run: impl FnMut()) -> f64 {
     run();
-    let flops = 2.0 * (m * n * k) as f64;
-    // Short batches, best of many: the machine is shared, so the best batch is the one
-    // that ran undisturbed.
     let reps = ((2e7 / flops) as usize).max(1);
     let mut best = Duration::MAX;
     for _ in 0..60 {
@@ -86,23 +98,16 @@ fn bench(id: KernelId, s: &Shape) -> f64 {
         }
         best = best.min(t.elapsed() / reps as u32);
     }
-    std::hint::black_box(&c);
     flops / best.as_secs_f64() / 1e9
 }
 
 /// GFLOP/s of `m×n×k` with A in lane panels, through the serial parallel entry.
 fn bench_lanes(m: usize, n: usize, k: usize) -> f64 {
-    let a: Vec<f32> = (0..m * k)
-        .map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1)
-        .collect();
-    let b: Vec<f32> = (0..k * n)
-        .map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.1)
-        .collect();
+    let (a, b) = operands(m, n, k);
     let packed = pack_a_lanes(m, k, &a, k, 1);
     let mut c = vec![0.0f32; m * n];
     let epi = GemmEpilogue::NONE;
-    let flops = 2.0 * (m * n * k) as f64;
-    let mut run = || {
+    let run = || {
         let args = GemmArgs {
             m,
             n,
@@ -121,18 +126,9 @@ fn bench_lanes(m: usize, n: usize, k: usize) -> f64 {
         // SAFETY: operands sized for their strides; lane panels use no scratch.
         unsafe { nnefc_sgemm_parallel(&args, &Parallel::SERIAL, std::ptr::null_mut(), 0) };
     };
-    run();
-    let reps = ((2e7 / flops) as usize).max(1);
-    let mut best = Duration::MAX;
-    for _ in 0..60 {
-        let t = Instant::now();
-        for _ in 0..reps {
-            run();
-        }
-        best = best.min(t.elapsed() / reps as u32);
-    }
+    let rate = gflops(2.0 * (m * n * k) as f64, run);
     std::hint::black_box(&c);
-    flops / best.as_secs_f64() / 1e9
+    rate
 }
 
 fn main() {

@@ -104,33 +104,31 @@ unsafe fn tile(p: &Problem, ap: *const f32, epi: &GemmEpilogue, t: &Tile) {
     while q0 < panels {
         let n = (panels - q0).min(2);
         let rows = if q0 + n == panels { last_rows } else { MR };
+        // `pass` for these panels, its constants spelled out (`FIRST`: prefetch B).
+        macro_rules! pass_for {
+            ($first:literal) => {
+                match (n, rows) {
+                    (1, 1) => pass::<$first, 1, 1>(p, ap, epi, t, q0),
+                    (1, 2) => pass::<$first, 1, 2>(p, ap, epi, t, q0),
+                    (1, 3) => pass::<$first, 1, 3>(p, ap, epi, t, q0),
+                    (1, 4) => pass::<$first, 1, 4>(p, ap, epi, t, q0),
+                    (1, 5) => pass::<$first, 1, 5>(p, ap, epi, t, q0),
+                    (1, _) => pass::<$first, 1, 6>(p, ap, epi, t, q0),
+                    (_, 1) => pass::<$first, 2, 1>(p, ap, epi, t, q0),
+                    (_, 2) => pass::<$first, 2, 2>(p, ap, epi, t, q0),
+                    (_, 3) => pass::<$first, 2, 3>(p, ap, epi, t, q0),
+                    (_, 4) => pass::<$first, 2, 4>(p, ap, epi, t, q0),
+                    (_, 5) => pass::<$first, 2, 5>(p, ap, epi, t, q0),
+                    (_, _) => pass::<$first, 2, 6>(p, ap, epi, t, q0),
+                }
+            };
+        }
         // SAFETY: forwarded; panels q0..q0 + n are the product's.
         unsafe {
-            match (q0 == 0, n, rows) {
-                (true, 1, 1) => pass::<true, 1, 1>(p, ap, epi, t, q0),
-                (true, 1, 2) => pass::<true, 1, 2>(p, ap, epi, t, q0),
-                (true, 1, 3) => pass::<true, 1, 3>(p, ap, epi, t, q0),
-                (true, 1, 4) => pass::<true, 1, 4>(p, ap, epi, t, q0),
-                (true, 1, 5) => pass::<true, 1, 5>(p, ap, epi, t, q0),
-                (true, 1, _) => pass::<true, 1, 6>(p, ap, epi, t, q0),
-                (true, _, 1) => pass::<true, 2, 1>(p, ap, epi, t, q0),
-                (true, _, 2) => pass::<true, 2, 2>(p, ap, epi, t, q0),
-                (true, _, 3) => pass::<true, 2, 3>(p, ap, epi, t, q0),
-                (true, _, 4) => pass::<true, 2, 4>(p, ap, epi, t, q0),
-                (true, _, 5) => pass::<true, 2, 5>(p, ap, epi, t, q0),
-                (true, _, _) => pass::<true, 2, 6>(p, ap, epi, t, q0),
-                (false, 1, 1) => pass::<false, 1, 1>(p, ap, epi, t, q0),
-                (false, 1, 2) => pass::<false, 1, 2>(p, ap, epi, t, q0),
-                (false, 1, 3) => pass::<false, 1, 3>(p, ap, epi, t, q0),
-                (false, 1, 4) => pass::<false, 1, 4>(p, ap, epi, t, q0),
-                (false, 1, 5) => pass::<false, 1, 5>(p, ap, epi, t, q0),
-                (false, 1, _) => pass::<false, 1, 6>(p, ap, epi, t, q0),
-                (false, _, 1) => pass::<false, 2, 1>(p, ap, epi, t, q0),
-                (false, _, 2) => pass::<false, 2, 2>(p, ap, epi, t, q0),
-                (false, _, 3) => pass::<false, 2, 3>(p, ap, epi, t, q0),
-                (false, _, 4) => pass::<false, 2, 4>(p, ap, epi, t, q0),
-                (false, _, 5) => pass::<false, 2, 5>(p, ap, epi, t, q0),
-                (false, _, _) => pass::<false, 2, 6>(p, ap, epi, t, q0),
+            if q0 == 0 {
+                pass_for!(true)
+            } else {
+                pass_for!(false)
             }
         }
         q0 += 2;
