@@ -137,6 +137,8 @@ unsafe fn block(
     let mut i0 = 0;
     while i0 < pixels {
         let n = (pixels - i0).min(L);
+        // (`gemm::first_lanes` computes the same mask; calling it in these three places
+        // measured 1.5 % slower on 1152 channels 5×5 on 7×7, interleaved `nnefc bench`.)
         let m = if n == L { u16::MAX } else { (1u16 << n) - 1 };
         let mut v: [__m512; L] = core::array::from_fn(|l| {
             // SAFETY: pixels i0 .. i0 + n of plane l (contiguous rows).

@@ -112,7 +112,7 @@ pub(crate) fn lanes_pay(m: usize, n: usize, k: usize) -> bool {
     let (nf, kf) = (n as f64, k as f64);
     // 25–64 rows (`FEW_ROWS_MAX_M`): the few-row route again (two panels a pass), whose
     // cost is `m` rows × the columns of its 32-column tiles × `(k + 10)` (a per-tile cost,
-    // fit like the lane panels' 10.5), against the lane panels' below, which pad the rows
+    // fit like the lane panels' 10.5), against the lane panels' `lanes`, which pad the rows
     // to a multiple of 16. AMD Zen 4, one core, operands in cache (`gemm_bench Avx512
     // custom M N K` against `gemm_bench lanes custom M N K`, GFLOP/s few-row / lanes):
     // where the model picks the few-row route 36×3136×48 97/72, 30×3136×48 96/90,
@@ -125,12 +125,12 @@ pub(crate) fn lanes_pay(m: usize, n: usize, k: usize) -> bool {
     // 48×784×128 106/107, 48×729×256 111/112, 64×784×64 100/101, 64×784×32 92/90. All
     // on the faster side but four, which are within 2 % (64×3136×576, 64×3136×256,
     // 64×784×32, and the tie 32×3136×64).
+    let lanes = (m.div_ceil(16) * 16) as f64 * nf * (kf + 10.5);
     if (25..=nnefc_runtime::gemm::FEW_ROWS_MAX_M).contains(&m) && n >= 16 {
         let few_rows = m as f64 * (n.div_ceil(32) * 32) as f64 * (kf + 10.0);
-        return (m.div_ceil(16) * 16) as f64 * nf * (kf + 10.5) < few_rows;
+        return lanes < few_rows;
     }
     let rows6 = (m.div_ceil(6) * 6) as f64 * six_row_lanes(n) as f64 * kf + 6.0 * kf * nf;
-    let lanes = (m.div_ceil(16) * 16) as f64 * nf * (kf + 10.5);
     rows6 >= lanes
 }
 
@@ -422,7 +422,7 @@ mod tests {
     use super::{lanes_pay, six_row_lanes};
 
     /// The rule on the measured shapes: lane panels where they measured faster,
-    /// 6-row panels where they (or, for 2–36 rows, the few-row route) measured faster.
+    /// 6-row panels where they (or, for 2–64 rows, the few-row route) measured faster.
     #[test]
     fn lane_rule_follows_the_measurements() {
         for (m, n, k) in [

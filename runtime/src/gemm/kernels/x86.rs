@@ -141,19 +141,12 @@ unsafe fn tile_avx2(
                 // through maxps). Two instructions more than without NaN handling.
                 v = match epi.act {
                     1 => _mm256_or_ps(_mm256_max_ps(v, zero), _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v)),
-                    2 => _mm256_or_ps(
-                        _mm256_max_ps(_mm256_min_ps(hi, v), lo),
-                        _mm256_cmp_ps::<_CMP_UNORD_Q>(v, hi),
-                    ),
+                    2 => clamp_avx2(v, lo, hi),
                     ACT_SIGMOID => sigmoid_avx2(v),
                     ACT_SWISH => _mm256_mul_ps(v, sigmoid_avx2(v)),
                     ACT_HARDSWISH => {
                         let t = _mm256_add_ps(v, _mm256_set1_ps(3.0));
-                        let six = _mm256_set1_ps(6.0);
-                        let c = _mm256_or_ps(
-                            _mm256_max_ps(_mm256_min_ps(six, t), zero),
-                            _mm256_cmp_ps::<_CMP_UNORD_Q>(t, six),
-                        );
+                        let c = clamp_avx2(t, zero, _mm256_set1_ps(6.0));
                         _mm256_mul_ps(_mm256_mul_ps(v, c), _mm256_set1_ps(super::SIXTH))
                     }
                     _ => v,
@@ -162,6 +155,17 @@ unsafe fn tile_avx2(
             }
         }
     }
+}
+
+/// The AVX2 tile's clamp of `v` to `[lo, hi]` (code 2, and inside hard swish), as
+/// described there: `maxps(minps(hi, v), lo)` with the unordered mask of `(v, hi)` OR-ed in.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn clamp_avx2(v: __m256, lo: __m256, hi: __m256) -> __m256 {
+    _mm256_or_ps(
+        _mm256_max_ps(_mm256_min_ps(hi, v), lo),
+        _mm256_cmp_ps::<_CMP_UNORD_Q>(v, hi),
+    )
 }
 
 /// 6×32 AVX-512 tile.
@@ -693,26 +697,31 @@ pub(crate) unsafe fn activate_avx512(v: __m512, act: u32, lo: __m512, hi: __m512
             _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v),
             v,
         ),
-        2 => _mm512_mask_mov_ps(
-            _mm512_max_ps(_mm512_min_ps(hi, v), lo),
-            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, hi),
-            _mm512_set1_ps(f32::NAN),
-        ),
+        2 => clamp_avx512(v, lo, hi),
         // SAFETY: AVX-512F, as this function requires.
         ACT_SIGMOID => unsafe { sigmoid_avx512(v) },
         ACT_SWISH => _mm512_mul_ps(v, unsafe { sigmoid_avx512(v) }),
         ACT_HARDSWISH => {
             let t = _mm512_add_ps(v, _mm512_set1_ps(3.0));
-            let six = _mm512_set1_ps(6.0);
-            let c = _mm512_mask_mov_ps(
-                _mm512_max_ps(_mm512_min_ps(six, t), _mm512_setzero_ps()),
-                _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t, six),
-                _mm512_set1_ps(f32::NAN),
-            );
+            let c = clamp_avx512(t, _mm512_setzero_ps(), _mm512_set1_ps(6.0));
             _mm512_mul_ps(_mm512_mul_ps(v, c), _mm512_set1_ps(super::SIXTH))
         }
         _ => v,
     }
+}
+
+/// [`activate_avx512`]'s clamp of `v` to `[lo, hi]` (code 2, and inside hard swish),
+/// NaN-propagating: `maxps(minps(hi, v), lo)`, NaN where `v` or `hi` is one (a NaN `lo`
+/// comes through `maxps`).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn clamp_avx512(v: __m512, lo: __m512, hi: __m512) -> __m512 {
+    _mm512_mask_mov_ps(
+        _mm512_max_ps(_mm512_min_ps(hi, v), lo),
+        _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, hi),
+        _mm512_set1_ps(f32::NAN),
+    )
 }
 
 /// Stores the `mask` lanes of `v` at `p`, with a plain store when all 16 are: AVX-512
