@@ -290,23 +290,68 @@ unsafe fn tile_avx512_body<const Q: usize, const PREFETCH: bool>(
             (true, 1) => epilogue_row_bias::<Q, 1>(&acc, c, rsc, epi),
             (true, CLAMP_NONNEG) => epilogue_row_bias::<Q, CLAMP_NONNEG>(&acc, c, rsc, epi),
             (true, CLAMP_NEG) => epilogue_row_bias::<Q, CLAMP_NEG>(&acc, c, rsc, epi),
-            (true, 2) => epilogue_row_bias::<Q, 2>(&acc, c, rsc, epi),
-            (true, ACT_SIGMOID) => epilogue_row_bias::<Q, ACT_SIGMOID>(&acc, c, rsc, epi),
-            (true, ACT_SWISH) => epilogue_row_bias::<Q, ACT_SWISH>(&acc, c, rsc, epi),
-            (true, ACT_HARDSWISH) => epilogue_row_bias::<Q, ACT_HARDSWISH>(&acc, c, rsc, epi),
-            _ => {
-                let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
-                for (r, acc_r) in acc.iter().enumerate() {
-                    for (h, &s) in acc_r.iter().enumerate() {
-                        let bcol = if epi.bias_col.is_null() {
-                            None
-                        } else {
-                            Some(_mm512_loadu_ps(epi.bias_col.add(h * 16)))
-                        };
-                        let cp = c.offset(r as isize * rsc).add(h * 16);
-                        epilogue_vector(s, cp, u16::MAX, epi, r, bcol, code, lo, hi);
-                    }
-                }
+            (true, 2) => epilogue_row_bias_outlined::<Q, 2>(acc, c, rsc, epi),
+            (true, ACT_SIGMOID) => epilogue_row_bias_outlined::<Q, ACT_SIGMOID>(acc, c, rsc, epi),
+            (true, ACT_SWISH) => epilogue_row_bias_outlined::<Q, ACT_SWISH>(acc, c, rsc, epi),
+            (true, ACT_HARDSWISH) => {
+                epilogue_row_bias_outlined::<Q, ACT_HARDSWISH>(acc, c, rsc, epi)
+            }
+            // By value into a function of its own: indexing `acc` at run time here made
+            // LLVM keep the accumulators in a stack array on every path, with a 1.5 KB
+            // memset per tile and 24 spills after the k loop (see `epilogue_general`).
+            _ => epilogue_general::<Q>(acc, c, rsc, epi, code),
+        }
+    }
+}
+
+/// [`epilogue_row_bias`] out of line, for the activations whose bodies LLVM would not
+/// unroll inline (see [`epilogue_general`]).
+///
+/// # Safety
+/// As for [`epilogue_row_bias`].
+#[inline(never)]
+#[target_feature(enable = "avx512f")]
+unsafe fn epilogue_row_bias_outlined<const Q: usize, const ACT: u32>(
+    acc: [[__m512; Q]; MR],
+    c: *mut f32,
+    rsc: isize,
+    epi: &TileEpi,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { epilogue_row_bias::<Q, ACT>(&acc, c, rsc, epi) }
+}
+
+/// The general epilogue of [`tile_avx512_body`] (accumulating, column bias, activations
+/// without a fast arm), one [`epilogue_vector`] per accumulator. Out of line and taking the
+/// accumulators by value, so only this path stores them to memory: inlined, its run-time
+/// indexing made LLVM keep them in a stack array on every path, zeroed by a 1.5 KB
+/// `memset` call before the k loop and spilled after it, about 100 cycles of stores per
+/// 6×64 tile, a fifth of the tile's time at k = 16 (Zen 4, `gemm_bench Avx512 custom 96
+/// 64 16`: 77.6 GFLOP/s before).
+///
+/// # Safety
+/// As for [`tile_avx512_body`].
+#[inline(never)]
+#[target_feature(enable = "avx512f")]
+unsafe fn epilogue_general<const Q: usize>(
+    acc: [[__m512; Q]; MR],
+    c: *mut f32,
+    rsc: isize,
+    epi: &TileEpi,
+    code: u32,
+) {
+    // SAFETY: the tile and bias vectors, by the caller's contract.
+    unsafe {
+        let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
+        for (r, acc_r) in acc.iter().enumerate() {
+            for (h, &s) in acc_r.iter().enumerate() {
+                let bcol = if epi.bias_col.is_null() {
+                    None
+                } else {
+                    Some(_mm512_loadu_ps(epi.bias_col.add(h * 16)))
+                };
+                let cp = c.offset(r as isize * rsc).add(h * 16);
+                epilogue_vector(s, cp, u16::MAX, epi, r, bcol, code, lo, hi);
             }
         }
     }
