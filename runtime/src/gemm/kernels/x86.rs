@@ -447,7 +447,64 @@ unsafe fn edge_pair_avx512(
             p1 = p1.add(MR);
             bp = bp.offset(rsb);
         }
+        // As in `tile_avx512_body`: the common epilogues unrolled on the registers, the
+        // others out of line on a copy, so that the k loop's sums never live in memory.
+        let simple = !epi.accumulate && epi.bias_col.is_null() && !epi.bias_row.is_null();
         let code = gemm_act_code(epi.act, epi.lo, epi.hi);
+        match (simple, code) {
+            (true, 0) => edge_pair_row_bias::<0>(&acc, c, rsc, mask, epi),
+            (true, 1) => edge_pair_row_bias::<1>(&acc, c, rsc, mask, epi),
+            (true, CLAMP_NONNEG) => edge_pair_row_bias::<CLAMP_NONNEG>(&acc, c, rsc, mask, epi),
+            (true, CLAMP_NEG) => edge_pair_row_bias::<CLAMP_NEG>(&acc, c, rsc, mask, epi),
+            _ => edge_pair_general(acc, c, rsc, mask, epi, code),
+        }
+    }
+}
+
+/// [`edge_pair_avx512`]'s epilogue for a row bias and activation `ACT` (no old C, no
+/// column bias), unrolled: [`epilogue_vector`]'s operations for that case.
+///
+/// # Safety
+/// As for [`edge_pair_avx512`]; `epi.bias_row` is not null.
+#[inline(always)]
+unsafe fn edge_pair_row_bias<const ACT: u32>(
+    acc: &[__m512; 2 * MR],
+    c: *mut f32,
+    rsc: isize,
+    mask: u16,
+    epi: &TileEpi,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
+        for (r, &s) in acc.iter().enumerate() {
+            let v = _mm512_add_ps(s, _mm512_set1_ps(*epi.bias_row.add(r)));
+            store16(
+                c.offset(r as isize * rsc),
+                mask,
+                gemm_activate(v, ACT, lo, hi),
+            );
+        }
+    }
+}
+
+/// [`edge_pair_avx512`]'s general epilogue, out of line on a copy of the sums (see
+/// [`epilogue_general`]).
+///
+/// # Safety
+/// As for [`edge_pair_avx512`].
+#[inline(never)]
+#[target_feature(enable = "avx512f")]
+unsafe fn edge_pair_general(
+    acc: [__m512; 2 * MR],
+    c: *mut f32,
+    rsc: isize,
+    mask: u16,
+    epi: &TileEpi,
+    code: u32,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
         let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
         let bcol = if epi.bias_col.is_null() {
             None
