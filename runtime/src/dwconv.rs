@@ -620,12 +620,20 @@ pub(crate) mod avx512 {
                     });
                 }
             });
-            let (ox0, live) = (c.ox0 as isize, c.live);
-            for (r, v) in acc.into_iter().enumerate() {
-                let at = r as isize * e.y_sh + ox0;
-                // SAFETY: the live lanes of this output row block.
-                unsafe { finish_with(v, e.act, e.lo, e.hi, e.y, e.res, at, live) };
-            }
+            // SAFETY: the live lanes of these output rows of the block.
+            unsafe {
+                finish_rows(
+                    acc,
+                    e.act,
+                    e.lo,
+                    e.hi,
+                    e.y,
+                    e.res,
+                    c.ox0 as isize,
+                    e.y_sh,
+                    c.live,
+                )
+            };
         }
 
         /// The values the three tap columns of a 3-wide filter read from input row `row`
@@ -750,10 +758,8 @@ pub(crate) mod avx512 {
                     }
                 }
             }
-            for (r, v) in acc.into_iter().enumerate() {
-                // SAFETY: row oy + r of this block.
-                unsafe { self.store(self.c, v, oy + r) };
-            }
+            // SAFETY: rows oy..oy + R of this block.
+            unsafe { self.store_rows(self.c, acc, oy) };
         }
 
         /// Output rows `oy..oy + R` of the block, each its own sum.
@@ -792,20 +798,33 @@ pub(crate) mod avx512 {
                 }
             }
             // SAFETY: rows oy..oy + R of this block.
-            for (r, v) in acc.into_iter().enumerate() {
-                unsafe { self.store(self.c, v, oy + r) };
-            }
+            unsafe { self.store_rows(self.c, acc, oy) };
         }
 
-        /// Adds the residual, applies the activation and stores output row `oy` of block
-        /// `c` (its live lanes only). One vector per call: an array of sums passed by
-        /// value would live in memory, and every multiply-add of the caller with it.
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn store(&self, c: &Cols, v: __m512, oy: usize) {
-            let at = oy as isize * self.a.y_sh + c.ox0 as isize;
-            // SAFETY: the live lanes of this output row block.
-            unsafe { finish(v, self.a, self.y, self.res, at, c.live) };
+        /// Adds the residual, applies the activation and stores the sums `acc` of output
+        /// rows `oy..oy + R` of block `c` (its live lanes only), through [`finish_rows`].
+        ///
+        /// # Safety
+        /// Rows `oy..oy + R` are output rows of this plane.
+        #[inline(always)]
+        unsafe fn store_rows<const R: usize>(&self, c: &Cols, acc: [__m512; R], oy: usize) {
+            let a = self.a;
+            let at = oy as isize * a.y_sh + c.ox0 as isize;
+            // SAFETY: the live lanes of these output rows; the caller runs on AVX-512F.
+            unsafe {
+                let (lo, hi) = (_mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi));
+                finish_rows(
+                    acc,
+                    a.act as u32,
+                    lo,
+                    hi,
+                    self.y,
+                    self.res,
+                    at,
+                    a.y_sh,
+                    c.live,
+                )
+            };
         }
     }
 
@@ -884,6 +903,90 @@ pub(crate) mod avx512 {
         v = unsafe { crate::gemm::activate_avx512(v, act, lo, hi) };
         // SAFETY: the caller's contract.
         unsafe { crate::gemm::store16(y.wrapping_offset(at), live, v) };
+    }
+
+    /// [`finish_with`] for the `R` sums of one column block on consecutive output rows
+    /// (`acc[r]` at `y + at + r·y_sh`), the activation dispatched once for all of them.
+    /// Called per vector from a loop over the rows, the activation's dispatch kept LLVM
+    /// from unrolling that loop: the sums went through a stack array and every vector
+    /// through an indirect jump. The common activations run unrolled on the registers,
+    /// the others out of line ([`finish_rows_any`]).
+    ///
+    /// # Safety
+    /// As for [`finish`], for each row.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn finish_rows<const R: usize>(
+        acc: [__m512; R],
+        act: u32,
+        lo: __m512,
+        hi: __m512,
+        y: *mut f32,
+        res: *const f32,
+        at: isize,
+        y_sh: isize,
+        live: u16,
+    ) {
+        use crate::gemm::{ACT_CLAMP, ACT_HARDSWISH, ACT_NONE, ACT_RELU};
+        // SAFETY: forwarded.
+        unsafe {
+            match act {
+                ACT_NONE => finish_rows_act::<R, ACT_NONE>(&acc, lo, hi, y, res, at, y_sh, live),
+                ACT_RELU => finish_rows_act::<R, ACT_RELU>(&acc, lo, hi, y, res, at, y_sh, live),
+                ACT_CLAMP => finish_rows_act::<R, ACT_CLAMP>(&acc, lo, hi, y, res, at, y_sh, live),
+                ACT_HARDSWISH => {
+                    finish_rows_act::<R, ACT_HARDSWISH>(&acc, lo, hi, y, res, at, y_sh, live)
+                }
+                _ => finish_rows_any(acc, act, lo, hi, y, res, at, y_sh, live),
+            }
+        }
+    }
+
+    /// [`finish_rows`] with the activation `ACT` known.
+    ///
+    /// # Safety
+    /// As for [`finish_rows`].
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn finish_rows_act<const R: usize, const ACT: u32>(
+        acc: &[__m512; R],
+        lo: __m512,
+        hi: __m512,
+        y: *mut f32,
+        res: *const f32,
+        at: isize,
+        y_sh: isize,
+        live: u16,
+    ) {
+        for (r, &v) in acc.iter().enumerate() {
+            // SAFETY: forwarded.
+            unsafe { finish_with(v, ACT, lo, hi, y, res, at + r as isize * y_sh, live) };
+        }
+    }
+
+    /// [`finish_rows`] for the other activations (sigmoid, swish), out of line on a copy of
+    /// the sums.
+    ///
+    /// # Safety
+    /// As for [`finish_rows`].
+    #[inline(never)]
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn finish_rows_any<const R: usize>(
+        acc: [__m512; R],
+        act: u32,
+        lo: __m512,
+        hi: __m512,
+        y: *mut f32,
+        res: *const f32,
+        at: isize,
+        y_sh: isize,
+        live: u16,
+    ) {
+        for (r, &v) in acc.iter().enumerate() {
+            // SAFETY: forwarded.
+            unsafe { finish_with(v, act, lo, hi, y, res, at + r as isize * y_sh, live) };
+        }
     }
 
     /// Input planes of at most this many bytes are not prefetched by [`Ahead`].
