@@ -1260,26 +1260,86 @@ pub(crate) mod avx512 {
                     }
                 }
             }
-            for (q, mut v) in acc.into_iter().enumerate() {
+            let out = PairOut {
+                y,
+                res,
+                y_sh,
+                oh,
+                live,
+                lo: lo_v,
+                hi: hi_v,
+            };
+            // The activation dispatched once per plane, as in `finish_rows`.
+            // SAFETY: the live lanes of this plane's output rows.
+            unsafe {
+                use crate::gemm::{ACT_CLAMP, ACT_HARDSWISH, ACT_NONE, ACT_RELU};
+                match act {
+                    ACT_NONE => out.store::<P, ACT_NONE>(&acc, ACT_NONE),
+                    ACT_RELU => out.store::<P, ACT_RELU>(&acc, ACT_RELU),
+                    ACT_CLAMP => out.store::<P, ACT_CLAMP>(&acc, ACT_CLAMP),
+                    ACT_HARDSWISH => out.store::<P, ACT_HARDSWISH>(&acc, ACT_HARDSWISH),
+                    _ => out.store_any::<P>(acc, act),
+                }
+            }
+        }
+    }
+
+    /// Where [`pair_rows`] stores a plane's pairs of output rows, and how.
+    struct PairOut {
+        y: *mut f32,
+        res: *const f32,
+        y_sh: isize,
+        oh: usize,
+        /// The output columns (lanes 0..ow).
+        live: u16,
+        lo: __m512,
+        hi: __m512,
+    }
+
+    impl PairOut {
+        /// Adds the residual to pair `q`'s sum `acc[q]`, applies the activation (`ACT`
+        /// when it is not [`u32::MAX`], else `act`) and stores rows `2q` and `2q + 1`.
+        ///
+        /// # Safety
+        /// The CPU has AVX-512F; `y` (and `res`, if not null) address a plane of `oh` rows
+        /// `y_sh` apart with the `live` columns.
+        #[inline(always)]
+        unsafe fn store<const P: usize, const ACT: u32>(&self, acc: &[__m512; P], act: u32) {
+            let (y, res, y_sh, live) = (self.y, self.res, self.y_sh, self.live);
+            for (q, &v) in acc.iter().enumerate() {
                 // Row 2q + 1 is stored from lane 8: its address less 8 (lanes below 8 are
                 // masked off, so neither read nor written).
                 let at0 = (2 * q) as isize * y_sh;
                 let at1 = at0 + y_sh - 8;
-                let hi_live = if 2 * q + 1 < oh { live << 8 } else { 0 };
-                if !res.is_null() {
-                    // SAFETY: the live lanes of rows 2q and 2q + 1 of the residual.
-                    v = _mm512_add_ps(v, unsafe {
-                        let r0 = _mm512_maskz_loadu_ps(live, res.wrapping_offset(at0));
-                        _mm512_mask_loadu_ps(r0, hi_live, res.wrapping_offset(at1))
-                    });
-                }
-                // SAFETY: AVX-512F; the live lanes of output rows 2q and 2q + 1.
+                let hi_live = if 2 * q + 1 < self.oh { live << 8 } else { 0 };
+                // SAFETY: AVX-512F; the live lanes of rows 2q and 2q + 1 of the residual
+                // and the output.
                 unsafe {
-                    let v = crate::gemm::activate_avx512(v, act, lo_v, hi_v);
+                    let mut v = v;
+                    if !res.is_null() {
+                        let r0 = _mm512_maskz_loadu_ps(live, res.wrapping_offset(at0));
+                        v = _mm512_add_ps(
+                            v,
+                            _mm512_mask_loadu_ps(r0, hi_live, res.wrapping_offset(at1)),
+                        );
+                    }
+                    let code = if ACT == u32::MAX { act } else { ACT };
+                    let v = crate::gemm::activate_avx512(v, code, self.lo, self.hi);
                     crate::gemm::store16(y.wrapping_offset(at0), live, v);
                     crate::gemm::store16(y.wrapping_offset(at1), hi_live, v);
                 }
             }
+        }
+
+        /// [`Self::store`] for the other activations, out of line on a copy of the sums.
+        ///
+        /// # Safety
+        /// As for [`Self::store`].
+        #[inline(never)]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn store_any<const P: usize>(&self, acc: [__m512; P], act: u32) {
+            // SAFETY: forwarded.
+            unsafe { self.store::<P, { u32::MAX }>(&acc, act) }
         }
     }
 
