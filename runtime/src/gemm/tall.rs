@@ -30,6 +30,17 @@ use core::arch::x86_64::*;
 /// not beyond 64 rows.
 pub(crate) const MAX_M: usize = super::FEW_ROWS_MAX_M;
 
+/// How far ahead (in columns: six tiles) each row of C is also prefetched into L2. The
+/// write hint two tiles ahead alone left the route waiting on C's lines where they come
+/// from L3 or memory: with one pair of streams per row of C and of B (64 for a 32×32
+/// product), the hardware prefetchers lose track. Zen 4, in the network (`nnefc bench
+/// --profile -n 300`, three interleaved runs each): regnet_x_400mf's 32→32 1×1 layer on
+/// 112² 0.42–0.45 → 0.35–0.36 ms (ONNX Runtime's profiler: 0.26), the 32→32 stride-2 1×1
+/// before it 0.14–0.15 → 0.13; mobilenet_v2's 32→16 on 112² 0.169–0.173 → 0.166–0.169.
+/// 12 or 24 tiles ahead were no better, and the blocked route's 6×64 tile gained
+/// nothing from the same hint four tiles ahead.
+const PF_C_FAR: usize = 192;
+
 /// Whether the route takes a product: the AVX-512 kernels, A in 6-row panels (checked by
 /// the caller), B's columns contiguous, at most [`MAX_M`] rows and a full vector of
 /// columns.
@@ -59,6 +70,10 @@ pub(crate) unsafe fn run(p: &Problem, ap: *const f32, epi: &GemmEpilogue) {
             let cp = p.c.wrapping_offset(r as isize * p.rsc).wrapping_add(j + 64);
             _mm_prefetch::<_MM_HINT_ET0>(cp.cast());
             _mm_prefetch::<_MM_HINT_ET0>(cp.wrapping_add(16).cast());
+            // And into L2 further on (see `PF_C_FAR`).
+            let far = cp.wrapping_add(PF_C_FAR);
+            _mm_prefetch::<_MM_HINT_T1>(far.cast());
+            _mm_prefetch::<_MM_HINT_T1>(far.wrapping_add(16).cast());
         }
         let mut pc = 0;
         while pc < p.k {
