@@ -621,19 +621,16 @@ pub(crate) mod avx512 {
                 }
             });
             // SAFETY: the live lanes of these output rows of the block.
-            unsafe {
-                finish_rows(
-                    acc,
-                    e.act,
-                    e.lo,
-                    e.hi,
-                    e.y,
-                    e.res,
-                    c.ox0 as isize,
-                    e.y_sh,
-                    c.live,
-                )
+            let out = RowsOut {
+                y: e.y,
+                res: e.res,
+                at: c.ox0 as isize,
+                y_sh: e.y_sh,
+                live: c.live,
+                lo: e.lo,
+                hi: e.hi,
             };
+            unsafe { out.store(acc, e.act) };
         }
 
         /// The values the three tap columns of a 3-wide filter read from input row `row`
@@ -802,7 +799,7 @@ pub(crate) mod avx512 {
         }
 
         /// Adds the residual, applies the activation and stores the sums `acc` of output
-        /// rows `oy..oy + R` of block `c` (its live lanes only), through [`finish_rows`].
+        /// rows `oy..oy + R` of block `c` (its live lanes only), through [`RowsOut::store`].
         ///
         /// # Safety
         /// Rows `oy..oy + R` are output rows of this plane.
@@ -812,18 +809,16 @@ pub(crate) mod avx512 {
             let at = oy as isize * a.y_sh + c.ox0 as isize;
             // SAFETY: the live lanes of these output rows; the caller runs on AVX-512F.
             unsafe {
-                let (lo, hi) = (_mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi));
-                finish_rows(
-                    acc,
-                    a.act as u32,
-                    lo,
-                    hi,
-                    self.y,
-                    self.res,
+                let out = RowsOut {
+                    y: self.y,
+                    res: self.res,
                     at,
-                    a.y_sh,
-                    c.live,
-                )
+                    y_sh: a.y_sh,
+                    live: c.live,
+                    lo: _mm512_set1_ps(a.lo),
+                    hi: _mm512_set1_ps(a.hi),
+                };
+                out.store(acc, a.act as u32)
             };
         }
     }
@@ -905,87 +900,67 @@ pub(crate) mod avx512 {
         unsafe { crate::gemm::store16(y.wrapping_offset(at), live, v) };
     }
 
-    /// [`finish_with`] for the `R` sums of one column block on consecutive output rows
-    /// (`acc[r]` at `y + at + r·y_sh`), the activation dispatched once for all of them.
-    /// Called per vector from a loop over the rows, the activation's dispatch kept LLVM
-    /// from unrolling that loop: the sums went through a stack array and every vector
-    /// through an indirect jump. The common activations run unrolled on the registers,
-    /// the others out of line ([`finish_rows_any`]).
-    ///
-    /// # Safety
-    /// As for [`finish`], for each row.
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) unsafe fn finish_rows<const R: usize>(
-        acc: [__m512; R],
-        act: u32,
-        lo: __m512,
-        hi: __m512,
-        y: *mut f32,
-        res: *const f32,
-        at: isize,
-        y_sh: isize,
-        live: u16,
-    ) {
-        use crate::gemm::{ACT_CLAMP, ACT_HARDSWISH, ACT_NONE, ACT_RELU};
-        // SAFETY: forwarded.
-        unsafe {
-            match act {
-                ACT_NONE => finish_rows_act::<R, ACT_NONE>(&acc, lo, hi, y, res, at, y_sh, live),
-                ACT_RELU => finish_rows_act::<R, ACT_RELU>(&acc, lo, hi, y, res, at, y_sh, live),
-                ACT_CLAMP => finish_rows_act::<R, ACT_CLAMP>(&acc, lo, hi, y, res, at, y_sh, live),
-                ACT_HARDSWISH => {
-                    finish_rows_act::<R, ACT_HARDSWISH>(&acc, lo, hi, y, res, at, y_sh, live)
+    /// Where the `R` sums of one column block on consecutive output rows go (`acc[r]` at
+    /// `y + at + r·y_sh`, its `live` lanes), with the activation's bounds.
+    pub(crate) struct RowsOut {
+        pub y: *mut f32,
+        pub res: *const f32,
+        pub at: isize,
+        pub y_sh: isize,
+        pub live: u16,
+        pub lo: __m512,
+        pub hi: __m512,
+    }
+
+    impl RowsOut {
+        /// [`finish_with`] for each of the sums, the activation dispatched once for all of
+        /// them. Called per vector from a loop over the rows, the activation's dispatch
+        /// kept LLVM from unrolling that loop: the sums went through a stack array and
+        /// every vector through an indirect jump. The common activations run unrolled on
+        /// the registers, the others out of line ([`Self::store_any`]).
+        ///
+        /// # Safety
+        /// As for [`finish`], for each row.
+        #[inline(always)]
+        pub(crate) unsafe fn store<const R: usize>(&self, acc: [__m512; R], act: u32) {
+            use crate::gemm::{ACT_CLAMP, ACT_HARDSWISH, ACT_NONE, ACT_RELU};
+            // SAFETY: forwarded.
+            unsafe {
+                match act {
+                    ACT_NONE => self.store_act::<R, ACT_NONE>(&acc, act),
+                    ACT_RELU => self.store_act::<R, ACT_RELU>(&acc, act),
+                    ACT_CLAMP => self.store_act::<R, ACT_CLAMP>(&acc, act),
+                    ACT_HARDSWISH => self.store_act::<R, ACT_HARDSWISH>(&acc, act),
+                    _ => self.store_any(acc, act),
                 }
-                _ => finish_rows_any(acc, act, lo, hi, y, res, at, y_sh, live),
             }
         }
-    }
 
-    /// [`finish_rows`] with the activation `ACT` known.
-    ///
-    /// # Safety
-    /// As for [`finish_rows`].
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn finish_rows_act<const R: usize, const ACT: u32>(
-        acc: &[__m512; R],
-        lo: __m512,
-        hi: __m512,
-        y: *mut f32,
-        res: *const f32,
-        at: isize,
-        y_sh: isize,
-        live: u16,
-    ) {
-        for (r, &v) in acc.iter().enumerate() {
-            // SAFETY: forwarded.
-            unsafe { finish_with(v, ACT, lo, hi, y, res, at + r as isize * y_sh, live) };
+        /// [`Self::store`] with the activation `ACT` known (`act` when `ACT` is
+        /// [`u32::MAX`]).
+        ///
+        /// # Safety
+        /// As for [`Self::store`].
+        #[inline(always)]
+        unsafe fn store_act<const R: usize, const ACT: u32>(&self, acc: &[__m512; R], act: u32) {
+            let code = if ACT == u32::MAX { act } else { ACT };
+            for (r, &v) in acc.iter().enumerate() {
+                let at = self.at + r as isize * self.y_sh;
+                // SAFETY: forwarded.
+                unsafe { finish_with(v, code, self.lo, self.hi, self.y, self.res, at, self.live) };
+            }
         }
-    }
 
-    /// [`finish_rows`] for the other activations (sigmoid, swish), out of line on a copy of
-    /// the sums.
-    ///
-    /// # Safety
-    /// As for [`finish_rows`].
-    #[inline(never)]
-    #[target_feature(enable = "avx512f")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn finish_rows_any<const R: usize>(
-        acc: [__m512; R],
-        act: u32,
-        lo: __m512,
-        hi: __m512,
-        y: *mut f32,
-        res: *const f32,
-        at: isize,
-        y_sh: isize,
-        live: u16,
-    ) {
-        for (r, &v) in acc.iter().enumerate() {
+        /// [`Self::store`] for the other activations (sigmoid, swish), out of line on a
+        /// copy of the sums.
+        ///
+        /// # Safety
+        /// As for [`Self::store`].
+        #[inline(never)]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn store_any<const R: usize>(&self, acc: [__m512; R], act: u32) {
             // SAFETY: forwarded.
-            unsafe { finish_with(v, act, lo, hi, y, res, at + r as isize * y_sh, live) };
+            unsafe { self.store_act::<R, { u32::MAX }>(&acc, act) }
         }
     }
 
@@ -1269,7 +1244,7 @@ pub(crate) mod avx512 {
                 lo: lo_v,
                 hi: hi_v,
             };
-            // The activation dispatched once per plane, as in `finish_rows`.
+            // The activation dispatched once per plane, as in `RowsOut::store`.
             // SAFETY: the live lanes of this plane's output rows.
             unsafe {
                 use crate::gemm::{ACT_CLAMP, ACT_HARDSWISH, ACT_NONE, ACT_RELU};
@@ -1891,7 +1866,7 @@ pub(crate) mod tests {
                 bias.as_ptr(),
                 with_res.then_some(&res[..]),
                 // Every activation code (0..=5): the bands' epilogue has inline and
-                // out-of-line forms (`finish_rows`).
+                // out-of-line forms (`RowsOut::store`).
                 case % 6,
             );
             let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
