@@ -110,7 +110,9 @@ pub(crate) fn lanes_pay(m: usize, n: usize, k: usize) -> bool {
         return false;
     }
     let (nf, kf) = (n as f64, k as f64);
-    // 25–64 rows (`FEW_ROWS_MAX_M`): the few-row route again (two panels a pass), whose
+    // 25–64 rows (`FEW_ROWS_MAX_M`): the few-row route again (two panels a pass; from 33
+    // rows only where k ≥ 2m, else the blocked 6×64 tiles, which measured at least as fast
+    // there: `gemm::tall::takes` in the runtime), whose
     // cost is `m` rows × the columns of its 32-column tiles × `(k + 10)` (a per-tile cost,
     // fit like the lane panels' 10.5), against the lane panels' `lanes`, which pad the rows
     // to a multiple of 16. AMD Zen 4, one core, operands in cache (`gemm_bench Avx512
