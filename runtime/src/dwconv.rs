@@ -620,7 +620,6 @@ pub(crate) mod avx512 {
                     });
                 }
             });
-            // SAFETY: the live lanes of these output rows of the block.
             let out = RowsOut {
                 y: e.y,
                 res: e.res,
@@ -630,6 +629,7 @@ pub(crate) mod avx512 {
                 lo: e.lo,
                 hi: e.hi,
             };
+            // SAFETY: the live lanes of these output rows of the block.
             unsafe { out.store(acc, e.act) };
         }
 
@@ -900,6 +900,35 @@ pub(crate) mod avx512 {
         unsafe { crate::gemm::store16(y.wrapping_offset(at), live, v) };
     }
 
+    /// Evaluates `$inline` with `$A` a `const u32` equal to activation code `$act` for the
+    /// activations the depthwise epilogues unroll on the registers (none, ReLU, clamp, hard
+    /// swish), else `$other` (the out-of-line form, for sigmoid and swish): the one list
+    /// [`RowsOut::store`] and [`pair_rows`] dispatch on.
+    macro_rules! by_inline_act {
+        ($act:expr, $A:ident => $inline:expr, $other:expr) => {{
+            use crate::gemm::{ACT_CLAMP, ACT_HARDSWISH, ACT_NONE, ACT_RELU};
+            match $act {
+                ACT_NONE => {
+                    const $A: u32 = ACT_NONE;
+                    $inline
+                }
+                ACT_RELU => {
+                    const $A: u32 = ACT_RELU;
+                    $inline
+                }
+                ACT_CLAMP => {
+                    const $A: u32 = ACT_CLAMP;
+                    $inline
+                }
+                ACT_HARDSWISH => {
+                    const $A: u32 = ACT_HARDSWISH;
+                    $inline
+                }
+                _ => $other,
+            }
+        }};
+    }
+
     /// Where the `R` sums of one column block on consecutive output rows go (`acc[r]` at
     /// `y + at + r·y_sh`, its `live` lanes), with the activation's bounds.
     pub(crate) struct RowsOut {
@@ -923,16 +952,9 @@ pub(crate) mod avx512 {
         /// As for [`finish`], for each row.
         #[inline(always)]
         pub(crate) unsafe fn store<const R: usize>(&self, acc: [__m512; R], act: u32) {
-            use crate::gemm::{ACT_CLAMP, ACT_HARDSWISH, ACT_NONE, ACT_RELU};
             // SAFETY: forwarded.
             unsafe {
-                match act {
-                    ACT_NONE => self.store_act::<R, ACT_NONE>(&acc, act),
-                    ACT_RELU => self.store_act::<R, ACT_RELU>(&acc, act),
-                    ACT_CLAMP => self.store_act::<R, ACT_CLAMP>(&acc, act),
-                    ACT_HARDSWISH => self.store_act::<R, ACT_HARDSWISH>(&acc, act),
-                    _ => self.store_any(acc, act),
-                }
+                by_inline_act!(act, A => self.store_act::<R, A>(&acc, act), self.store_any(acc, act))
             }
         }
 
@@ -1247,14 +1269,7 @@ pub(crate) mod avx512 {
             // The activation dispatched once per plane, as in `RowsOut::store`.
             // SAFETY: the live lanes of this plane's output rows.
             unsafe {
-                use crate::gemm::{ACT_CLAMP, ACT_HARDSWISH, ACT_NONE, ACT_RELU};
-                match act {
-                    ACT_NONE => out.store::<P, ACT_NONE>(&acc, ACT_NONE),
-                    ACT_RELU => out.store::<P, ACT_RELU>(&acc, ACT_RELU),
-                    ACT_CLAMP => out.store::<P, ACT_CLAMP>(&acc, ACT_CLAMP),
-                    ACT_HARDSWISH => out.store::<P, ACT_HARDSWISH>(&acc, ACT_HARDSWISH),
-                    _ => out.store_any::<P>(acc, act),
-                }
+                by_inline_act!(act, A => out.store::<P, A>(&acc, act), out.store_any::<P>(acc, act))
             }
         }
     }
