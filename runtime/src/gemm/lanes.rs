@@ -548,8 +548,9 @@ pub(crate) mod avx512 {
             let (mut ap, mut bp) = (a, b);
             for _ in 0..kc {
                 let av = _mm512_loadu_ps(ap);
-                // A hint (never faults): see `A_PF`.
+                // Hints (never fault): see `A_PF` and `A_PF_L2`.
                 _mm_prefetch::<_MM_HINT_T0>(ap.wrapping_add(A_PF * LANES).cast());
+                _mm_prefetch::<_MM_HINT_T1>(ap.wrapping_add(A_PF_L2 * LANES).cast());
                 for (j, s) in acc.iter_mut().enumerate() {
                     *s = _mm512_fmadd_ps(av, _mm512_set1_ps(*bp.offset(j as isize * csb)), *s);
                 }
@@ -611,9 +612,12 @@ pub(crate) mod avx512 {
             for _ in 0..kc {
                 let a0 = _mm512_loadu_ps(ap);
                 let a1 = _mm512_loadu_ps(ap.add(pk));
-                // Hints (never fault): both panels A_PF k steps on.
+                // Hints (never fault): both panels A_PF k steps on, and into L2 A_PF_L2
+                // steps on.
                 _mm_prefetch::<_MM_HINT_T0>(ap.wrapping_add(A_PF * LANES).cast());
                 _mm_prefetch::<_MM_HINT_T0>(ap.wrapping_add(pk + A_PF * LANES).cast());
+                _mm_prefetch::<_MM_HINT_T1>(ap.wrapping_add(A_PF_L2 * LANES).cast());
+                _mm_prefetch::<_MM_HINT_T1>(ap.wrapping_add(pk + A_PF_L2 * LANES).cast());
                 for j in 0..W {
                     let bv = _mm512_set1_ps(*bp.offset(j as isize * csb));
                     acc0[j] = _mm512_fmadd_ps(a0, bv, acc0[j]);
@@ -635,6 +639,16 @@ pub(crate) mod avx512 {
     /// --profile`) 1.13 ms without, 1.08 at 16 steps, 0.95 at 48 and 96, 0.98 at 192;
     /// mobilenet_v2's 1280×49×320 layer 0.24 → 0.19.
     const A_PF: usize = 96;
+
+    /// How many k steps ahead the tiles also prefetch their panels into L2 (64 KB on;
+    /// panels are contiguous, so past a panel's end this reaches the next ones). A
+    /// layer's filter comes from L3 or memory, and the L1 hint `A_PF` steps ahead alone
+    /// leaves too few lines in flight. Zen 4, mobilenet_v2 on one thread (`nnefc bench
+    /// --profile -n 300`, two runs of each distance, ms): its 160→960 layers on 7×7
+    /// 0.162–0.178 without → 0.154–0.157 at 256 steps, 0.147–0.149 at 512 and 1024,
+    /// 320→1280 0.409–0.434 → 0.385–0.392 at 512, 0.375–0.379 at 1024 and 2048, 960→320
+    /// 0.274–0.288 → 0.268–0.269.
+    const A_PF_L2: usize = 1024;
 
     /// Transposes a 16×16 block held as 16 vectors (unpack pairs, then 2×2, 4×4 and 8×8
     /// blocks of 128-bit lanes): `v[i][j]` becomes `v[j][i]`.
