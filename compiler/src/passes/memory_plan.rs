@@ -15,8 +15,12 @@
 //! the smallest free gap that fits (best fit), at 64-byte aligned offsets; a second
 //! placement, largest first at the lowest free offset (greedy by size), is kept instead
 //! when its arena is smaller; graphs of at most 256 intermediates that still miss the
-//! peak-live bound also try up to 200 shuffled greedy orders (fixed seed: deterministic). Graph inputs,
-//! graph outputs and constants get no slot.
+//! peak-live bound also try up to 200 shuffled greedy orders (fixed seed: deterministic).
+//! Then, within the arena so found, each value placed over bytes that values read within
+//! the last few definitions held moves to bytes nobody read that recently, where some
+//! are free for its whole life (`move_off_recent_reads`: with threads, the bytes a layer
+//! just read may sit in another core's cache). Graph inputs, graph outputs and constants
+//! get no slot.
 //!
 //! In-place concatenation: when a concat's inputs are contiguous pieces of its output
 //! (every extent before the axis is 1) and each piece starts at a 64-byte boundary, the
@@ -295,6 +299,8 @@ fn place(graph: &Graph, lv: &Lives<'_>) -> Result<MemoryPlan, PlanError> {
             }
         }
     }
+    // Within that arena, away from bytes read just before (see `RECENT_VALUES`).
+    move_off_recent_reads(&wanted, &mut slots, arena);
     // Group members inside their output's slot, with their own lifetimes.
     for (vi, m) in member_of.iter().enumerate() {
         let Some((out, at)) = *m else { continue };
@@ -430,6 +436,96 @@ fn greedy_in_order(order: &[Wanted], nvals: usize) -> (Vec<Option<Slot>>, usize)
     (slots, arena)
 }
 
+/// How many values defined before a value's own definition (placed values, in
+/// definition order) count as "just before" for [`move_off_recent_reads`].
+///
+/// Why: a layer that writes bytes another core read last waits for every such line to be
+/// taken from that core's cache. With several threads a GEMM split by columns reads
+/// every channel of its input on every core, so the layer placed over that input next
+/// pays it. mobilenet_v2's depthwise layers on 14² and 7² maps (one output per nine
+/// multiply-adds) wrote over the buffer the block before's projection had just read on
+/// both cores, and took longer on two threads than on one (960 channels on 7² 0.028 →
+/// 0.033 ms). Zen 4, two threads (`nnefc bench --profile --threads 2 -n 400`, cores close:
+/// `round_trip` 94 ns), with a value kept off bytes read within the last 4 / 6 node steps
+/// (2–3 layers) / 12 steps (6 layers): 960×7² 0.033 → 0.025 / 0.015, 384×14² 0.024 →
+/// 0.019 / 0.014, 576×14² 0.031 → 0.023 / 0.021, the model 3.62 → 3.57 / 3.49 ms; at 6
+/// steps the buffers rotate over two blocks and the 160→960 expansions lost what the
+/// depthwise layers gained. (Those runs moved values to the lowest free offset; the
+/// warmest qualifying bytes, as now, measured alike.) Interleaved `nnefc bench -n 400`
+/// (three to four pairs per setting, several settings of the window): two threads
+/// 3.57–3.73 → 3.49–3.57 ms; one thread within the run-to-run noise (6.77–6.88 → 6.71–6.81
+/// in one series, +1 % in another); resnet18, squeezenet1_1, tiny_cnn and encoder, whose
+/// plans also change, the same at one and two threads.
+const RECENT_VALUES: usize = 6;
+
+/// Moves each value (in definition order) whose slot overlaps bytes that a value dying
+/// within the last [`RECENT_VALUES`] definitions occupied, to the smallest gap of the
+/// arena that is free for its whole life and overlaps no such bytes; values with no such
+/// gap stay. The arena does not grow and no two live values ever share bytes, so the
+/// plan stays valid; where the arena is tight (the big early layers of a CNN) nothing
+/// moves.
+fn move_off_recent_reads(wanted: &[Wanted], slots: &mut [Option<Slot>], arena: usize) {
+    for (i, &(vi, _, rounded, first, lastu)) in wanted.iter().enumerate() {
+        let Some(cur) = slots[vi] else { continue };
+        // The definition step of the value RECENT_VALUES places before this one: values
+        // whose last reader ran at or after it were read "just before".
+        let since = wanted[i.saturating_sub(RECENT_VALUES)].3;
+        // Bytes of values dead before this one's definition, with their last reader.
+        let dead: Vec<(usize, usize, usize)> = wanted
+            .iter()
+            .filter(|o| o.0 != vi && o.4 < first)
+            .filter_map(|o| slots[o.0].map(|s| (s.offset, s.offset + o.2, o.4)))
+            .collect();
+        // The last reader of what `[off, off + rounded)` held, and whether it ran just
+        // before.
+        let touched = |off: usize| {
+            dead.iter()
+                .filter(|&&(lo, hi, _)| lo < off + rounded && off < hi)
+                .map(|d| d.2)
+                .max()
+        };
+        if touched(cur.offset).is_none_or(|l| l < since) {
+            continue;
+        }
+        // Byte ranges of the other values live with this one, then the arena's top.
+        let mut busy: Vec<(usize, usize)> = wanted
+            .iter()
+            .filter(|o| o.0 != vi && o.3 <= lastu && first <= o.4)
+            .filter_map(|o| slots[o.0].map(|s| (s.offset, s.offset + o.2)))
+            .collect();
+        busy.sort_unstable();
+        busy.push((arena, arena));
+        // Where it may go: the start of each gap and of each dead value's bytes in it, and
+        // the end of each. Among those clear of recent reads, the bytes last read latest
+        // (likeliest still in this core's cache), then the lowest offset.
+        let mut best: Option<(Option<usize>, core::cmp::Reverse<usize>)> = None;
+        let mut cursor = 0usize;
+        for (lo, hi) in busy {
+            if lo >= cursor + rounded {
+                let starts = dead
+                    .iter()
+                    .flat_map(|&(dlo, dhi, _)| [Some(dlo), round_up(dhi)])
+                    .flatten()
+                    .chain([cursor]);
+                for off in starts.filter(|&o| o >= cursor && o + rounded <= lo) {
+                    let t = touched(off);
+                    if t.is_some_and(|l| l >= since) {
+                        continue;
+                    }
+                    let key = (t, core::cmp::Reverse(off));
+                    if best.is_none_or(|b| key > b) {
+                        best = Some(key);
+                    }
+                }
+            }
+            cursor = cursor.max(hi);
+        }
+        if let Some((_, core::cmp::Reverse(offset))) = best {
+            slots[vi] = Some(Slot { offset, ..cur });
+        }
+    }
+}
+
 /// Best fit in definition order: each value in the smallest gap between the values live
 /// when it is defined, else on top.
 fn best_fit(wanted: &[Wanted], nvals: usize) -> (Vec<Option<Slot>>, usize) {
@@ -494,6 +590,49 @@ mod tests {
             %v3 @0 +40 live [2, 3]
             %v4 @64 +40 live [3, 4]
             arena 128 bytes (peak live 128)"#]]
+        .assert_eq(&p.to_string());
+    }
+
+    /// A large value first leaves room in the arena: once it was read more than
+    /// `RECENT_VALUES` definitions ago, each value of the chain after it is placed away
+    /// from the bytes of values read within that window (on the bytes last read latest
+    /// among the others), where best fit alone alternates between two slots; before
+    /// that (every byte was read within the window) best fit's slot stays. The arena
+    /// does not grow and live values never share bytes.
+    #[test]
+    fn values_keep_off_bytes_read_just_before() {
+        let mut g = Graph::new("g");
+        let big = TensorType::new(DType::F32, &[16 * 20]);
+        let one = TensorType::new(DType::F32, &[1]);
+        let x = g.add_input("x", big.clone());
+        let a = g.add_node(Op::Softmax { axes: vec![0] }, vec![x], vec![big])[0];
+        let sum = Op::Reduce {
+            op: crate::ir::ReduceOp::Sum,
+            axes: vec![0],
+        };
+        let mut v = g.add_node(sum, vec![a], vec![one.clone()])[0];
+        for _ in 0..14 {
+            v = g.add_node(Op::Softmax { axes: vec![0] }, vec![v], vec![one.clone()])[0];
+        }
+        g.outputs.push(v);
+        let p = plan(&g).unwrap();
+        expect_test::expect![[r#"
+            %v1 @0 +1280 live [0, 1]
+            %v2 @1280 +4 live [1, 2]
+            %v3 @0 +4 live [2, 3]
+            %v4 @64 +4 live [3, 4]
+            %v5 @0 +4 live [4, 5]
+            %v6 @64 +4 live [5, 6]
+            %v7 @0 +4 live [6, 7]
+            %v8 @64 +4 live [7, 8]
+            %v9 @128 +4 live [8, 9]
+            %v10 @1280 +4 live [9, 10]
+            %v11 @192 +4 live [10, 11]
+            %v12 @256 +4 live [11, 12]
+            %v13 @320 +4 live [12, 13]
+            %v14 @384 +4 live [13, 14]
+            %v15 @0 +4 live [14, 15]
+            arena 1344 bytes (peak live 1344)"#]]
         .assert_eq(&p.to_string());
     }
 
