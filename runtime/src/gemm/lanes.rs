@@ -550,7 +550,9 @@ pub(crate) mod avx512 {
                 let av = _mm512_loadu_ps(ap);
                 // Hints (never fault): see `A_PF` and `A_PF_L2`.
                 _mm_prefetch::<_MM_HINT_T0>(ap.wrapping_add(A_PF * LANES).cast());
-                _mm_prefetch::<_MM_HINT_T1>(ap.wrapping_add(A_PF_L2 * LANES).cast());
+                if W >= A_PF_L2_MIN_W {
+                    _mm_prefetch::<_MM_HINT_T1>(ap.wrapping_add(A_PF_L2 * LANES).cast());
+                }
                 for (j, s) in acc.iter_mut().enumerate() {
                     *s = _mm512_fmadd_ps(av, _mm512_set1_ps(*bp.offset(j as isize * csb)), *s);
                 }
@@ -616,8 +618,10 @@ pub(crate) mod avx512 {
                 // steps on.
                 _mm_prefetch::<_MM_HINT_T0>(ap.wrapping_add(A_PF * LANES).cast());
                 _mm_prefetch::<_MM_HINT_T0>(ap.wrapping_add(pk + A_PF * LANES).cast());
-                _mm_prefetch::<_MM_HINT_T1>(ap.wrapping_add(A_PF_L2 * LANES).cast());
-                _mm_prefetch::<_MM_HINT_T1>(ap.wrapping_add(pk + A_PF_L2 * LANES).cast());
+                if W >= A_PF_L2_MIN_W {
+                    _mm_prefetch::<_MM_HINT_T1>(ap.wrapping_add(A_PF_L2 * LANES).cast());
+                    _mm_prefetch::<_MM_HINT_T1>(ap.wrapping_add(pk + A_PF_L2 * LANES).cast());
+                }
                 for j in 0..W {
                     let bv = _mm512_set1_ps(*bp.offset(j as isize * csb));
                     acc0[j] = _mm512_fmadd_ps(a0, bv, acc0[j]);
@@ -649,6 +653,13 @@ pub(crate) mod avx512 {
     /// 320→1280 0.409–0.434 → 0.385–0.392 at 512, 0.375–0.379 at 1024 and 2048, 960→320
     /// 0.274–0.288 → 0.268–0.269.
     const A_PF_L2: usize = 1024;
+
+    /// Narrowest tile that issues the `A_PF_L2` hints. A tile of a column or two (a
+    /// matrix-vector product: a classifier, an MLP at batch 1) does a multiply-add or two
+    /// per panel line, so the extra hint per line takes a load slot the tile is bound by:
+    /// the shared mlp model 0.0126 → 0.0139 ms with the hints in every tile, and
+    /// mobilenet_v2's classifier (one column) gained nothing from them.
+    const A_PF_L2_MIN_W: usize = 4;
 
     /// Transposes a 16×16 block held as 16 vectors (unpack pairs, then 2×2, 4×4 and 8×8
     /// blocks of 128-bit lanes): `v[i][j]` becomes `v[j][i]`.
