@@ -654,11 +654,11 @@ pub(crate) mod avx512 {
     /// 0.274–0.288 → 0.268–0.269.
     const A_PF_L2: usize = 1024;
 
-    /// Narrowest tile that issues the `A_PF_L2` hints. A tile of a column or two (a
-    /// matrix-vector product: a classifier, an MLP at batch 1) does a multiply-add or two
-    /// per panel line, so the extra hint per line takes a load slot the tile is bound by:
-    /// the shared mlp model 0.0126 → 0.0139 ms with the hints in every tile, and
-    /// mobilenet_v2's classifier (one column) gained nothing from them.
+    /// Narrowest tile that issues the `A_PF_L2` hints. A tile of one to three columns
+    /// (a matrix-vector product: a classifier, an MLP at batch 1) does one to three
+    /// multiply-adds per panel line, so the extra hint per line takes a load slot the
+    /// tile is bound by: the shared mlp model 0.0126 → 0.0139 ms with the hints in every
+    /// tile, and mobilenet_v2's classifier (one column) gained nothing from them.
     const A_PF_L2_MIN_W: usize = 4;
 
     /// Transposes a 16×16 block held as 16 vectors (unpack pairs, then 2×2, 4×4 and 8×8
