@@ -470,14 +470,14 @@ fn move_off_recent_reads(wanted: &[Wanted], slots: &mut [Option<Slot>], arena: u
         // The definition step of the value RECENT_VALUES places before this one: values
         // whose last reader ran at or after it were read "just before".
         let since = wanted[i.saturating_sub(RECENT_VALUES)].3;
-        // Bytes of values dead before this one's definition, with their last reader.
-        let dead: Vec<(usize, usize, usize)> = wanted
+        // Bytes of values dead before this one's definition, with their last reader
+        // (`wanted` is in definition order, so only earlier entries can be).
+        let dead: Vec<(usize, usize, usize)> = wanted[..i]
             .iter()
-            .filter(|o| o.0 != vi && o.4 < first)
+            .filter(|o| o.4 < first)
             .filter_map(|o| slots[o.0].map(|s| (s.offset, s.offset + o.2, o.4)))
             .collect();
-        // The last reader of what `[off, off + rounded)` held, and whether it ran just
-        // before.
+        // The last reader of what `[off, off + rounded)` held.
         let touched = |off: usize| {
             dead.iter()
                 .filter(|&&(lo, hi, _)| lo < off + rounded && off < hi)
@@ -487,7 +487,8 @@ fn move_off_recent_reads(wanted: &[Wanted], slots: &mut [Option<Slot>], arena: u
         if touched(cur.offset).is_none_or(|l| l < since) {
             continue;
         }
-        // Byte ranges of the other values live with this one, then the arena's top.
+        // Free gaps over this value's life: between the byte ranges of the other values
+        // live with it, up to the arena's top.
         let mut busy: Vec<(usize, usize)> = wanted
             .iter()
             .filter(|o| o.0 != vi && o.3 <= lastu && first <= o.4)
@@ -495,30 +496,41 @@ fn move_off_recent_reads(wanted: &[Wanted], slots: &mut [Option<Slot>], arena: u
             .collect();
         busy.sort_unstable();
         busy.push((arena, arena));
-        // Where it may go: the start of each gap and of each dead value's bytes in it, and
-        // the end of each. Among those clear of recent reads, the bytes last read latest
-        // (likeliest still in this core's cache), then the lowest offset.
-        let mut best: Option<(Option<usize>, core::cmp::Reverse<usize>)> = None;
+        let mut gaps = Vec::new();
         let mut cursor = 0usize;
         for (lo, hi) in busy {
             if lo >= cursor + rounded {
-                let starts = dead
-                    .iter()
-                    .flat_map(|&(dlo, dhi, _)| [Some(dlo), round_up(dhi)])
-                    .flatten()
-                    .chain([cursor]);
-                for off in starts.filter(|&o| o >= cursor && o + rounded <= lo) {
-                    let t = touched(off);
-                    if t.is_some_and(|l| l >= since) {
-                        continue;
-                    }
-                    let key = (t, core::cmp::Reverse(off));
-                    if best.is_none_or(|b| key > b) {
-                        best = Some(key);
-                    }
-                }
+                gaps.push((cursor, lo));
             }
             cursor = cursor.max(hi);
+        }
+        // Where it may go: the start of each gap, and the start and end of each dead
+        // value's bytes, once each. Among those inside a gap and clear of recent reads,
+        // the bytes last read latest (likeliest still in this core's cache), then the
+        // lowest offset.
+        let mut starts: Vec<usize> = gaps.iter().map(|g| g.0).collect();
+        starts.extend(
+            dead.iter()
+                .flat_map(|d| [Some(d.0), round_up(d.1)])
+                .flatten(),
+        );
+        starts.sort_unstable();
+        starts.dedup();
+        let mut best: Option<(Option<usize>, core::cmp::Reverse<usize>)> = None;
+        let mut g = 0;
+        for off in starts {
+            while g < gaps.len() && gaps[g].1 < off.saturating_add(rounded) {
+                g += 1;
+            }
+            let Some(&(glo, _)) = gaps.get(g) else { break };
+            if off < glo {
+                continue;
+            }
+            let t = touched(off);
+            let key = (t, core::cmp::Reverse(off));
+            if t.is_none_or(|l| l < since) && best.is_none_or(|b| key > b) {
+                best = Some(key);
+            }
         }
         if let Some((_, core::cmp::Reverse(offset))) = best {
             slots[vi] = Some(Slot { offset, ..cur });

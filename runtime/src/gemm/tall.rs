@@ -31,6 +31,10 @@ use core::arch::x86_64::*;
 /// taken on the bare product; [`takes`] says what holds now.)
 pub(crate) const MAX_M: usize = super::FEW_ROWS_MAX_M;
 
+/// Most rows the route takes whatever the depth of the product (beyond, up to [`MAX_M`],
+/// only with k ≥ 2m: see [`takes`]).
+const ANY_K_MAX_M: usize = 32;
+
 /// How far ahead (in columns: six tiles) each row of C is also prefetched into L2. The
 /// write hint two tiles ahead alone left the route waiting on C's lines where they come
 /// from L3 or memory: with one pair of streams per row of C and of B (64 for a 32×32
@@ -55,7 +59,10 @@ const PF_C_FAR: usize = 192;
 /// shufflenet_v2_x1_0 3.88 → 3.79–3.84, regnet_x_400mf's 64-row 1×1 layer on 56²
 /// 0.157–0.160 → 0.140–0.143 (`--profile`); mobilenet_v2 and efficientnet_b0 the same.
 pub(crate) fn takes(kern: KernelId, p: &Problem) -> bool {
-    kern.is_avx512() && (p.m <= 32 || (p.m <= MAX_M && p.k >= 2 * p.m)) && p.n >= 16 && p.csb == 1
+    kern.is_avx512()
+        && (p.m <= ANY_K_MAX_M || (p.m <= MAX_M && p.k >= 2 * p.m))
+        && p.n >= 16
+        && p.csb == 1
 }
 
 /// Runs `p` (A packed at `ap`) with `epi`.
