@@ -142,19 +142,28 @@ pub unsafe extern "C" fn nnefc_conv(args: *const ConvArgs, par: *const Parallel)
     {
         return;
     }
-    let tiles = g.c.div_ceil(CONV_CO_TILE);
-    let bands = g.oh.div_ceil(BAND);
-    let units = g.n * tiles * bands;
     let macs = [g.c, g.oh, g.ow, g.kh, g.kw, a.cin]
         .iter()
         .fold(g.n, |m, &e| m.saturating_mul(e));
     // SAFETY: `par` is null or valid.
-    let tasks = units
-        .min(unsafe { workers(par) } * TASKS_PER_WORKER)
-        .min(macs / TASK_MIN_MACS)
-        .max(1);
+    let tasks = |units: usize| {
+        units
+            .min(unsafe { workers(par) } * TASKS_PER_WORKER)
+            .min(macs / TASK_MIN_MACS)
+            .max(1)
+    };
+    // Narrow maps at stride 1: vectors over the flattened padded plane (`conv_flat`).
+    #[cfg(target_arch = "x86_64")]
+    if crate::gemm::avx512_selected() && crate::conv_flat::takes(a) {
+        let units = crate::conv_flat::units(a);
+        // SAFETY: tasks write disjoint outputs (whole channel tiles); the CPU has
+        // AVX-512F.
+        unsafe { parallel::ranges(par, a, units, tasks(units), crate::conv_flat::run_units) };
+        return;
+    }
+    let units = g.n * g.c.div_ceil(CONV_CO_TILE) * g.oh.div_ceil(BAND);
     // SAFETY: tasks write disjoint outputs.
-    unsafe { parallel::ranges(par, a, units, tasks, run_units) }
+    unsafe { parallel::ranges(par, a, units, tasks(units), run_units) }
 }
 
 /// One unit of work: sample, tile of output channels, first output row and row count.
@@ -1057,95 +1066,196 @@ mod tests {
                 },
                 1 + r.below(20),
             );
-            let filters = if grouped { n } else { 1 };
-            let x: Vec<f32> = (0..n * cin * h * w).map(|_| r.next()).collect();
-            let f: Vec<f32> = (0..filters * cout * cin * k * k)
-                .map(|_| r.next())
-                .collect();
-            let bias: Vec<f32> = (0..filters * cout).map(|_| r.next()).collect();
-            let res: Vec<f32> = (0..n * cout * oh * ow).map(|_| r.next()).collect();
-            let f_sn = if grouped { cout * cin * k * k } else { 0 };
-            let packed: Vec<f32> = f
-                .chunks(cout * cin * k * k)
-                .flat_map(|g| pack_conv_filter(cout, cin, k, k, g).expect("pack"))
-                .collect();
-            let with_res = case % 3 == 0;
-            let a = ConvArgs {
-                geo: DwArgs {
-                    n,
-                    c: cout,
+            check_case(
+                &mut r,
+                &pool,
+                case,
+                Case {
+                    k,
+                    s,
                     h,
                     w,
+                    pads: [pt, pl],
                     oh,
                     ow,
-                    kh: k,
-                    kw: k,
-                    sh: s,
-                    sw: s,
-                    dh: 1,
-                    dw: 1,
-                    pt,
-                    pl,
-                    x: x.as_ptr(),
-                    x_sn: (cin * h * w) as isize,
-                    x_sc: (h * w) as isize,
-                    x_sh: w as isize,
-                    filter: packed.as_ptr(),
-                    bias: bias.as_ptr(),
-                    bias_sc: 1,
-                    res: if with_res {
-                        res.as_ptr()
-                    } else {
-                        core::ptr::null()
-                    },
-                    y: core::ptr::null_mut(),
-                    y_sn: (cout * oh * ow) as isize,
-                    y_sc: (oh * ow) as isize,
-                    y_sh: ow as isize,
-                    act: case % 6,
-                    lo: -0.5,
-                    hi: 0.75,
+                    grouped,
+                    n,
+                    cin,
+                    cout,
                 },
-                cin,
-                filter_sn: if grouped {
-                    conv_filter_len(cout, cin, k, k) as isize
-                } else {
-                    0
-                },
-                bias_sn: if grouped { cout as isize } else { 0 },
-            };
-            let want = naive(&a, &x, &f, f_sn, &bias, with_res.then_some(&res[..]));
-            let tol = 1e-5 * (cin * k * k) as f32;
-            let check = |y: &[f32], what: &str| {
-                let bad = y
-                    .iter()
-                    .zip(&want)
-                    .position(|(p, q)| (p - q).abs() > tol * q.abs().max(1.0));
-                if let Some(i) = bad {
-                    panic!(
-                        "case {case} {what}: {a:?}: element {i}: {} vs {}",
-                        y[i], want[i]
-                    );
-                }
-            };
-            let runs = serial_and_pooled_runs(want.len(), &pool, case, |y, par| {
-                let mut args = a;
-                args.geo.y = y.as_mut_ptr();
-                unsafe { nnefc_conv(&args, par) };
-            });
-            for y in &runs {
-                check(y, "vector");
-            }
-            let mut y = vec![f32::NAN; want.len()];
-            let mut args = a;
-            args.geo.y = y.as_mut_ptr();
-            let units = n * cout.div_ceil(CONV_CO_TILE) * oh.div_ceil(BAND);
-            for u in 0..units {
-                unsafe { unit_body(&args, Unit::of(&args, u)) };
-            }
-            check(&y, "portable");
+            );
         }
         assert!(done > 100, "only {done} cases");
+    }
+
+    /// Narrow maps at stride 1 (`conv_flat`'s): 1–13 output columns, 3×3, 5×5 and 7×7,
+    /// every padding, 1–40 input channels (16 in every third case: RegNetX's groups),
+    /// output channel counts that do not fill a tile, up to 25 groups, residuals and
+    /// every activation; as in `conv_matches_the_definition`.
+    #[test]
+    fn conv_flat_matches_the_definition() {
+        let mut r = Lcg(29);
+        let pool = crate::ThreadPool::new(3).expect("pool");
+        let mut flat = 0;
+        for case in 0..150 {
+            let k = [3, 5, 7][r.below(3)];
+            let (h, w) = (1 + r.below(14), 1 + r.below(14));
+            let (pt, pl, pb, pr) = (r.below(k), r.below(k), r.below(k), r.below(k));
+            let eh = (h + pt + pb) as isize - k as isize;
+            let ew = (w + pl + pr) as isize - k as isize;
+            if eh < 0 || ew < 0 {
+                continue;
+            }
+            let grouped = case % 2 == 1;
+            let c = Case {
+                k,
+                s: 1,
+                h,
+                w,
+                pads: [pt, pl],
+                oh: eh as usize + 1,
+                ow: ew as usize + 1,
+                grouped,
+                n: if grouped {
+                    2 + r.below(24)
+                } else {
+                    1 + r.below(2)
+                },
+                cin: if case % 3 == 0 { 16 } else { 1 + r.below(40) },
+                cout: 1 + r.below(20),
+            };
+            let _a = check_case(&mut r, &pool, case, c);
+            #[cfg(target_arch = "x86_64")]
+            {
+                flat += usize::from(crate::conv_flat::takes(&_a));
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        assert!(flat > 60, "only {flat} cases take the flat path");
+        let _ = flat;
+    }
+
+    /// One convolution's shape in the tests.
+    struct Case {
+        k: usize,
+        s: usize,
+        h: usize,
+        w: usize,
+        pads: [usize; 2],
+        oh: usize,
+        ow: usize,
+        grouped: bool,
+        n: usize,
+        cin: usize,
+        cout: usize,
+    }
+
+    /// Random data, filter, bias and residual for `c`, number `case` (which picks the
+    /// residual and the activation): the vector path (where the CPU has it), a pool of
+    /// workers and the portable path match the definition, and the pooled run equals the
+    /// serial one bit for bit. Returns the arguments.
+    fn check_case(r: &mut Lcg, pool: &crate::ThreadPool, case: usize, c: Case) -> ConvArgs {
+        let Case {
+            k,
+            s,
+            h,
+            w,
+            pads: [pt, pl],
+            oh,
+            ow,
+            grouped,
+            n,
+            cin,
+            cout,
+        } = c;
+        let filters = if grouped { n } else { 1 };
+        let x: Vec<f32> = (0..n * cin * h * w).map(|_| r.next()).collect();
+        let f: Vec<f32> = (0..filters * cout * cin * k * k)
+            .map(|_| r.next())
+            .collect();
+        let bias: Vec<f32> = (0..filters * cout).map(|_| r.next()).collect();
+        let res: Vec<f32> = (0..n * cout * oh * ow).map(|_| r.next()).collect();
+        let f_sn = if grouped { cout * cin * k * k } else { 0 };
+        let packed: Vec<f32> = f
+            .chunks(cout * cin * k * k)
+            .flat_map(|g| pack_conv_filter(cout, cin, k, k, g).expect("pack"))
+            .collect();
+        let with_res = case.is_multiple_of(3);
+        let a = ConvArgs {
+            geo: DwArgs {
+                n,
+                c: cout,
+                h,
+                w,
+                oh,
+                ow,
+                kh: k,
+                kw: k,
+                sh: s,
+                sw: s,
+                dh: 1,
+                dw: 1,
+                pt,
+                pl,
+                x: x.as_ptr(),
+                x_sn: (cin * h * w) as isize,
+                x_sc: (h * w) as isize,
+                x_sh: w as isize,
+                filter: packed.as_ptr(),
+                bias: bias.as_ptr(),
+                bias_sc: 1,
+                res: if with_res {
+                    res.as_ptr()
+                } else {
+                    core::ptr::null()
+                },
+                y: core::ptr::null_mut(),
+                y_sn: (cout * oh * ow) as isize,
+                y_sc: (oh * ow) as isize,
+                y_sh: ow as isize,
+                act: case % 6,
+                lo: -0.5,
+                hi: 0.75,
+            },
+            cin,
+            filter_sn: if grouped {
+                conv_filter_len(cout, cin, k, k) as isize
+            } else {
+                0
+            },
+            bias_sn: if grouped { cout as isize } else { 0 },
+        };
+        let want = naive(&a, &x, &f, f_sn, &bias, with_res.then_some(&res[..]));
+        let tol = 1e-5 * (cin * k * k) as f32;
+        let check = |y: &[f32], what: &str| {
+            let bad = y
+                .iter()
+                .zip(&want)
+                .position(|(p, q)| (p - q).abs() > tol * q.abs().max(1.0));
+            if let Some(i) = bad {
+                panic!(
+                    "case {case} {what}: {a:?}: element {i}: {} vs {}",
+                    y[i], want[i]
+                );
+            }
+        };
+        let runs = serial_and_pooled_runs(want.len(), pool, case, |y, par| {
+            let mut args = a;
+            args.geo.y = y.as_mut_ptr();
+            unsafe { nnefc_conv(&args, par) };
+        });
+        for y in &runs {
+            check(y, "vector");
+        }
+        let mut y = vec![f32::NAN; want.len()];
+        let mut args = a;
+        args.geo.y = y.as_mut_ptr();
+        let units = n * cout.div_ceil(CONV_CO_TILE) * oh.div_ceil(BAND);
+        for u in 0..units {
+            unsafe { unit_body(&args, Unit::of(&args, u)) };
+        }
+        check(&y, "portable");
+        a
     }
 
     #[test]

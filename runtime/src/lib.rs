@@ -40,6 +40,8 @@ macro_rules! unroll {
 }
 
 mod conv;
+#[cfg(target_arch = "x86_64")]
+mod conv_flat;
 mod conv_pool;
 mod dwconv;
 #[cfg(target_arch = "x86_64")]
