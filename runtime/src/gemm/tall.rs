@@ -17,7 +17,7 @@
 //! columns, A not in 6-row panels.
 
 use super::driver::Problem;
-use super::kernels::{KernelId, gemm_act_code, gemm_activate};
+use super::kernels::{CLAMP_NEG, CLAMP_NONNEG, KernelId, gemm_act_code, gemm_activate};
 use super::{GemmEpilogue, KC, MR, first_lanes};
 use core::arch::x86_64::*;
 
@@ -225,6 +225,55 @@ unsafe fn pass<const FIRST: bool, const N: usize, const L: usize>(
             bp = bp.offset(p.rsb);
         }
         let accumulate = epi.accumulate != 0 || !t.first;
+        // The common epilogue (the product's only or last k block, no old C, a row bias
+        // or none, an activation with a short form) with the activation a constant and
+        // no test per vector: the general one below tests each vector's row, mask,
+        // accumulation, bias kind and activation. Chosen by the product and k block only,
+        // never by the tile's columns, so that a split product's parts take it for the
+        // same elements as the whole (the two can differ in a NaN's payload).
+        let col_bias = epi.bias_kind == 2 && !epi.bias.is_null();
+        if !accumulate && t.last && !col_bias {
+            let row_bias = epi.bias_kind == 1 && !epi.bias.is_null();
+            let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
+            // Every row of the pass's panels (the last panel's first `L`) × the tile's
+            // columns, plus the row's bias, then the activation `$act` (a
+            // `gemm_act_code`), stored: the general epilogue's operations. A macro, not a
+            // function: LLVM declined to inline one taking the sums, which then went
+            // through the stack (and the pass got slower than before).
+            macro_rules! plain {
+                ($act:expr) => {{
+                    unroll!(qq in [0, 1] {
+                        if qq < N {
+                            unroll!(r in [0, 1, 2, 3, 4, 5] {
+                                if qq + 1 < N || r < L {
+                                    let row = (q0 + qq) * MR + r;
+                                    let cp = p.c.offset(row as isize * p.rsc).add(t.col);
+                                    let b = row_bias.then(|| _mm512_set1_ps(*epi.bias.add(row)));
+                                    unroll!(h in [0, 1] {
+                                        if t.mask[h] != 0 {
+                                            let mut v = acc[qq][r][h];
+                                            if let Some(b) = b {
+                                                v = _mm512_add_ps(v, b);
+                                            }
+                                            let v = gemm_activate(v, $act, lo, hi);
+                                            crate::gemm::store16(cp.add(16 * h), t.mask[h], v);
+                                        }
+                                    });
+                                }
+                            });
+                        }
+                    });
+                    return;
+                }};
+            }
+            match t.act {
+                0 => plain!(0),
+                1 => plain!(1),
+                CLAMP_NONNEG => plain!(CLAMP_NONNEG),
+                CLAMP_NEG => plain!(CLAMP_NEG),
+                _ => {}
+            }
+        }
         let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
         unroll!(qq in [0, 1] {
             if qq < N {
