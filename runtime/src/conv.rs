@@ -1040,14 +1040,10 @@ mod tests {
                     1 + r.below(if case % 4 == 0 { 90 } else { 40 }),
                 )
             };
-            let (pt, pl, pb, pr) = (r.below(k), r.below(k), r.below(k), r.below(k));
-            let eh = (h + pt + pb) as isize - k as isize;
-            let ew = (w + pl + pr) as isize - k as isize;
-            if eh < 0 || ew < 0 {
+            let Some(([pt, pl], oh, ow)) = window(&mut r, k, s, h, w) else {
                 continue;
-            }
+            };
             done += 1;
-            let (oh, ow) = (eh as usize / s + 1, ew as usize / s + 1);
             // Every fourth case is grouped: its "samples" are 2–3 groups of one image, each
             // with its own filter and bias.
             let grouped = case % 4 == 1;
@@ -1100,21 +1096,18 @@ mod tests {
         for case in 0..150 {
             let k = [3, 5, 7][r.below(3)];
             let (h, w) = (1 + r.below(14), 1 + r.below(14));
-            let (pt, pl, pb, pr) = (r.below(k), r.below(k), r.below(k), r.below(k));
-            let eh = (h + pt + pb) as isize - k as isize;
-            let ew = (w + pl + pr) as isize - k as isize;
-            if eh < 0 || ew < 0 {
+            let Some((pads, oh, ow)) = window(&mut r, k, 1, h, w) else {
                 continue;
-            }
+            };
             let grouped = case % 2 == 1;
             let c = Case {
                 k,
                 s: 1,
                 h,
                 w,
-                pads: [pt, pl],
-                oh: eh as usize + 1,
-                ow: ew as usize + 1,
+                pads,
+                oh,
+                ow,
                 grouped,
                 n: if grouped {
                     2 + r.below(24)
@@ -1133,6 +1126,22 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         assert!(flat > 60, "only {flat} cases take the flat path");
         let _ = flat;
+    }
+
+    /// Random paddings (each below `k`) of an `h`×`w` input for a `k`×`k` filter at
+    /// stride `s`: the top and left ones and the output's extents, or `None` where the
+    /// padded input is smaller than the filter.
+    fn window(
+        r: &mut Lcg,
+        k: usize,
+        s: usize,
+        h: usize,
+        w: usize,
+    ) -> Option<([usize; 2], usize, usize)> {
+        let (pt, pl, pb, pr) = (r.below(k), r.below(k), r.below(k), r.below(k));
+        let eh = (h + pt + pb).checked_sub(k)?;
+        let ew = (w + pl + pr).checked_sub(k)?;
+        Some(([pt, pl], eh / s + 1, ew / s + 1))
     }
 
     /// One convolution's shape in the tests.
