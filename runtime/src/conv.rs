@@ -26,6 +26,9 @@
 //! Tasks are (sample, tile of 8 output channels, band of output rows): disjoint outputs,
 //! each computed exactly as in the serial run.
 //!
+//! Narrow maps at stride 1 (a padded row narrower than the output row's vectors, such
+//! as 7×7) take `conv_flat`'s kernel, vectors over the flattened padded plane.
+//!
 //! Grouped convolutions of one image run as one call whose samples are the groups
 //! ([`ConvArgs::filter_sn`], [`ConvArgs::bias_sn`]).
 //!
@@ -121,8 +124,9 @@ pub fn conv_supported(kh: usize, kw: usize, sh: usize, sw: usize, dh: usize, dw:
 }
 
 /// Runs the direct convolution `args` describes, in parallel over (sample, channel tile,
-/// row band) when `par` offers several workers. Shapes [`conv_supported`] rejects do
-/// nothing.
+/// row band) when `par` offers several workers; narrow maps at stride 1 on AVX-512 CPUs
+/// go to `conv_flat` (split over sample and channel tile). Shapes [`conv_supported`]
+/// rejects do nothing.
 ///
 /// # Safety
 /// `args` points to a valid [`ConvArgs`] whose pointers and strides address buffers of the
