@@ -24,10 +24,9 @@
 //!
 //! # Threads
 //! Tasks are (sample, tile of 8 output channels, band of output rows): disjoint outputs,
-//! each computed exactly as in the serial run.
-//!
-//! Narrow maps at stride 1 (a padded row narrower than the output row's vectors, such
-//! as 7×7) take `conv_flat`'s kernel, vectors over the flattened padded plane.
+//! each computed exactly as in the serial run. Narrow maps at stride 1 (a padded row
+//! narrower than the output row's vectors, such as 7×7) take `conv_flat`'s kernel
+//! (vectors over the flattened padded plane), whose tasks are (sample, channel tile).
 //!
 //! Grouped convolutions of one image run as one call whose samples are the groups
 //! ([`ConvArgs::filter_sn`], [`ConvArgs::bias_sn`]).
