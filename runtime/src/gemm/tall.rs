@@ -225,6 +225,7 @@ unsafe fn pass<const FIRST: bool, const N: usize, const L: usize>(
             bp = bp.offset(p.rsb);
         }
         let accumulate = epi.accumulate != 0 || !t.first;
+        let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
         // The common epilogue (the product's only or last k block, no old C, a row bias
         // or none, an activation with a short form) with the activation a constant and
         // no test per vector: the general one below tests each vector's row, mask,
@@ -234,7 +235,6 @@ unsafe fn pass<const FIRST: bool, const N: usize, const L: usize>(
         let col_bias = epi.bias_kind == 2 && !epi.bias.is_null();
         if !accumulate && t.last && !col_bias {
             let row_bias = epi.bias_kind == 1 && !epi.bias.is_null();
-            let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
             // Every row of the pass's panels (the last panel's first `L`) × the tile's
             // columns, plus the row's bias, then the activation `$act` (a
             // `gemm_act_code`), stored: the general epilogue's operations. A macro, not a
@@ -274,7 +274,6 @@ unsafe fn pass<const FIRST: bool, const N: usize, const L: usize>(
                 _ => {}
             }
         }
-        let (lo, hi) = (_mm512_set1_ps(epi.lo), _mm512_set1_ps(epi.hi));
         unroll!(qq in [0, 1] {
             if qq < N {
                 unroll!(r in [0, 1, 2, 3, 4, 5] {
