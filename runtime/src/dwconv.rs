@@ -9,8 +9,8 @@
 //! For every plane (sample `n`, channel `c`) and output `(oy, ox)`:
 //! `y = act(bias[c] + Σ_{ky,kx} w[c,ky,kx] · x[n,c, oy·sh + ky·dh − pt, ox·sw + kx·dw − pl]
 //! (+ res[n,c,oy,ox]))`, taps outside the input contributing nothing (zero padding), summed
-//! after the bias in an order fixed by the shape (`(ky, kx)` on the portable path and the
-//! AVX-512 3×3 bands). The AVX-512 path fuses each multiply-add (one rounding), the
+//! after the bias in an order fixed by the shape (`(ky, kx)` on the portable path, the
+//! AVX-512 3×3 bands and the stride-2 5×5 and 7×7 bands). The AVX-512 path fuses each multiply-add (one rounding), the
 //! portable path rounds twice: results may differ in the last bits between CPUs, never
 //! between runs or thread counts on one CPU. Activation 1 is ReLU, 2 clamps
 //! to `[lo, hi]`, exactly as the GEMM epilogue computes them (IEEE `maximum`/`minimum`:
@@ -210,7 +210,7 @@ pub(crate) mod avx512 {
     /// plane: planes up to 256 columns wide, which covers every depthwise layer of common
     /// networks. On small planes (7×7, 14×14) the per-plane setup, with its divisions,
     /// cost as much as the arithmetic.
-    const MAX_BLOCKS: usize = 16;
+    pub(super) const MAX_BLOCKS: usize = 16;
 
     /// What tap column `kx` reads for one block of 16 output columns: the first input
     /// column, the lanes that read inside the row, and for stride 2 the element masks of
@@ -232,9 +232,9 @@ pub(crate) mod avx512 {
         /// No live lane of any tap column reads outside the row: every multiply-add can be
         /// unmasked (the lanes past `live` compute values that are never stored).
         plain: bool,
-        /// For [`Block::band3`] with stride 2: the masks of the loads of elements 0..16,
-        /// 16..32 and 32 from tap 0's first column (of the 2·count + 1 the three taps
-        /// read, those inside the row).
+        /// For [`Block::band3`] and [`Block::bands2`] (stride 2): the masks of the loads
+        /// of elements 0..16, 16..32 and 32..48 from tap 0's first column (of the
+        /// 2·count + kw − 2 the tap columns read, those inside the row).
         s2: [u16; 3],
         col: [Col; MAX_KW],
     }
@@ -287,9 +287,9 @@ pub(crate) mod avx512 {
                 };
                 out.plain &= m == live;
             }
-            // Elements e < 2·count + 1 from tap 0's first column that are in the row.
+            // Elements e < 2·count + kw − 2 from tap 0's first column that are in the row.
             let ix0 = (ox0 * a.sw) as isize - a.pl as isize;
-            let (lo, hi) = ((-ix0).max(0), (w - ix0).min(2 * cnt + 1));
+            let (lo, hi) = ((-ix0).max(0), (w - ix0).min(2 * cnt + a.kw as isize - 2));
             out.s2 = lanes3(lo, hi);
             out
         }
@@ -300,7 +300,16 @@ pub(crate) mod avx512 {
     /// (`i < (R − 1)·S + 3`), and whether all are.
     #[inline(always)]
     fn band_rows<const R: usize, const S: usize>(a: &DwArgs, oy: usize) -> (isize, u32, bool) {
-        let n_in = (R - 1) * S + 3;
+        band_rows_k::<R, S, 3>(a, oy)
+    }
+
+    /// [`band_rows`] for `K` rows of taps (`i < (R − 1)·S + K`).
+    #[inline(always)]
+    fn band_rows_k<const R: usize, const S: usize, const K: usize>(
+        a: &DwArgs,
+        oy: usize,
+    ) -> (isize, u32, bool) {
+        let n_in = (R - 1) * S + K;
         let iy0 = (oy * S) as isize - a.pt as isize;
         let first = (-iy0).max(0) as usize;
         let end = (a.h as isize - iy0).clamp(0, n_in as isize) as usize;
@@ -677,6 +686,184 @@ pub(crate) mod avx512 {
                     _mm512_maskz_loadu_ps(m[2], row.wrapping_offset(ix0[2])),
                 ]
             }
+        }
+
+        /// [`Self::bands2_rows`] for the `r ≤ BANDS2_ROWS` output rows from `oy` of the
+        /// column blocks `cols`, a `K`×`K` filter (5 or 7) at stride 2.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn bands2_any<const K: usize>(&self, oy: usize, r: usize, cols: &[Cols]) {
+            // SAFETY: rows of this plane.
+            unsafe {
+                match r {
+                    1 => self.bands2_rows::<K, 1>(oy, cols),
+                    2 => self.bands2_rows::<K, 2>(oy, cols),
+                    3 => self.bands2_rows::<K, 3>(oy, cols),
+                    4 => self.bands2_rows::<K, 4>(oy, cols),
+                    5 => self.bands2_rows::<K, 5>(oy, cols),
+                    6 => self.bands2_rows::<K, 6>(oy, cols),
+                    7 => self.bands2_rows::<K, 7>(oy, cols),
+                    _ => self.bands2_rows::<K, 8>(oy, cols),
+                }
+            }
+        }
+
+        /// [`Self::bands2`] for output rows `oy..oy + R`, without row masks where every
+        /// input row of the band is inside the input.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn bands2_rows<const K: usize, const R: usize>(&self, oy: usize, cols: &[Cols]) {
+            let (off, keep, full) = band_rows_k::<R, 2, K>(self.a, oy);
+            let base = self.x.wrapping_offset(off);
+            // SAFETY: forwarded.
+            unsafe {
+                if full {
+                    self.bands2::<K, R, true>(oy, base, keep, cols)
+                } else {
+                    self.bands2::<K, R, false>(oy, base, keep, cols)
+                }
+            }
+        }
+
+        /// Output rows `oy..oy + R` of a `K`×`K` filter (5 or 7) with stride 2 in both
+        /// directions, in each column block of `cols` ([`Self::bands2_block`]). `FULL`:
+        /// every input row of the band is inside the input.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn bands2<const K: usize, const R: usize, const FULL: bool>(
+            &self,
+            oy: usize,
+            base: *const f32,
+            keep: u32,
+            cols: &[Cols],
+        ) {
+            let e = Band3 {
+                x_sh: self.a.x_sh,
+                y: self.y.wrapping_offset(oy as isize * self.a.y_sh),
+                y_sh: self.a.y_sh,
+                res: if self.res.is_null() {
+                    self.res
+                } else {
+                    self.res.wrapping_offset(oy as isize * self.a.y_sh)
+                },
+                act: self.a.act as u32,
+                lo: _mm512_set1_ps(self.a.lo),
+                hi: _mm512_set1_ps(self.a.hi),
+            };
+            for c in cols {
+                // SAFETY: forwarded.
+                unsafe {
+                    if c.plain {
+                        Self::bands2_block::<K, R, FULL, true>(&e, base, keep, c, self)
+                    } else {
+                        Self::bands2_block::<K, R, FULL, false>(&e, base, keep, c, self)
+                    }
+                }
+            }
+        }
+
+        /// Output rows `oy..oy + R` of column block `c` (`e.y` at row `oy`) of a `K`×`K`
+        /// filter at stride 2: input row `i` of the band is loaded once, three vectors
+        /// from tap 0's first column, and split into its even and odd elements, from
+        /// which permutes give every tap column ([`Self::taps_s2`]); it feeds output `r`
+        /// through filter row `i − 2r`, so each sum takes its taps in `(ky, kx)` order.
+        /// `PLAIN`: no live lane reads outside the row, so the multiply-adds need no masks.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn bands2_block<
+            const K: usize,
+            const R: usize,
+            const FULL: bool,
+            const PLAIN: bool,
+        >(
+            e: &Band3,
+            base: *const f32,
+            keep: u32,
+            c: &Cols,
+            k: &Self,
+        ) {
+            let n_in = (R - 1) * 2 + K;
+            let x_sh = e.x_sh;
+            let m: [u16; 7] = core::array::from_fn(|kx| c.col[kx].m);
+            let ix0 = c.col[0].ix0;
+            let s2 = c.s2;
+            let f = k.f;
+            let mut acc = [_mm512_set1_ps(k.b); R];
+            // Each row pointer from the one before through `opaque`, as in `band3_block`.
+            let mut row = base;
+            unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20] {
+                if i > 0 && i < n_in {
+                    row = super::opaque(row.wrapping_offset(x_sh));
+                }
+                if i < n_in && (FULL || keep & (1 << i) != 0) {
+                    // SAFETY: a row of this plane.
+                    let t = unsafe { k.taps_s2::<K>(row.wrapping_offset(ix0), &s2) };
+                    unroll!(ky in [0, 1, 2, 3, 4, 5, 6] {
+                        if ky < K && i >= ky && (i - ky).is_multiple_of(2) && (i - ky) / 2 < R {
+                            let r = (i - ky) / 2;
+                            unroll!(kx in [0, 1, 2, 3, 4, 5, 6] {
+                                if kx < K {
+                                    // SAFETY: tap (ky, kx) of this channel's filter.
+                                    let wv = _mm512_set1_ps(unsafe { *f.add(ky * K + kx) });
+                                    acc[r] = if PLAIN {
+                                        _mm512_fmadd_ps(wv, t[kx], acc[r])
+                                    } else {
+                                        _mm512_mask3_fmadd_ps(wv, t[kx], acc[r], m[kx])
+                                    };
+                                }
+                            });
+                        }
+                    });
+                }
+            });
+            let out = RowsOut {
+                y: e.y,
+                res: e.res,
+                at: c.ox0 as isize,
+                y_sh: e.y_sh,
+                live: c.live,
+                lo: e.lo,
+                hi: e.hi,
+            };
+            // SAFETY: the live lanes of these output rows of the block.
+            unsafe { out.store(acc, e.act) };
+        }
+
+        /// The values the `K` tap columns (at most 7) of a stride-2 filter read from the
+        /// input row whose tap 0 starts at `src`, elements outside `s2` (outside the row)
+        /// zero and not read. Tap `kx` reads elements `kx + 2l`: the even elements from
+        /// `kx/2` for even `kx`, the odd ones from `(kx − 1)/2` for odd `kx`; one permute
+        /// each from the row's even or odd half and its third load.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn taps_s2<const K: usize>(&self, src: *const f32, s2: &[u16; 3]) -> [__m512; 7] {
+            // SAFETY: masked-off lanes are not read; the others are in the row.
+            let (v0, v1, v2) = unsafe {
+                (
+                    _mm512_maskz_loadu_ps(s2[0], src),
+                    _mm512_maskz_loadu_ps(s2[1], src.wrapping_add(16)),
+                    _mm512_maskz_loadu_ps(s2[2], src.wrapping_add(32)),
+                )
+            };
+            let ev = _mm512_permutex2var_ps(v0, self.even, v1);
+            let od = _mm512_permutex2var_ps(v0, self.odd, v1);
+            let mut t = [ev; 7];
+            t[1] = od;
+            unroll!(kx in [2, 3, 4, 5, 6] {
+                if kx < K {
+                    // Lane j of tap kx: element kx + 2j, lane (kx/2 + j) of the even or
+                    // odd half while inside it, else element 32 + … of the third load.
+                    let h = kx / 2;
+                    let idx: [i32; 16] = core::array::from_fn(|j| {
+                        let e = (kx + 2 * j) as i32;
+                        if h + j < 16 { (h + j) as i32 } else { 16 + (e - 32) }
+                    });
+                    // SAFETY: 16 i32s are one 512-bit vector.
+                    let iv = unsafe { core::mem::transmute::<[i32; 16], __m512i>(idx) };
+                    t[kx] = _mm512_permutex2var_ps(if kx.is_multiple_of(2) { ev } else { od }, iv, v2);
+                }
+            });
+            t
         }
 
         /// Output rows `oy..oy + R` of a `KH`-row filter with vertical stride `SH`: input
@@ -1146,6 +1333,19 @@ pub(crate) mod avx512 {
         a.kh == 3 && a.kw == 3 && a.dh == 1 && a.dw == 1 && a.sh == a.sw && (a.sw == 1 || a.sw == 2)
     }
 
+    /// Whether [`Block::bands2`] takes a layer: square 5×5 or 7×7 windows, stride 2 both
+    /// ways, no dilation.
+    fn fast_s2(a: &DwArgs) -> bool {
+        a.kh == a.kw && matches!(a.kh, 5 | 7) && a.dh == 1 && a.dw == 1 && a.sh == 2 && a.sw == 2
+    }
+
+    /// Most output rows per band of [`Block::bands2`] (bands as even as the map allows):
+    /// fewer input rows loaded twice. Zen 4, one-layer models, `nnefc bench -n 1000`
+    /// medians at 3 / 4 / 6 / 8 rows, ms: 144 channels 5×5 from 56² 0.147 / 0.134 / 0.125
+    /// / 0.122; 240 from 28² — / 0.063 / 0.057 / 0.052; 96 channels 7×7 from 56² — / 0.163
+    /// / 0.152 / 0.136.
+    const BANDS2_ROWS: usize = 8;
+
     /// Whether [`pair_planes`] takes a layer: 3×3 windows ([`fast3`]) on planes of at
     /// most 16 output rows of at most 8 columns, read from input rows of at most 16.
     pub(super) fn pairs_fit(a: &DwArgs) -> bool {
@@ -1372,9 +1572,13 @@ pub(crate) mod avx512 {
             }
         }
         let banded = fast3(a);
+        let s2k = hoisted && fast_s2(a);
         let (mut n, mut c) = (lo / a.c, lo % a.c);
         let step = if banded && a.oh > BAND3_ROWS {
             BAND3_ROWS
+        } else if s2k {
+            // As even as the rows allow.
+            a.oh.div_ceil(a.oh.div_ceil(BANDS2_ROWS))
         } else {
             a.oh
         };
@@ -1417,6 +1621,30 @@ pub(crate) mod avx512 {
                 // `nnefc bench --profile`): 0.53 ms without, 0.21 one band ahead.
                 if prefetch {
                     pf.next(a, step);
+                }
+                // 5×5 and 7×7 windows at stride 2: every block of the band in one call.
+                if s2k {
+                    let k = Block {
+                        a,
+                        x,
+                        y,
+                        res,
+                        f,
+                        b,
+                        c: &pre[0],
+                        even,
+                        odd,
+                        steps,
+                    };
+                    // SAFETY: rows oy..oy + r of every block of this plane.
+                    unsafe {
+                        match a.kh {
+                            5 => k.bands2_any::<5>(oy, r, &pre[..blocks]),
+                            _ => k.bands2_any::<7>(oy, r, &pre[..blocks]),
+                        }
+                    }
+                    oy += r;
+                    continue;
                 }
                 // 3×3 windows: every block of the band in one call, the columns hoisted.
                 if banded && hoisted {
@@ -1887,6 +2115,93 @@ pub(crate) mod tests {
             let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
             serial_and_pooled(&a, &want, &pool, case);
         }
+    }
+
+    /// 5×5 and 7×7 filters at stride 2 (the `bands2` path of the AVX-512 blocks): random
+    /// plane sizes (short, narrow, wider than the hoisted column blocks), paddings up to
+    /// the filter's width on each side, residuals, every activation, and NaN, ±0 and ±∞
+    /// among the inputs in every fourth case. The blocks are checked against the
+    /// definition (finite cases) and against `nnefc_dwconv` serially and pooled, bit for
+    /// bit (which also takes them unless the lane-panel kernel does).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn dwconv_stride2_bands_match_the_definition() {
+        if !crate::gemm::avx512_selected() {
+            return;
+        }
+        let mut r = Lcg(41);
+        let pool = crate::ThreadPool::new(2).expect("pool");
+        let mut taken = 0;
+        for case in 0..300 {
+            let k = if case % 2 == 0 { 5 } else { 7 };
+            let h = 1 + r.below(if case % 7 == 0 { 60 } else { 24 });
+            let w = 1 + r.below(if case % 5 == 0 { 600 } else { 80 });
+            let (pt, pl, pb, pr) = (r.below(k), r.below(k), r.below(k), r.below(k));
+            let (ph, pw) = (h + pt + pb, w + pl + pr);
+            if ph < k || pw < k {
+                continue;
+            }
+            let (oh, ow) = ((ph - k) / 2 + 1, (pw - k) / 2 + 1);
+            let c = 1 + r.below(5);
+            let mut g = Lcg(case as u64 + 5100);
+            let special = case % 4 == 1;
+            let edge = [f32::NAN, -0.0, 0.0, f32::INFINITY, f32::NEG_INFINITY];
+            let mut data = |len: usize| -> Vec<f32> {
+                (0..len)
+                    .map(|i| match i % 23 {
+                        0..5 if special && g.below(4) == 0 => edge[i % 23],
+                        _ => g.next(),
+                    })
+                    .collect()
+            };
+            let x = data(c * h * w);
+            let f = data(c * k * k);
+            let bias = data(c);
+            let res = data(c * oh * ow);
+            let with_res = case % 3 == 0;
+            let a = dense(
+                [1, c, h, w, oh, ow],
+                [k, k, 2, 2, 1, 1, pt, pl],
+                &x,
+                f.as_ptr(),
+                bias.as_ptr(),
+                with_res.then_some(&res[..]),
+                case % 6,
+            );
+            if ow <= 16 * avx512::MAX_BLOCKS {
+                taken += 1;
+            }
+            let mut y = vec![f32::NAN; c * oh * ow];
+            let args = DwArgs {
+                y: y.as_mut_ptr(),
+                ..a
+            };
+            // SAFETY: AVX-512F (selected); buffers of the described extents.
+            unsafe { avx512::blocks(&args, 0, c) };
+            if !special {
+                let want = naive(&a, &x, &f, &bias, with_res.then_some(&res[..]));
+                let bad = y
+                    .iter()
+                    .zip(&want)
+                    .position(|(p, q)| (p - q).abs() > 1e-5 * q.abs().max(1.0));
+                assert!(bad.is_none(), "case {case}: element {bad:?}: {a:?}");
+            }
+            let runs = serial_and_pooled_runs(y.len(), &pool, case, |out, par| {
+                let args = DwArgs {
+                    y: out.as_mut_ptr(),
+                    ..a
+                };
+                unsafe { nnefc_dwconv(&args, par) };
+            });
+            if !crate::dwconv_lanes::takes(&a) {
+                let same = y
+                    .iter()
+                    .zip(&runs[0])
+                    .all(|(p, q)| p.to_bits() == q.to_bits());
+                assert!(same, "case {case}: blocks and nnefc_dwconv differ: {a:?}");
+            }
+        }
+        assert!(taken > 200, "only {taken} layers took the stride-2 bands");
     }
 
     /// Layers whose planes the AVX-512 path runs as pairs of output rows (at most 8 columns
