@@ -6,7 +6,8 @@
 //! `gemm_bench lanes custom M N K` the same shape with A in lane panels (the CPU's
 //! selected kernel, the route the compiler's `lanes_pay` weighs against 6-row panels).
 //! A trailing `relu6` adds what a network's convolution has, a row bias and a clamp to
-//! [0, 6] (the tiles' fast epilogue); without it C gets the bare product.
+//! [0, 6] (the tiles' fast epilogue), `swish` a row bias and swish (EfficientNet's);
+//! without either C gets the bare product.
 //! It measures single-threaded throughput only (best of several timed batches).
 
 use nnefc_runtime::gemm::{KernelId, available_kernels, sgemm_with_kernel};
@@ -42,14 +43,14 @@ fn operands(m: usize, n: usize, k: usize) -> (Vec<f32>, Vec<f32>) {
     (a, b)
 }
 
-/// The epilogue a run uses: none, or (`relu6`) a row bias of `m` values and a clamp to
-/// [0, 6]; the bias lives in `bias`.
-fn epilogue(relu6: bool, bias: &[f32]) -> GemmEpilogue {
-    if relu6 {
+/// The epilogue a run uses: none, or a row bias of `m` values and activation code `act`
+/// (2 with [0, 6]: `relu6`; 4: `swish`); the bias lives in `bias`.
+fn epilogue(act: Option<u32>, bias: &[f32]) -> GemmEpilogue {
+    if let Some(act) = act {
         GemmEpilogue {
             bias: bias.as_ptr(),
             bias_kind: 1,
-            activation: 2,
+            activation: act,
             lo: 0.0,
             hi: 6.0,
             accumulate: 0,
@@ -59,7 +60,7 @@ fn epilogue(relu6: bool, bias: &[f32]) -> GemmEpilogue {
     }
 }
 
-fn bench(id: KernelId, s: &Shape, relu6: bool) -> f64 {
+fn bench(id: KernelId, s: &Shape, act: Option<u32>) -> f64 {
     let (m, n, k) = (s.m, s.n, s.k);
     let (a, b) = operands(m, n, k);
     let packed = pack_a(m, k, &a, k, 1);
@@ -71,7 +72,7 @@ fn bench(id: KernelId, s: &Shape, relu6: bool) -> f64 {
     let mut c = vec![0.0f32; m * n];
     let mut scratch = vec![Line([0; 64]); sgemm_scratch_bytes(m, n, k).div_ceil(64).max(1)];
     let bias = vec![0.5f32; m];
-    let epi = epilogue(relu6, &bias);
+    let epi = epilogue(act, &bias);
     let run = || {
         let ap = if s.packed {
             packed.as_ptr()
@@ -122,12 +123,12 @@ fn gflops(flops: f64, mut run: impl FnMut()) -> f64 {
 }
 
 /// GFLOP/s of `m×n×k` with A in lane panels, through the serial parallel entry.
-fn bench_lanes(m: usize, n: usize, k: usize, relu6: bool) -> f64 {
+fn bench_lanes(m: usize, n: usize, k: usize, act: Option<u32>) -> f64 {
     let (a, b) = operands(m, n, k);
     let packed = pack_a_lanes(m, k, &a, k, 1);
     let mut c = vec![0.0f32; m * n];
     let bias = vec![0.5f32; m];
-    let epi = epilogue(relu6, &bias);
+    let epi = epilogue(act, &bias);
     let run = || {
         let args = GemmArgs {
             m,
@@ -217,11 +218,17 @@ fn main() {
     let shape_filter = args.get(1);
     // `gemm_bench KERNEL custom M N K`: one ad-hoc shape with packed A.
     let custom: Vec<usize> = args.iter().skip(2).filter_map(|a| a.parse().ok()).collect();
-    let relu6 = args.iter().any(|a| a == "relu6");
+    let act = if args.iter().any(|a| a == "relu6") {
+        Some(2)
+    } else if args.iter().any(|a| a == "swish") {
+        Some(4)
+    } else {
+        None
+    };
     if let (Some("lanes"), [m, n, k]) = (kernel_filter.as_deref(), &custom[..]) {
         println!(
             "lanes    {m}x{n}x{k} {:7.1} GFLOP/s",
-            bench_lanes(*m, *n, *k, relu6)
+            bench_lanes(*m, *n, *k, act)
         );
         return;
     }
@@ -252,7 +259,7 @@ fn main() {
                 "{:<8} {:<40} {:7.1} GFLOP/s",
                 format!("{id:?}"),
                 s.name,
-                bench(id, s, relu6)
+                bench(id, s, act)
             );
         }
     }

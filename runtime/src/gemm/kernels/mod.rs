@@ -13,7 +13,7 @@ mod logistic;
 mod neon;
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
 mod x86;
-pub(crate) use logistic::sigmoid;
+pub(crate) use logistic::{sigmoid, swish};
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{
     CLAMP_NEG, CLAMP_NONNEG, activate_avx512, first_lanes, gemm_act_code, gemm_activate, store16,
@@ -282,7 +282,7 @@ pub(crate) fn activate(v: f32, act: u32, lo: f32, hi: f32) -> f32 {
         ACT_RELU => maximum(v, 0.0),
         ACT_CLAMP => maximum(minimum(v, hi), lo),
         ACT_SIGMOID => sigmoid(v),
-        ACT_SWISH => v * sigmoid(v),
+        ACT_SWISH => swish(v),
         ACT_HARDSWISH => v * maximum(minimum(v + 3.0, 6.0), 0.0) * SIXTH,
         _ => v,
     }

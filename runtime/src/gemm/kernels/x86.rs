@@ -9,7 +9,7 @@ use core::arch::x86::*;
 #[cfg(target_arch = "x86_64")]
 use core::arch::x86_64::*;
 
-use super::logistic::{sigmoid_avx2, sigmoid_avx512};
+use super::logistic::{sigmoid_avx2, sigmoid_avx512, swish_avx2, swish_avx512};
 use super::{
     ACT_HARDSWISH, ACT_SIGMOID, ACT_SWISH, EdgePairFn, EdgeQuadFn, Gemv, Kernel, KernelId, TileEpi,
 };
@@ -143,7 +143,7 @@ unsafe fn tile_avx2(
                     1 => _mm256_or_ps(_mm256_max_ps(v, zero), _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v)),
                     2 => clamp_avx2(v, lo, hi),
                     ACT_SIGMOID => sigmoid_avx2(v),
-                    ACT_SWISH => _mm256_mul_ps(v, sigmoid_avx2(v)),
+                    ACT_SWISH => swish_avx2(v),
                     ACT_HARDSWISH => {
                         let t = _mm256_add_ps(v, _mm256_set1_ps(3.0));
                         let c = clamp_avx2(t, zero, _mm256_set1_ps(6.0));
@@ -802,7 +802,8 @@ pub(crate) unsafe fn activate_avx512(v: __m512, act: u32, lo: __m512, hi: __m512
         2 => clamp_avx512(v, lo, hi),
         // SAFETY: AVX-512F, as this function requires.
         ACT_SIGMOID => unsafe { sigmoid_avx512(v) },
-        ACT_SWISH => _mm512_mul_ps(v, unsafe { sigmoid_avx512(v) }),
+        // SAFETY: AVX-512F, as this function requires.
+        ACT_SWISH => unsafe { swish_avx512(v) },
         ACT_HARDSWISH => {
             let t = _mm512_add_ps(v, _mm512_set1_ps(3.0));
             let c = clamp_avx512(t, _mm512_setzero_ps(), _mm512_set1_ps(6.0));
