@@ -40,7 +40,7 @@ const MAGIC: f32 = 12_582_912.0;
 const BOUND: f32 = 87.0;
 /// q(r) of e^r ≈ 1 + r + r²·q(r) on |r| ≤ ln 2 / 2, highest degree first (fitted by
 /// iteratively reweighted least squares on the relative error).
-const Q: [f32; 4] = [8.312_479_6e-3, 4.189_010_3e-2, 0.166_671_16, 0.499_992_3];
+const Q: [f32; 4] = [8.312_48e-3, 4.189_010_3e-2, 0.166_671_16, 0.499_992_3];
 
 /// `a·b + c` rounded once.
 #[inline(always)]
