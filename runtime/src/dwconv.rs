@@ -10,11 +10,11 @@
 //! `y = act(bias[c] + Σ_{ky,kx} w[c,ky,kx] · x[n,c, oy·sh + ky·dh − pt, ox·sw + kx·dw − pl]
 //! (+ res[n,c,oy,ox]))`, taps outside the input contributing nothing (zero padding), summed
 //! after the bias in an order fixed by the shape (`(ky, kx)` on the portable path, the
-//! AVX-512 3×3 bands and the stride-2 5×5 and 7×7 bands). The AVX-512 path fuses each multiply-add (one rounding), the
-//! portable path rounds twice: results may differ in the last bits between CPUs, never
-//! between runs or thread counts on one CPU. Activation 1 is ReLU, 2 clamps
-//! to `[lo, hi]`, exactly as the GEMM epilogue computes them (IEEE `maximum`/`minimum`:
-//! NaN propagates, ReLU(−0) is +0).
+//! AVX-512 3×3 bands and the stride-2 5×5 and 7×7 bands). The AVX-512 path fuses each
+//! multiply-add (one rounding), the portable path rounds twice: results may differ in the
+//! last bits between CPUs, never between runs or thread counts on one CPU. Activation 1
+//! is ReLU, 2 clamps to `[lo, hi]`, exactly as the GEMM epilogue computes them (IEEE
+//! `maximum`/`minimum`: NaN propagates, ReLU(−0) is +0).
 //!
 //! # Threads
 //! Planes are independent: with a [`Parallel`] of several workers the planes are handed
@@ -346,9 +346,9 @@ pub(crate) mod avx512 {
         steps: __m512i,
     }
 
-    /// What [`Block::band3_block`] needs of the call per band, copied out of `DwArgs`:
-    /// input row stride, output (at the band's first row) and residual with their row
-    /// stride, and the epilogue's activation and bounds.
+    /// What [`Block::band3_block`] and [`Block::bands2_block`] need of the call per band,
+    /// copied out of `DwArgs`: input row stride, output (at the band's first row) and
+    /// residual with their row stride, and the epilogue's activation and bounds.
     struct Band3 {
         x_sh: isize,
         y: *mut f32,
@@ -450,6 +450,26 @@ pub(crate) mod avx512 {
             }
         }
 
+        /// What the band kernels' blocks need of the call for a band from output row `oy`
+        /// ([`Band3`]).
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        fn band_out(&self, oy: usize) -> Band3 {
+            Band3 {
+                x_sh: self.a.x_sh,
+                y: self.y.wrapping_offset(oy as isize * self.a.y_sh),
+                y_sh: self.a.y_sh,
+                res: if self.res.is_null() {
+                    self.res
+                } else {
+                    self.res.wrapping_offset(oy as isize * self.a.y_sh)
+                },
+                act: self.a.act as u32,
+                lo: _mm512_set1_ps(self.a.lo),
+                hi: _mm512_set1_ps(self.a.hi),
+            }
+        }
+
         /// [`Self::band3_rows`] for the `r ≤ 8` output rows from `oy` of the column
         /// blocks `cols`.
         #[inline]
@@ -537,19 +557,7 @@ pub(crate) mod avx512 {
             // SAFETY: the nine taps of this channel's filter.
             let w: [__m512; 9] =
                 core::array::from_fn(|t| _mm512_set1_ps(unsafe { *self.f.add(t) }));
-            let e = Band3 {
-                x_sh: self.a.x_sh,
-                y: self.y.wrapping_offset(oy as isize * self.a.y_sh),
-                y_sh: self.a.y_sh,
-                res: if self.res.is_null() {
-                    self.res
-                } else {
-                    self.res.wrapping_offset(oy as isize * self.a.y_sh)
-                },
-                act: self.a.act as u32,
-                lo: _mm512_set1_ps(self.a.lo),
-                hi: _mm512_set1_ps(self.a.hi),
-            };
+            let e = self.band_out(oy);
             for c in cols {
                 // SAFETY: forwarded.
                 unsafe {
@@ -737,19 +745,7 @@ pub(crate) mod avx512 {
             keep: u32,
             cols: &[Cols],
         ) {
-            let e = Band3 {
-                x_sh: self.a.x_sh,
-                y: self.y.wrapping_offset(oy as isize * self.a.y_sh),
-                y_sh: self.a.y_sh,
-                res: if self.res.is_null() {
-                    self.res
-                } else {
-                    self.res.wrapping_offset(oy as isize * self.a.y_sh)
-                },
-                act: self.a.act as u32,
-                lo: _mm512_set1_ps(self.a.lo),
-                hi: _mm512_set1_ps(self.a.hi),
-            };
+            let e = self.band_out(oy);
             for c in cols {
                 // SAFETY: forwarded.
                 unsafe {

@@ -8,21 +8,21 @@
 //! add: no vector route exists there).
 //!
 //! e⁻ˣ follows Cephes' `expf` scheme, shortened where σ does not need it: x clamped to
-//! ±87 (so 2ⁿ stays a normal number; σ is 1, or below 1.7e-38, out there), n = round(−x·
-//! log₂e) (a fused multiply-add of 1.5·2²³ and a subtraction), r = −x − n·ln 2 in one fused
-//! multiply-add (|r| ≤ ln 2 / 2; f32's ln 2 is off by 1.9e-9 relative, which moves e⁻ˣ by
-//! 2.4e-7 relative at the clamp and 2e-8 at |x| = 10, where σ is 4.5e-5 from 0 or 1:
-//! `expf`'s two-part constant matters for e⁻ˣ itself, not for σ), e^r ≈ 1 + r + r²·q(r)
-//! with q of degree 3 (a near-minimax fit: relative error 1.1e-7 with its coefficients
-//! rounded to f32; Cephes' degree-5 q gives 1e-9), then a scale by 2ⁿ. Measured max abs
-//! error of σ against f64: see `logistic_is_accurate` (below 1.2e-7). Per 16 lanes: 8
-//! multiply-class vector instructions, 4 adds and a division. The multiply-class ones
-//! bound a GEMM tile's swish epilogue (Zen 4 issues one 512-bit one per cycle, and the
-//! tile's own multiply-adds compete for the same pipes): Cephes' form, with
-//! `vrndscaleps` and a multiply by x after 1/(1 + e⁻ˣ), had 13 (Zen 4, `gemm_bench Avx512
-//! custom 96 12544 16` with swish: 54.0 → 61 GFLOP/s, 94.7 with ReLU6). NaN gives NaN
-//! (the clamp lets it through); σ(+∞) = 1, σ(−∞) ≈ 1.6e-38; swish(+∞) = +∞, swish(−∞) =
-//! −∞, as the compiler's unfused `x·sigmoid(x)` gives.
+//! ±87 (so 2ⁿ stays a normal number; σ is 1, or below 1.7e-38, out there), n =
+//! round(−x·log₂e) (a fused multiply-add of 1.5·2²³ and a subtraction), r = −x − n·ln 2 in
+//! one fused multiply-add (|r| ≤ ln 2 / 2; f32's ln 2 is off by 1.9e-9 relative, which
+//! moves e⁻ˣ by 2.4e-7 relative at the clamp and 3e-8 at |x| = 10, where σ is 4.5e-5 from
+//! 0 or 1: `expf`'s two-part constant matters for e⁻ˣ itself, not for σ), e^r ≈ 1 + r +
+//! r²·q(r) with q of degree 3 (a near-minimax fit: relative error 1.1e-7 with its
+//! coefficients rounded to f32, against 3.6e-9 for degree 4), then a scale by 2ⁿ.
+//! Measured max abs error of σ against f64: see `logistic_is_accurate` (below 1.2e-7).
+//! Per 16 lanes: 8 multiply-class vector instructions, 5 add-class ones (two are the
+//! clamp) and a division. The multiply-class ones bound a GEMM tile's swish epilogue (Zen
+//! 4 issues one 512-bit one per cycle, and the tile's own multiply-adds compete for the
+//! same pipes): Cephes' form, with `vrndscaleps` and a multiply by x after 1/(1 + e⁻ˣ),
+//! had 13 (Zen 4, `gemm_bench Avx512 custom 96 12544 16 swish`: 54.0 → 63.4 GFLOP/s, 94.6
+//! with ReLU6). NaN gives NaN (the clamp lets it through); σ(+∞) = 1, σ(−∞) ≈ 1.6e-38;
+//! swish(+∞) = +∞, swish(−∞) = −∞, as the compiler's unfused `x·sigmoid(x)` gives.
 //!
 //! Not here: the dispatch on activation codes (`activate`, `activate_avx512`).
 
