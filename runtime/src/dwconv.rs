@@ -359,6 +359,28 @@ pub(crate) mod avx512 {
         hi: __m512,
     }
 
+    impl Band3 {
+        /// Stores the sums `acc` of block `c`'s output rows from the band's first through
+        /// [`RowsOut::store`].
+        ///
+        /// # Safety
+        /// The block's live lanes of those rows are inside the output (and residual).
+        #[inline(always)]
+        unsafe fn store<const R: usize>(&self, c: &Cols, acc: [__m512; R]) {
+            let out = RowsOut {
+                y: self.y,
+                res: self.res,
+                at: c.ox0 as isize,
+                y_sh: self.y_sh,
+                live: c.live,
+                lo: self.lo,
+                hi: self.hi,
+            };
+            // SAFETY: the caller's contract.
+            unsafe { out.store(acc, self.act) };
+        }
+    }
+
     impl Block<'_> {
         /// Every output row of the block: filters of 3, 5 or 7 rows in [`Self::band`]s,
         /// others [`ROWS`] rows at a time. `SW` is the horizontal stride when 1 or 2, else
@@ -637,17 +659,8 @@ pub(crate) mod avx512 {
                     });
                 }
             });
-            let out = RowsOut {
-                y: e.y,
-                res: e.res,
-                at: c.ox0 as isize,
-                y_sh: e.y_sh,
-                live: c.live,
-                lo: e.lo,
-                hi: e.hi,
-            };
             // SAFETY: the live lanes of these output rows of the block.
-            unsafe { out.store(acc, e.act) };
+            unsafe { e.store(c, acc) };
         }
 
         /// The values the three tap columns of a 3-wide filter read from input row `row`
@@ -812,17 +825,8 @@ pub(crate) mod avx512 {
                     });
                 }
             });
-            let out = RowsOut {
-                y: e.y,
-                res: e.res,
-                at: c.ox0 as isize,
-                y_sh: e.y_sh,
-                live: c.live,
-                lo: e.lo,
-                hi: e.hi,
-            };
             // SAFETY: the live lanes of these output rows of the block.
-            unsafe { out.store(acc, e.act) };
+            unsafe { e.store(c, acc) };
         }
 
         /// The values the `K` tap columns (at most 7) of a stride-2 filter read from the
