@@ -21,7 +21,8 @@ use core::arch::x86_64::*;
 
 /// Planes per block: the lanes of a vector.
 const L: usize = 16;
-/// Pixels of the padded input a block holds (24×24; 36 KB of stack).
+/// Pixels of the padded input a block holds (24×24; 36 KB of stack, and as much again for
+/// the outputs' sums at stride 1, `rows_sums`).
 pub(crate) const MAX_PIXELS: usize = 576;
 /// Taps of the largest filter.
 const MAX_TAPS: usize = 49;
@@ -182,7 +183,8 @@ unsafe fn block(
     // row with each input row's pixels loaded once ([`rows_sums`]).
     let mut done = core::mem::MaybeUninit::<[__m512; MAX_PIXELS]>::uninit();
     let done = done.as_mut_ptr().cast::<__m512>();
-    let by_rows = a.sh == 1 && a.sw == 1 && a.dh == 1 && a.dw == 1 && matches!(a.kw, 5 | 7);
+    let by_rows =
+        a.sh == 1 && a.sw == 1 && a.dh == 1 && a.dw == 1 && matches!(a.kw, 5 | 7) && a.ow <= 8;
     if by_rows {
         let sp = s.as_ptr();
         // SAFETY: every tap of every output lies in the padded input; `done` has room
