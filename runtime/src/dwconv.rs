@@ -295,17 +295,11 @@ pub(crate) mod avx512 {
         }
     }
 
-    /// The input rows of the band of `R` output rows from `oy` (stride `S`, 3 rows of
+    /// The input rows of the band of `R` output rows from `oy` (stride `S`, `K` rows of
     /// taps): the offset of its first row in a plane, the rows inside the input as bits
-    /// (`i < (R − 1)·S + 3`), and whether all are.
+    /// (`i < (R − 1)·S + K`), and whether all are.
     #[inline(always)]
-    fn band_rows<const R: usize, const S: usize>(a: &DwArgs, oy: usize) -> (isize, u32, bool) {
-        band_rows_k::<R, S, 3>(a, oy)
-    }
-
-    /// [`band_rows`] for `K` rows of taps (`i < (R − 1)·S + K`).
-    #[inline(always)]
-    fn band_rows_k<const R: usize, const S: usize, const K: usize>(
+    fn band_rows<const R: usize, const S: usize, const K: usize>(
         a: &DwArgs,
         oy: usize,
     ) -> (isize, u32, bool) {
@@ -546,7 +540,7 @@ pub(crate) mod avx512 {
             // Input rows iy0 + i (i < n_in), row i at base + i·x_sh; `keep` has bit i set
             // for the rows inside the input. No arrays: building them cost as much as the
             // arithmetic of a short band.
-            let (off, keep, full) = band_rows::<R, S>(self.a, oy);
+            let (off, keep, full) = band_rows::<R, S, 3>(self.a, oy);
             let base = self.x.wrapping_offset(off);
             // The block loop inside each variant: a call per block and band (with its
             // dispatch and the filter's broadcasts) cost as much as the block's 54
@@ -734,7 +728,7 @@ pub(crate) mod avx512 {
         #[inline]
         #[target_feature(enable = "avx512f")]
         unsafe fn bands2_rows<const K: usize, const R: usize>(&self, oy: usize, cols: &[Cols]) {
-            let (off, keep, full) = band_rows_k::<R, 2, K>(self.a, oy);
+            let (off, keep, full) = band_rows::<R, 2, K>(self.a, oy);
             let base = self.x.wrapping_offset(off);
             // SAFETY: forwarded.
             unsafe {
@@ -1284,10 +1278,10 @@ pub(crate) mod avx512 {
         c: &Cols,
         vecs: (__m512i, __m512i, __m512i),
     ) {
-        let (off, keep, full) = band_rows::<R1, S>(a, 0);
+        let (off, keep, full) = band_rows::<R1, S, 3>(a, 0);
         // (R2 = 0: no second band, whose row arithmetic would underflow.)
         let (off2, keep2, full2) = if R2 > 0 {
-            band_rows::<R2, S>(a, R1)
+            band_rows::<R2, S, 3>(a, R1)
         } else {
             (0, 0, true)
         };

@@ -77,6 +77,14 @@ pub(crate) unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
     }
     // SAFETY: the first hp·wp pixels are initialized.
     let s = unsafe { core::slice::from_raw_parts_mut(s, hp * wp) };
+    // Stride 1 with 5- or 7-wide filters: the blocks take every output's sum first, into
+    // this buffer, row by row with each input row's pixels loaded once ([`rows_sums`]).
+    // Here, once per call, as the padded copy: in `block` its frame cost stack probes on
+    // every block.
+    let mut sums_buf = core::mem::MaybeUninit::<[__m512; MAX_PIXELS]>::uninit();
+    let by_rows =
+        a.sh == 1 && a.sw == 1 && a.dh == 1 && a.dw == 1 && matches!(a.kw, 5 | 7) && a.ow <= 8;
+    let done = by_rows.then(|| sums_buf.as_mut_ptr().cast::<__m512>());
     // Where each tap of the first output lies in the padded copy.
     let mut tap_at = [0usize; MAX_TAPS];
     for ky in 0..a.kh {
@@ -111,7 +119,7 @@ pub(crate) unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
             (n, c) = (n + 1, 0);
         }
         // SAFETY: forwarded; `s` holds hp·wp ≤ MAX_PIXELS pixels.
-        unsafe { block(a, &ptrs, count, s, wp, &tap_at) };
+        unsafe { block(a, &ptrs, count, s, wp, &tap_at, done) };
         p0 += count;
     }
 }
@@ -121,7 +129,8 @@ pub(crate) unsafe fn planes(a: &DwArgs, lo: usize, hi: usize) {
 type Plane = (*const f32, *mut f32, *const f32, *const f32, f32);
 
 /// The planes of `ptrs` (`count ≤ 16` of them stored), the padded input in `s` (`wp`
-/// columns), the taps' offsets in it `tap_at`.
+/// columns), the taps' offsets in it `tap_at`; `done`, room for every output's sum when
+/// they are taken by rows ([`rows_sums`]).
 #[target_feature(enable = "avx512f")]
 unsafe fn block(
     a: &DwArgs,
@@ -130,6 +139,7 @@ unsafe fn block(
     s: &mut [__m512],
     wp: usize,
     tap_at: &[usize; MAX_TAPS],
+    done: Option<*mut __m512>,
 ) {
     // The input, 16 pixels of the 16 planes at a time, transposed into pixel vectors
     // (the pixel's place in the padded copy followed along, not divided out).
@@ -179,13 +189,7 @@ unsafe fn block(
     let (lo_v, hi_v) = (_mm512_set1_ps(a.lo), _mm512_set1_ps(a.hi));
     let act = a.act as u32;
     let outs = a.oh * a.ow;
-    // Stride 1 with 5- or 7-wide filters: every output's sum first, into `done`, row by
-    // row with each input row's pixels loaded once ([`rows_sums`]).
-    let mut done = core::mem::MaybeUninit::<[__m512; MAX_PIXELS]>::uninit();
-    let done = done.as_mut_ptr().cast::<__m512>();
-    let by_rows =
-        a.sh == 1 && a.sw == 1 && a.dh == 1 && a.dw == 1 && matches!(a.kw, 5 | 7) && a.ow <= 8;
-    if by_rows {
+    if let Some(done) = done {
         let sp = s.as_ptr();
         // SAFETY: every tap of every output lies in the padded input; `done` has room
         // for the oh·ow ≤ MAX_PIXELS outputs (the padded input holds at least as many
@@ -239,7 +243,7 @@ unsafe fn block(
         // SAFETY: every tap of every output lies in the padded input (`padded`).
         let mut acc = unsafe {
             match n {
-                _ if by_rows => core::array::from_fn(|j| {
+                _ if let Some(done) = done => core::array::from_fn(|j| {
                     if j < n {
                         *done.add(o0 + j)
                     } else {
