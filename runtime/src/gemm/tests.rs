@@ -1279,3 +1279,96 @@ fn paired_edges_give_the_own_edges_bits() {
         );
     }
 }
+
+/// The 6-row tiles' ReLU and ReLU6 epilogues with a row bias drop the `+ 0` that turns a
+/// −0 into +0 when none of the tile's six biases is −0 (`kernels::nonneg_code`): then a
+/// sum plus bias cannot be −0, so the bits are the same. Sums of −0 (a product that
+/// underflows, −1e-30 · 1e-30, summed from +0 rounds to −0) meet biases of −0, +0 and
+/// others in tiles with and without a −0 bias; every element must have the bits of the
+/// scalar `activate(fma(a, b, 0) + bias)`, zeros' signs included.
+#[test]
+fn nonneg_epilogues_keep_zero_signs() {
+    // More rows than the few-row route takes (`tall::takes`), so the 6-row tiles run.
+    let (m, k) = (48, 1);
+    // Panels 0, 2, … (rows 0..6, 12..18, …) have a −0 bias; panels 1, 3, … none.
+    let bias: Vec<f32> = (0..m)
+        .map(|i| match (i / 6 % 2, i % 3) {
+            (0, 0) => -0.0,
+            (_, 0) => 0.0,
+            (_, 1) => 0.5,
+            _ => -2.0,
+        })
+        .collect();
+    let a: Vec<f32> = (0..m)
+        .map(|i| if i % 2 == 0 { -1e-30 } else { 1e-30 })
+        .collect();
+    let mut seen = [false; 2];
+    for id in available_kernels() {
+        let kern = kernel(id).expect("available");
+        for n in [64, 128, 96] {
+            let b: Vec<f32> = (0..n)
+                .map(|j| match j % 4 {
+                    0 => 1e-30,
+                    1 => -1e-30,
+                    2 => 3.0,
+                    _ => -0.0,
+                })
+                .collect();
+            for (act, lo, hi) in [(1u32, 0.0f32, 0.0f32), (2, 0.0, 6.0), (2, 0.5, 6.0)] {
+                let ge = GemmEpilogue {
+                    bias: bias.as_ptr(),
+                    bias_kind: 1,
+                    activation: act,
+                    lo,
+                    hi,
+                    accumulate: 0,
+                };
+                let packed_a = pack_a(m, k, &a, k, 1);
+                let mut c = std::vec![1.0f32; m * n];
+                let mut scratch =
+                    std::vec![Line([0; 64]); sgemm_scratch_bytes(m, n, k).div_ceil(64) + 1];
+                // SAFETY: A (packed) is m×k, B k×n and C m×n row-major; scratch is sized.
+                unsafe {
+                    driver::sgemm(
+                        kern,
+                        Problem {
+                            m,
+                            n,
+                            k,
+                            a: ASrc::Packed(packed_a.as_ptr()),
+                            b: b.as_ptr(),
+                            rsb: n as isize,
+                            csb: 1,
+                            c: c.as_mut_ptr(),
+                            rsc: n as isize,
+                        },
+                        &ge,
+                        scratch.as_mut_ptr().cast::<u8>(),
+                    );
+                }
+                for i in 0..m {
+                    for j in 0..n {
+                        let s = a[i].mul_add(b[j], 0.0);
+                        let v = s + bias[i];
+                        if v == 0.0 {
+                            seen[usize::from(v.is_sign_negative())] = true;
+                        }
+                        let want = kernels::activate(v, act, lo, hi);
+                        let got = c[i * n + j];
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "{id:?} n={n} act={act} [{lo}, {hi}]: C[{i}][{j}] = {got:e}, \
+                             want {want:e} (sum {s:e} + bias {:e})",
+                            bias[i]
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        seen[0] && seen[1],
+        "sums plus bias of +0 and of −0 both occur"
+    );
+}

@@ -284,11 +284,16 @@ unsafe fn tile_avx512_body<const Q: usize, const PREFETCH: bool>(
         // The epilogue's variant is picked once per tile, not per vector (a short k loop
         // makes the epilogue a fifth of the tile).
         let simple = !epi.accumulate && epi.bias_col.is_null() && !epi.bias_row.is_null();
-        let code = gemm_act_code(epi.act, epi.lo, epi.hi);
+        let mut code = gemm_act_code(epi.act, epi.lo, epi.hi);
+        if simple {
+            code = nonneg_code(code, epi.bias_row, MR);
+        }
         match (simple, code) {
             (true, 0) => epilogue_row_bias::<Q, 0>(&acc, c, rsc, epi),
             (true, 1) => epilogue_row_bias::<Q, 1>(&acc, c, rsc, epi),
+            (true, RELU_NZ) => epilogue_row_bias::<Q, RELU_NZ>(&acc, c, rsc, epi),
             (true, CLAMP_NONNEG) => epilogue_row_bias::<Q, CLAMP_NONNEG>(&acc, c, rsc, epi),
+            (true, CLAMP_NONNEG_NZ) => epilogue_row_bias::<Q, CLAMP_NONNEG_NZ>(&acc, c, rsc, epi),
             (true, CLAMP_NEG) => epilogue_row_bias::<Q, CLAMP_NEG>(&acc, c, rsc, epi),
             (true, 2) => epilogue_row_bias_outlined::<Q, 2>(acc, c, rsc, epi),
             (true, ACT_SIGMOID) => epilogue_row_bias_outlined::<Q, ACT_SIGMOID>(acc, c, rsc, epi),
@@ -674,6 +679,45 @@ const EDGE_PAIR: Option<EdgePairFn> = None;
 /// (Internal codes, apart from the public `ACT_*` ones.)
 pub(crate) const CLAMP_NONNEG: u32 = 0x10;
 pub(crate) const CLAMP_NEG: u32 = 0x11;
+/// [`CLAMP_NONNEG`] and ReLU without the `+ 0` that turns a −0 sum into +0, for sums that
+/// cannot be −0: sum plus a row bias none of whose values is −0 (under round-to-nearest
+/// `x + y` is −0 only when both are −0), so the same bits as the full forms. Chosen per
+/// tile by [`nonneg_code`].
+pub(crate) const CLAMP_NONNEG_NZ: u32 = 0x12;
+pub(crate) const RELU_NZ: u32 = 0x13;
+
+/// Whether none of the `n ≤ 16` floats at `b` is −0 (compared as bits, so a NaN is not).
+///
+/// # Safety
+/// The CPU has AVX-512F; `n` floats from `b` are readable.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn no_neg_zero(b: *const f32, n: usize) -> bool {
+    // SAFETY: the masked-off lanes are not read (and load as +0 bits).
+    let v = unsafe { _mm512_maskz_loadu_epi32(first_lanes(n), b.cast()) };
+    _mm512_cmpeq_epi32_mask(v, _mm512_set1_epi32(i32::MIN)) == 0
+}
+
+/// The code for a tile whose every sum gets one of the `n` row biases at `bias` (not
+/// null) added before activation `code`: the `_NZ` form of ReLU and of [`CLAMP_NONNEG`]
+/// when no bias is −0 (the `+ 0` is then a no-op: same bits, one instruction less per
+/// vector), else `code`. The 6-row tiles with ReLU6 and 16 to 32 terms per sum (a
+/// network's 1×1 expansions), Zen 4, one core (`gemm_bench Avx512 custom M N K relu6`,
+/// GFLOP/s): 96×12544×16 94.2–94.5 → 96.9, 144×3136×24 100.3–100.6 → 102.1–102.7,
+/// 192×784×32 103.9–104.4 → 105.4–105.9.
+///
+/// # Safety
+/// The CPU has AVX-512F; `n ≤ 16` floats from `bias` are readable.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn nonneg_code(code: u32, bias: *const f32, n: usize) -> u32 {
+    // SAFETY: forwarded.
+    match code {
+        1 if unsafe { no_neg_zero(bias, n) } => RELU_NZ,
+        CLAMP_NONNEG if unsafe { no_neg_zero(bias, n) } => CLAMP_NONNEG_NZ,
+        _ => code,
+    }
+}
 
 /// The code the GEMM routes (6-row tiles, lane panels, few-row tiles) compute activation
 /// `act` (`GemmEpilogue::activation`) with for bounds `lo`, `hi`: a shorter clamp where
@@ -701,7 +745,9 @@ pub(crate) unsafe fn gemm_activate(v: __m512, code: u32, lo: __m512, hi: __m512)
     unsafe {
         match code {
             1 => relu_short(v),
+            RELU_NZ => _mm512_max_ps(_mm512_setzero_ps(), v),
             CLAMP_NONNEG => clamp_short::<true>(v, lo, hi),
+            CLAMP_NONNEG_NZ => _mm512_max_ps(lo, _mm512_min_ps(hi, v)),
             CLAMP_NEG => clamp_short::<false>(v, lo, hi),
             _ => activate_avx512(v, code, lo, hi),
         }
