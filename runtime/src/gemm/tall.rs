@@ -17,7 +17,10 @@
 //! columns, A not in 6-row panels.
 
 use super::driver::Problem;
-use super::kernels::{CLAMP_NEG, CLAMP_NONNEG, KernelId, gemm_act_code, gemm_activate};
+use super::kernels::{
+    CLAMP_NEG, CLAMP_NONNEG, CLAMP_NONNEG_NZ, KernelId, RELU_NZ, gemm_act_code, gemm_activate,
+    nonneg_code,
+};
 use super::{GemmEpilogue, KC, MR, first_lanes};
 use core::arch::x86_64::*;
 
@@ -266,10 +269,21 @@ unsafe fn pass<const FIRST: bool, const N: usize, const L: usize>(
                     return;
                 }};
             }
-            match t.act {
+            // The short ReLU and ReLU6 where no bias of the pass is −0 (`nonneg_code`):
+            // Zen 4, `gemm_bench Avx512 custom M N K relu6`, GFLOP/s: 16×12544×32
+            // 90.3–91.6 → 92.0–92.2, 32×12544×32 94.3–94.9 → 95.5–95.6.
+            let code = if row_bias {
+                let rows = if N == 2 { MR + L } else { L };
+                nonneg_code(t.act, epi.bias.add(q0 * MR), rows)
+            } else {
+                t.act
+            };
+            match code {
                 0 => plain!(0),
                 1 => plain!(1),
+                RELU_NZ => plain!(RELU_NZ),
                 CLAMP_NONNEG => plain!(CLAMP_NONNEG),
+                CLAMP_NONNEG_NZ => plain!(CLAMP_NONNEG_NZ),
                 CLAMP_NEG => plain!(CLAMP_NEG),
                 _ => {}
             }

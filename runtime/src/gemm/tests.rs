@@ -1280,32 +1280,32 @@ fn paired_edges_give_the_own_edges_bits() {
     }
 }
 
-/// The 6-row tiles' ReLU and ReLU6 epilogues with a row bias drop the `+ 0` that turns a
-/// −0 into +0 when none of the tile's six biases is −0 (`kernels::nonneg_code`): then a
-/// sum plus bias cannot be −0, so the bits are the same. Sums of −0 (a product that
+/// The 6-row tiles' and the few-row route's ReLU and ReLU6 epilogues with a row bias drop
+/// the `+ 0` that turns a −0 into +0 when none of the tile's (pass's) biases is −0
+/// (`kernels::nonneg_code`): then a sum plus bias cannot be −0, so the bits are the same. Sums of −0 (a product that
 /// underflows, −1e-30 · 1e-30, summed from +0 rounds to −0) meet biases of −0, +0 and
 /// others in tiles with and without a −0 bias; every element must have the bits of the
 /// scalar `activate(fma(a, b, 0) + bias)`, zeros' signs included.
 #[test]
 fn nonneg_epilogues_keep_zero_signs() {
-    // More rows than the few-row route takes (`tall::takes`), so the 6-row tiles run.
-    let (m, k) = (48, 1);
-    // Panels 0, 2, … (rows 0..6, 12..18, …) have a −0 bias; panels 1, 3, … none.
-    let bias: Vec<f32> = (0..m)
-        .map(|i| match (i / 6 % 2, i % 3) {
+    // 24 rows take the few-row route (passes of 12 rows), 48 the 6-row tiles
+    // (`tall::takes`). Rows 0..12 and 24..36 have −0 biases, rows 12..24 and 36..48 none.
+    let k = 1;
+    let bias: Vec<f32> = (0..48)
+        .map(|i| match (i / 12 % 2, i % 3) {
             (0, 0) => -0.0,
             (_, 0) => 0.0,
             (_, 1) => 0.5,
             _ => -2.0,
         })
         .collect();
-    let a: Vec<f32> = (0..m)
+    let a: Vec<f32> = (0..48)
         .map(|i| if i % 2 == 0 { -1e-30 } else { 1e-30 })
         .collect();
     let mut seen = [false; 2];
     for id in available_kernels() {
         let kern = kernel(id).expect("available");
-        for n in [64, 128, 96] {
+        for (m, n) in [(48, 64), (48, 128), (48, 96), (24, 64), (24, 80)] {
             let b: Vec<f32> = (0..n)
                 .map(|j| match j % 4 {
                     0 => 1e-30,

@@ -16,7 +16,8 @@ mod x86;
 pub(crate) use logistic::{sigmoid, swish};
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86::{
-    CLAMP_NEG, CLAMP_NONNEG, activate_avx512, first_lanes, gemm_act_code, gemm_activate, store16,
+    CLAMP_NEG, CLAMP_NONNEG, CLAMP_NONNEG_NZ, RELU_NZ, activate_avx512, first_lanes, gemm_act_code,
+    gemm_activate, nonneg_code, store16,
 };
 #[cfg(all(test, target_arch = "x86_64"))]
 pub(crate) use x86::{clamp_short, relu_short, short_clamp};
