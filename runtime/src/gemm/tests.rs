@@ -811,6 +811,36 @@ fn gemm_shapes_throughput() {
 /// bounds the 6-row tile's shorter clamps cover, and a NaN bound they leave to the
 /// general one). Expected: [`kernels::activate`] (IEEE `maximum`/`minimum`: NaN
 /// propagates) on that sum. Compared by bits, any NaN matching any NaN.
+/// `C = epilogue(A·B)` through `driver::sgemm` with `kern`, for an `m×n` product of depth
+/// `k` (`mnk`) with B (`k×n`) and C (`m×n`) row-major, on scratch of its own.
+///
+/// # Safety
+/// `a` describes an `m×k` A; `b` and `c` hold `k·n` and `m·n` floats; `ge`'s bias as
+/// its kind needs.
+unsafe fn row_major(
+    kern: &'static kernels::Kernel,
+    (m, n, k): (usize, usize, usize),
+    a: ASrc,
+    b: &[f32],
+    c: &mut [f32],
+    ge: &GemmEpilogue,
+) {
+    let mut scratch = std::vec![Line([0; 64]); sgemm_scratch_bytes(m, n, k).div_ceil(64) + 1];
+    let p = Problem {
+        m,
+        n,
+        k,
+        a,
+        b: b.as_ptr(),
+        rsb: n as isize,
+        csb: 1,
+        c: c.as_mut_ptr(),
+        rsc: n as isize,
+    };
+    // SAFETY: the caller's contract; the scratch is sized for the product.
+    unsafe { driver::sgemm(kern, p, ge, scratch.as_mut_ptr().cast::<u8>()) };
+}
+
 #[test]
 fn epilogues_propagate_nan_and_infinity() {
     let specials = [
@@ -895,27 +925,8 @@ fn epilogues_propagate_nan_and_infinity() {
                         csa: 1,
                     }
                 };
-                let mut scratch =
-                    std::vec![Line([0; 64]); sgemm_scratch_bytes(m, n, k).div_ceil(64) + 1];
-                // SAFETY: a is m×k, b is k×n, c is m×n, all row-major; scratch is sized.
-                unsafe {
-                    driver::sgemm(
-                        kern,
-                        Problem {
-                            m,
-                            n,
-                            k,
-                            a: a_src,
-                            b: b.as_ptr(),
-                            rsb: n as isize,
-                            csb: 1,
-                            c: c.as_mut_ptr(),
-                            rsc: n as isize,
-                        },
-                        &ge,
-                        scratch.as_mut_ptr().cast::<u8>(),
-                    );
-                }
+                // SAFETY: a is m×k, b is k×n, c is m×n, all row-major.
+                unsafe { row_major(kern, (m, n, k), a_src, &b, &mut c, &ge) };
                 for i in 0..m {
                     for j in 0..n {
                         let p = a[i * k] * b[j];
@@ -1325,27 +1336,11 @@ fn nonneg_epilogues_keep_zero_signs() {
                 };
                 let packed_a = pack_a(m, k, &a, k, 1);
                 let mut c = std::vec![1.0f32; m * n];
-                let mut scratch =
-                    std::vec![Line([0; 64]); sgemm_scratch_bytes(m, n, k).div_ceil(64) + 1];
-                // SAFETY: A (packed) is m×k, B k×n and C m×n row-major; scratch is sized.
+                // SAFETY: A (packed) is m×k, B k×n and C m×n row-major.
                 unsafe {
-                    driver::sgemm(
-                        kern,
-                        Problem {
-                            m,
-                            n,
-                            k,
-                            a: ASrc::Packed(packed_a.as_ptr()),
-                            b: b.as_ptr(),
-                            rsb: n as isize,
-                            csb: 1,
-                            c: c.as_mut_ptr(),
-                            rsc: n as isize,
-                        },
-                        &ge,
-                        scratch.as_mut_ptr().cast::<u8>(),
-                    );
-                }
+                    let a_src = ASrc::Packed(packed_a.as_ptr());
+                    row_major(kern, (m, n, k), a_src, &b, &mut c, &ge)
+                };
                 for i in 0..m {
                     for j in 0..n {
                         let s = a[i].mul_add(b[j], 0.0);
