@@ -703,8 +703,9 @@ pub(crate) unsafe fn no_neg_zero(b: *const f32, n: usize) -> bool {
 /// when no bias is −0 (the `+ 0` is then a no-op: same bits, one instruction less per
 /// vector), else `code`. The 6-row tiles with ReLU6 and 16 to 32 terms per sum (a
 /// network's 1×1 expansions), Zen 4, one core (`gemm_bench Avx512 custom M N K relu6`,
-/// GFLOP/s): 96×12544×16 94.2–94.5 → 96.9, 144×3136×24 100.3–100.6 → 102.1–102.7,
-/// 192×784×32 103.9–104.4 → 105.4–105.9.
+/// three interleaved runs, GFLOP/s): 96×12544×16 93.8–94.1 → 95.5–95.9, 144×3136×24
+/// 100.6–101.1 → 101.7–102.3, 192×784×32 104.7–105.2 → 105.5–106.0 (96.9, 102.1–102.7
+/// and 105.4–105.9 without the `+ 0` and without this check).
 ///
 /// # Safety
 /// The CPU has AVX-512F; `n ≤ 16` floats from `bias` are readable.
