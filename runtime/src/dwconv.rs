@@ -232,7 +232,7 @@ pub(crate) mod avx512 {
         /// No live lane of any tap column reads outside the row: every multiply-add can be
         /// unmasked (the lanes past `live` compute values that are never stored).
         plain: bool,
-        /// For [`Block::band3`] and [`Block::bands2`] (stride 2): the masks of the loads
+        /// For [`Block::bands`] at stride 2: the masks of the loads
         /// of elements 0..16, 16..32 and 32..48 from tap 0's first column (of the
         /// 2·count + kw − 2 the tap columns read, those inside the row).
         s2: [u16; 3],
@@ -318,7 +318,7 @@ pub(crate) mod avx512 {
     /// Output rows computed together.
     const ROWS: usize = 6;
 
-    /// Output rows per band of the 3×3 kernels ([`Block::band3`]): eight against six
+    /// Output rows per band of the 3×3 kernels ([`Block::bands`]): eight against six
     /// saves a fifth of the rows loaded twice and of the per-band setup. Zen 5, one
     /// thread, warm caches (scratch benchmark of `nnefc_dwconv`), cycles per output
     /// vector: 144×56² 13.7–14.4 → 12.8–13.0, 192×28² 12.9–13.6 → 12.2–12.5, 384×14²
@@ -340,8 +340,7 @@ pub(crate) mod avx512 {
         steps: __m512i,
     }
 
-    /// What [`Block::band3_block`] and [`Block::bands2_block`] need of the call per band,
-    /// copied out of `DwArgs`: input row stride, output (at the band's first row) and
+    /// What [`Block::bands_block`] needs of the call per band, copied out of `DwArgs`: input row stride, output (at the band's first row) and
     /// residual with their row stride, and the epilogue's activation and bounds.
     struct Band3 {
         x_sh: isize,
@@ -378,7 +377,7 @@ pub(crate) mod avx512 {
     impl Block<'_> {
         /// Every output row of the block: filters of 3, 5 or 7 rows in [`Self::band`]s,
         /// others [`ROWS`] rows at a time. `SW` is the horizontal stride when 1 or 2, else
-        /// 0. (3×3 filters with equal strides of 1 or 2 take [`Self::band3_rows`]
+        /// 0. (3×3 filters with equal strides of 1 or 2 take [`Self::bands_rows`]
         /// instead.)
         #[inline]
         #[target_feature(enable = "avx512f")]
@@ -486,22 +485,28 @@ pub(crate) mod avx512 {
             }
         }
 
-        /// [`Self::band3_rows`] for the `r ≤ 8` output rows from `oy` of the column
-        /// blocks `cols`.
+        /// [`Self::bands_rows`] for the `r ≤ 8` output rows from `oy` of the column
+        /// blocks `cols` (at most [`BAND3_ROWS`] or [`BANDS2_ROWS`], both 8).
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn band3_any<const S: usize>(&self, oy: usize, r: usize, cols: &[Cols]) {
+        unsafe fn bands_any<const K: usize, const S: usize>(
+            &self,
+            oy: usize,
+            r: usize,
+            cols: &[Cols],
+        ) {
+            const { assert!(BAND3_ROWS == 8 && BANDS2_ROWS == 8) };
             // SAFETY: rows of this plane.
             unsafe {
                 match r {
-                    1 => self.band3_rows::<1, S>(oy, cols),
-                    2 => self.band3_rows::<2, S>(oy, cols),
-                    3 => self.band3_rows::<3, S>(oy, cols),
-                    4 => self.band3_rows::<4, S>(oy, cols),
-                    5 => self.band3_rows::<5, S>(oy, cols),
-                    6 => self.band3_rows::<6, S>(oy, cols),
-                    7 => self.band3_rows::<7, S>(oy, cols),
-                    _ => self.band3_rows::<8, S>(oy, cols),
+                    1 => self.bands_rows::<K, 1, S>(oy, cols),
+                    2 => self.bands_rows::<K, 2, S>(oy, cols),
+                    3 => self.bands_rows::<K, 3, S>(oy, cols),
+                    4 => self.bands_rows::<K, 4, S>(oy, cols),
+                    5 => self.bands_rows::<K, 5, S>(oy, cols),
+                    6 => self.bands_rows::<K, 6, S>(oy, cols),
+                    7 => self.bands_rows::<K, 7, S>(oy, cols),
+                    _ => self.bands_rows::<K, 8, S>(oy, cols),
                 }
             }
         }
@@ -531,66 +536,79 @@ pub(crate) mod avx512 {
             (rows, keep, full)
         }
 
-        /// [`Self::band3`] for output rows `oy..oy + R`, picking the variant without row
-        /// masks (every band but the first and last) and without column masks (every
-        /// block but the edge ones) where it can.
+        /// [`Self::bands`] for output rows `oy..oy + R` of a `K`×`K` filter at stride `S`,
+        /// picking the variant without row masks (every band but the first and last) and
+        /// without column masks (every block but the edge ones) where it can.
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn band3_rows<const R: usize, const S: usize>(&self, oy: usize, cols: &[Cols]) {
+        unsafe fn bands_rows<const K: usize, const R: usize, const S: usize>(
+            &self,
+            oy: usize,
+            cols: &[Cols],
+        ) {
             // Input rows iy0 + i (i < n_in), row i at base + i·x_sh; `keep` has bit i set
             // for the rows inside the input. No arrays: building them cost as much as the
             // arithmetic of a short band.
-            let (off, keep, full) = band_rows::<R, S, 3>(self.a, oy);
+            let (off, keep, full) = band_rows::<R, S, K>(self.a, oy);
             let base = self.x.wrapping_offset(off);
             // The block loop inside each variant: a call per block and band (with its
             // dispatch and the filter's broadcasts) cost as much as the block's 54
             // multiply-adds. Zen 5, one thread, warm caches (scratch benchmark of
             // `nnefc_dwconv`, with the unmasked store of full vectors in `finish`), cycles
-            // per output vector: 32×112² 15.8–17.2 → 12.1–12.3, 144×56² 16.2–17.2 →
+            // per output vector (3×3): 32×112² 15.8–17.2 → 12.1–12.3, 144×56² 16.2–17.2 →
             // 12.9–13.0, 96×112² stride 2 24.9–28.5 → 20.4–20.8, 192×28² 16.6 → 14.2.
             // SAFETY: forwarded.
             unsafe {
                 if full {
-                    self.band3::<R, S, true>(oy, base, keep, cols)
+                    self.bands::<K, R, S, true>(oy, base, keep, cols)
                 } else {
-                    self.band3::<R, S, false>(oy, base, keep, cols)
+                    self.bands::<K, R, S, false>(oy, base, keep, cols)
                 }
             }
         }
 
-        /// Output rows `oy..oy + R` of a 3×3 filter with stride `S` in both directions,
-        /// in each column block of `cols` ([`Self::band3_block`]). `FULL`: every row is
+        /// Output rows `oy..oy + R` of a `K`×`K` filter with stride `S` in both
+        /// directions (3×3 at stride 1 or 2, 5×5 and 7×7 at stride 2), in each column
+        /// block of `cols` ([`Self::bands_block`]). `FULL`: every input row of the band is
         /// inside the input.
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn band3<const R: usize, const S: usize, const FULL: bool>(
+        unsafe fn bands<const K: usize, const R: usize, const S: usize, const FULL: bool>(
             &self,
             oy: usize,
             base: *const f32,
             keep: u32,
             cols: &[Cols],
         ) {
+            // A 3×3 filter's nine broadcasts once per band, for all its blocks (larger
+            // filters broadcast each tap where it is used).
             // SAFETY: the nine taps of this channel's filter.
-            let w: [__m512; 9] =
-                core::array::from_fn(|t| _mm512_set1_ps(unsafe { *self.f.add(t) }));
+            let w: [__m512; 9] = core::array::from_fn(|t| {
+                if K == 3 {
+                    _mm512_set1_ps(unsafe { *self.f.add(t) })
+                } else {
+                    _mm512_setzero_ps()
+                }
+            });
             let e = self.band_out(oy);
             for c in cols {
                 // SAFETY: forwarded.
                 unsafe {
                     if c.plain {
-                        Self::band3_block::<R, S, FULL, true>(&e, base, keep, &w, c, self)
+                        Self::bands_block::<K, R, S, FULL, true>(&e, base, keep, &w, c, self)
                     } else {
-                        Self::band3_block::<R, S, FULL, false>(&e, base, keep, &w, c, self)
+                        Self::bands_block::<K, R, S, FULL, false>(&e, base, keep, &w, c, self)
                     }
                 }
             }
         }
 
         /// Output rows `oy..oy + R` of column block `c` (`e.y` at row `oy`): input row
-        /// `i` of the band is loaded once (for stride 2: two loads and three permutes give
-        /// all three tap columns) and feeds output `r` through filter row `i − r·S`. Each
-        /// sum thus takes its taps in `(ky, kx)` order. `PLAIN`: no live lane reads
-        /// outside the row, so the multiply-adds need no masks.
+        /// `i` of the band is loaded once ([`Self::taps`]: at stride 2 three loads and
+        /// permutes give every tap column) and feeds output `r` through filter row
+        /// `i − r·S`. Each sum thus takes its taps in `(ky, kx)` order. `PLAIN`: no live
+        /// lane reads outside the row, so the multiply-adds need no masks. `w` holds a 3×3
+        /// filter's broadcasts (unused for larger ones).
         ///
         /// Everything it reads per row or per vector (strides, masks, column offsets, the
         /// epilogue's bounds) is copied into locals first: through `&DwArgs` and `&Cols`
@@ -603,7 +621,8 @@ pub(crate) mod avx512 {
         /// 0.102 → 0.087 ms, 576×14² 0.028 → 0.024, 960×7² 0.022 → 0.019.
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn band3_block<
+        unsafe fn bands_block<
+            const K: usize,
             const R: usize,
             const S: usize,
             const FULL: bool,
@@ -616,11 +635,12 @@ pub(crate) mod avx512 {
             c: &Cols,
             k: &Self,
         ) {
-            let n_in = (R - 1) * S + 3;
+            let n_in = (R - 1) * S + K;
             let x_sh = e.x_sh;
-            let m = [c.col[0].m, c.col[1].m, c.col[2].m];
-            let ix0 = [c.col[0].ix0, c.col[1].ix0, c.col[2].ix0];
+            let m: [u16; 7] = core::array::from_fn(|kx| c.col[kx].m);
+            let ix0: [isize; 3] = core::array::from_fn(|kx| c.col[kx].ix0);
             let s2 = c.s2;
+            let f = k.f;
             let mut acc = [_mm512_set1_ps(k.b); R];
             // Row `i` at `base + i·x_sh`, each from the one before through an empty asm
             // block: LLVM otherwise computes all 18 row pointers once per band, outside
@@ -631,183 +651,26 @@ pub(crate) mod avx512 {
             let mut row = base;
             // Unrolled by hand: LLVM leaves a loop this long rolled, and the sums, indexed
             // by the row, then live in memory.
-            unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] {
-                if i > 0 && i < n_in {
-                    row = super::opaque(row.wrapping_offset(x_sh));
-                }
-                if i < n_in && (FULL || keep & (1 << i) != 0) {
-                    // SAFETY: a row of this plane.
-                    let t = unsafe { k.taps3::<S>(&ix0, &m, &s2, row) };
-                    unroll!(ky in [0, 1, 2] {
-                        if i >= ky && (i - ky).is_multiple_of(S) && (i - ky) / S < R {
-                            let r = (i - ky) / S;
-                            unroll!(kx in [0, 1, 2] {
-                                let wv = w[3 * ky + kx];
-                                acc[r] = if PLAIN {
-                                    _mm512_fmadd_ps(wv, t[kx], acc[r])
-                                } else {
-                                    _mm512_mask3_fmadd_ps(wv, t[kx], acc[r], m[kx])
-                                };
-                            });
-                        }
-                    });
-                }
-            });
-            // SAFETY: the live lanes of these output rows of the block.
-            unsafe { e.store(c, acc) };
-        }
-
-        /// The values the three tap columns of a 3-wide filter read from input row `row`
-        /// (lanes that would read outside the row zero and not read), given the block's
-        /// first input column per tap column (`ix0`), lanes inside the row (`m`) and, for
-        /// stride 2, the element masks of its three loads (`s2`).
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn taps3<const S: usize>(
-            &self,
-            ix0: &[isize; 3],
-            m: &[u16; 3],
-            s2: &[u16; 3],
-            row: *const f32,
-        ) -> [__m512; 3] {
-            if S == 2 {
-                // Elements e = 0..=2·count of tap 0's columns: tap 0 reads the even ones,
-                // tap 1 the odd ones, tap 2 the even ones from e = 2. Elements outside the
-                // row are zero (and lanes reading them are masked out of the sums unless
-                // the block is plain).
-                let src = row.wrapping_offset(ix0[0]);
-                // SAFETY: masked-off lanes are not read; the others are in the row.
-                let (v0, v1, v2) = unsafe {
-                    (
-                        _mm512_maskz_loadu_ps(s2[0], src),
-                        _mm512_maskz_loadu_ps(s2[1], src.wrapping_add(16)),
-                        _mm512_maskz_loadu_ps(s2[2], src.wrapping_add(32)),
-                    )
-                };
-                let e = _mm512_permutex2var_ps(v0, self.even, v1);
-                let o = _mm512_permutex2var_ps(v0, self.odd, v1);
-                let e2 = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
-                    _mm512_castps_si512(v2),
-                    _mm512_castps_si512(e),
-                ));
-                return [e, o, e2];
-            }
-            // SAFETY: masked-off lanes are not read (AVX-512 suppresses their faults); the
-            // others are in the row.
-            unsafe {
-                [
-                    _mm512_maskz_loadu_ps(m[0], row.wrapping_offset(ix0[0])),
-                    _mm512_maskz_loadu_ps(m[1], row.wrapping_offset(ix0[1])),
-                    _mm512_maskz_loadu_ps(m[2], row.wrapping_offset(ix0[2])),
-                ]
-            }
-        }
-
-        /// [`Self::bands2_rows`] for the `r ≤ BANDS2_ROWS` output rows from `oy` of the
-        /// column blocks `cols`, a `K`×`K` filter (5 or 7) at stride 2.
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn bands2_any<const K: usize>(&self, oy: usize, r: usize, cols: &[Cols]) {
-            // SAFETY: rows of this plane.
-            unsafe {
-                match r {
-                    1 => self.bands2_rows::<K, 1>(oy, cols),
-                    2 => self.bands2_rows::<K, 2>(oy, cols),
-                    3 => self.bands2_rows::<K, 3>(oy, cols),
-                    4 => self.bands2_rows::<K, 4>(oy, cols),
-                    5 => self.bands2_rows::<K, 5>(oy, cols),
-                    6 => self.bands2_rows::<K, 6>(oy, cols),
-                    7 => self.bands2_rows::<K, 7>(oy, cols),
-                    _ => self.bands2_rows::<K, 8>(oy, cols),
-                }
-            }
-        }
-
-        /// [`Self::bands2`] for output rows `oy..oy + R`, without row masks where every
-        /// input row of the band is inside the input.
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn bands2_rows<const K: usize, const R: usize>(&self, oy: usize, cols: &[Cols]) {
-            let (off, keep, full) = band_rows::<R, 2, K>(self.a, oy);
-            let base = self.x.wrapping_offset(off);
-            // SAFETY: forwarded.
-            unsafe {
-                if full {
-                    self.bands2::<K, R, true>(oy, base, keep, cols)
-                } else {
-                    self.bands2::<K, R, false>(oy, base, keep, cols)
-                }
-            }
-        }
-
-        /// Output rows `oy..oy + R` of a `K`×`K` filter (5 or 7) with stride 2 in both
-        /// directions, in each column block of `cols` ([`Self::bands2_block`]). `FULL`:
-        /// every input row of the band is inside the input.
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn bands2<const K: usize, const R: usize, const FULL: bool>(
-            &self,
-            oy: usize,
-            base: *const f32,
-            keep: u32,
-            cols: &[Cols],
-        ) {
-            let e = self.band_out(oy);
-            for c in cols {
-                // SAFETY: forwarded.
-                unsafe {
-                    if c.plain {
-                        Self::bands2_block::<K, R, FULL, true>(&e, base, keep, c, self)
-                    } else {
-                        Self::bands2_block::<K, R, FULL, false>(&e, base, keep, c, self)
-                    }
-                }
-            }
-        }
-
-        /// Output rows `oy..oy + R` of column block `c` (`e.y` at row `oy`) of a `K`×`K`
-        /// filter at stride 2: input row `i` of the band is loaded once, three vectors
-        /// from tap 0's first column, and split into its even and odd elements, from
-        /// which permutes give every tap column ([`Self::taps_s2`]); it feeds output `r`
-        /// through filter row `i − 2r`, so each sum takes its taps in `(ky, kx)` order.
-        /// `PLAIN`: no live lane reads outside the row, so the multiply-adds need no masks.
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        unsafe fn bands2_block<
-            const K: usize,
-            const R: usize,
-            const FULL: bool,
-            const PLAIN: bool,
-        >(
-            e: &Band3,
-            base: *const f32,
-            keep: u32,
-            c: &Cols,
-            k: &Self,
-        ) {
-            let n_in = (R - 1) * 2 + K;
-            let x_sh = e.x_sh;
-            let m: [u16; 7] = core::array::from_fn(|kx| c.col[kx].m);
-            let ix0 = c.col[0].ix0;
-            let s2 = c.s2;
-            let f = k.f;
-            let mut acc = [_mm512_set1_ps(k.b); R];
-            // Each row pointer from the one before through `opaque`, as in `band3_block`.
-            let mut row = base;
             unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20] {
                 if i > 0 && i < n_in {
                     row = super::opaque(row.wrapping_offset(x_sh));
                 }
                 if i < n_in && (FULL || keep & (1 << i) != 0) {
                     // SAFETY: a row of this plane.
-                    let t = unsafe { k.taps_s2::<K>(row.wrapping_offset(ix0), &s2) };
+                    let t = unsafe { k.taps::<K, S>(&ix0, &m, &s2, row) };
                     unroll!(ky in [0, 1, 2, 3, 4, 5, 6] {
-                        if ky < K && i >= ky && (i - ky).is_multiple_of(2) && (i - ky) / 2 < R {
-                            let r = (i - ky) / 2;
+                        if ky < K && i >= ky && (i - ky).is_multiple_of(S) && (i - ky) / S < R {
+                            let r = (i - ky) / S;
                             unroll!(kx in [0, 1, 2, 3, 4, 5, 6] {
                                 if kx < K {
-                                    // SAFETY: tap (ky, kx) of this channel's filter.
-                                    let wv = _mm512_set1_ps(unsafe { *f.add(ky * K + kx) });
+                                    let wv = if K == 3 {
+                                        // (`min`: ky, kx < 3 here; the bound only keeps
+                                        // the lint off the larger filters' dead arm.)
+                                        w[(3 * ky + kx).min(8)]
+                                    } else {
+                                        // SAFETY: tap (ky, kx) of this channel's filter.
+                                        _mm512_set1_ps(unsafe { *f.add(ky * K + kx) })
+                                    };
                                     acc[r] = if PLAIN {
                                         _mm512_fmadd_ps(wv, t[kx], acc[r])
                                     } else {
@@ -823,14 +686,38 @@ pub(crate) mod avx512 {
             unsafe { e.store(c, acc) };
         }
 
-        /// The values the `K` tap columns (at most 7) of a stride-2 filter read from the
-        /// input row whose tap 0 starts at `src`, elements outside `s2` (outside the row)
-        /// zero and not read. Tap `kx` reads elements `kx + 2l`: the even elements from
-        /// `kx/2` for even `kx`, the odd ones from `(kx − 1)/2` for odd `kx`; one permute
-        /// each from the row's even or odd half and its third load.
+        /// The values the `K` tap columns (at most 7) of a `K`-wide filter at stride `S`
+        /// read from input row `row` (lanes that would read outside the row zero and not
+        /// read), given the block's first input column per tap column (`ix0`; stride 1,
+        /// 3×3 only), lanes inside the row (`m`) and, for stride 2, the element masks of
+        /// its three loads from tap 0's first column (`s2`).
+        ///
+        /// Stride 2: tap `kx` reads elements `kx + 2l`, the even ones from `kx/2` for even
+        /// `kx`, the odd ones from `(kx − 1)/2` for odd `kx`. The loads of elements 0..48
+        /// are split into even and odd halves with two permutes; tap 2 is the even half
+        /// moved on by one (`valignd`, cheaper than a two-source permute), every later tap
+        /// one permute of its half with the third load.
         #[inline]
         #[target_feature(enable = "avx512f")]
-        unsafe fn taps_s2<const K: usize>(&self, src: *const f32, s2: &[u16; 3]) -> [__m512; 7] {
+        unsafe fn taps<const K: usize, const S: usize>(
+            &self,
+            ix0: &[isize; 3],
+            m: &[u16; 7],
+            s2: &[u16; 3],
+            row: *const f32,
+        ) -> [__m512; 7] {
+            if S == 1 {
+                let mut t = [_mm512_setzero_ps(); 7];
+                // SAFETY: masked-off lanes are not read (AVX-512 suppresses their faults);
+                // the others are in the row.
+                unsafe {
+                    t[0] = _mm512_maskz_loadu_ps(m[0], row.wrapping_offset(ix0[0]));
+                    t[1] = _mm512_maskz_loadu_ps(m[1], row.wrapping_offset(ix0[1]));
+                    t[2] = _mm512_maskz_loadu_ps(m[2], row.wrapping_offset(ix0[2]));
+                }
+                return t;
+            }
+            let src = row.wrapping_offset(ix0[0]);
             // SAFETY: masked-off lanes are not read; the others are in the row.
             let (v0, v1, v2) = unsafe {
                 (
@@ -843,7 +730,11 @@ pub(crate) mod avx512 {
             let od = _mm512_permutex2var_ps(v0, self.odd, v1);
             let mut t = [ev; 7];
             t[1] = od;
-            unroll!(kx in [2, 3, 4, 5, 6] {
+            t[2] = _mm512_castsi512_ps(_mm512_alignr_epi32::<1>(
+                _mm512_castps_si512(v2),
+                _mm512_castps_si512(ev),
+            ));
+            unroll!(kx in [3, 4, 5, 6] {
                 if kx < K {
                     // Lane j of tap kx: element kx + 2j, lane (kx/2 + j) of the even or
                     // odd half while inside it, else element 32 + … of the third load.
@@ -1305,16 +1196,16 @@ pub(crate) mod avx512 {
             unsafe {
                 let base = x.wrapping_offset(off);
                 if full {
-                    k.band3::<R1, S, true>(0, base, keep, cols)
+                    k.bands::<3, R1, S, true>(0, base, keep, cols)
                 } else {
-                    k.band3::<R1, S, false>(0, base, keep, cols)
+                    k.bands::<3, R1, S, false>(0, base, keep, cols)
                 }
                 if R2 > 0 {
                     let base = x.wrapping_offset(off2);
                     if full2 {
-                        k.band3::<R2, S, true>(R1, base, keep2, cols)
+                        k.bands::<3, R2, S, true>(R1, base, keep2, cols)
                     } else {
-                        k.band3::<R2, S, false>(R1, base, keep2, cols)
+                        k.bands::<3, R2, S, false>(R1, base, keep2, cols)
                     }
                 }
             }
@@ -1322,19 +1213,19 @@ pub(crate) mod avx512 {
     }
 
     /// 3×3 windows with equal strides of 1 or 2 and no dilation: almost every depthwise
-    /// layer, and what [`Block::band3`] computes.
+    /// layer, and what [`Block::bands`] computes.
     fn fast3(a: &DwArgs) -> bool {
         a.kh == 3 && a.kw == 3 && a.dh == 1 && a.dw == 1 && a.sh == a.sw && (a.sw == 1 || a.sw == 2)
     }
 
-    /// Whether [`Block::bands2`] takes a layer: square 5×5 or 7×7 windows, stride 2 both
-    /// ways, no dilation.
+    /// Whether [`Block::bands`] takes a layer of larger filters: square 5×5 or 7×7
+    /// windows, stride 2 both ways, no dilation.
     fn fast_s2(a: &DwArgs) -> bool {
         a.kh == a.kw && matches!(a.kh, 5 | 7) && a.dh == 1 && a.dw == 1 && a.sh == 2 && a.sw == 2
     }
 
-    /// Most output rows per band of [`Block::bands2`] (bands as even as the map allows):
-    /// fewer input rows loaded twice. Zen 4, one-layer models, `nnefc bench -n 1000`
+    /// Most output rows per band of [`Block::bands`] at 5×5 and 7×7 (bands as even as the
+    /// map allows): fewer input rows loaded twice. Zen 4, one-layer models, `nnefc bench -n 1000`
     /// medians at 3 / 4 / 6 / 8 rows, ms: 144 channels 5×5 from 56² 0.147 / 0.134 / 0.125
     /// / 0.122; 240 from 28² — / 0.063 / 0.057 / 0.052; 96 channels 7×7 from 56² — / 0.163
     /// / 0.152 / 0.136.
@@ -1379,7 +1270,7 @@ pub(crate) mod avx512 {
     /// loads) cost more than the row's nine multiply-adds. Each input row of a plane is
     /// one load; each tap of a pair one two-source permute of the two rows its halves
     /// read and one multiply-add masked to the lanes that read inside the input, in
-    /// `(ky, kx)` order from the bias: the operations of [`Block::band3`], so the same
+    /// `(ky, kx)` order from the bias: the operations of [`Block::bands`], so the same
     /// bits. The pairs' sums are independent chains, interleaved.
     ///
     /// # Safety
@@ -1616,8 +1507,9 @@ pub(crate) mod avx512 {
                 if prefetch {
                     pf.next(a, step);
                 }
-                // 5×5 and 7×7 windows at stride 2: every block of the band in one call.
-                if s2k {
+                // 3×3 windows (columns hoisted), and 5×5 and 7×7 ones at stride 2: every
+                // block of the band in one call.
+                if s2k || (banded && hoisted) {
                     let k = Block {
                         a,
                         x,
@@ -1632,33 +1524,11 @@ pub(crate) mod avx512 {
                     };
                     // SAFETY: rows oy..oy + r of every block of this plane.
                     unsafe {
-                        match a.kh {
-                            5 => k.bands2_any::<5>(oy, r, &pre[..blocks]),
-                            _ => k.bands2_any::<7>(oy, r, &pre[..blocks]),
-                        }
-                    }
-                    oy += r;
-                    continue;
-                }
-                // 3×3 windows: every block of the band in one call, the columns hoisted.
-                if banded && hoisted {
-                    let k = Block {
-                        a,
-                        x,
-                        y,
-                        res,
-                        f,
-                        b,
-                        c: &pre[0],
-                        even,
-                        odd,
-                        steps,
-                    };
-                    // SAFETY: rows oy..oy + r of every block of this plane.
-                    unsafe {
-                        match a.sw {
-                            1 => k.band3_any::<1>(oy, r, &pre[..blocks]),
-                            _ => k.band3_any::<2>(oy, r, &pre[..blocks]),
+                        match (a.kh, a.sw) {
+                            (5, _) => k.bands_any::<5, 2>(oy, r, &pre[..blocks]),
+                            (7, _) => k.bands_any::<7, 2>(oy, r, &pre[..blocks]),
+                            (_, 1) => k.bands_any::<3, 1>(oy, r, &pre[..blocks]),
+                            _ => k.bands_any::<3, 2>(oy, r, &pre[..blocks]),
                         }
                     }
                     oy += r;
@@ -1689,8 +1559,8 @@ pub(crate) mod avx512 {
                     // SAFETY: rows oy..oy + r of this block of this plane.
                     unsafe {
                         match (banded, a.sw) {
-                            (true, 1) => k.band3_any::<1>(oy, r, core::slice::from_ref(cols)),
-                            (true, _) => k.band3_any::<2>(oy, r, core::slice::from_ref(cols)),
+                            (true, 1) => k.bands_any::<3, 1>(oy, r, core::slice::from_ref(cols)),
+                            (true, _) => k.bands_any::<3, 2>(oy, r, core::slice::from_ref(cols)),
                             (false, 1) => k.all_rows::<1>(),
                             (false, 2) => k.all_rows::<2>(),
                             (false, _) => k.all_rows::<0>(),
@@ -2111,7 +1981,7 @@ pub(crate) mod tests {
         }
     }
 
-    /// 5×5 and 7×7 filters at stride 2 (the `bands2` path of the AVX-512 blocks): random
+    /// 5×5 and 7×7 filters at stride 2 (the 5×5 and 7×7 `bands` path of the AVX-512 blocks): random
     /// plane sizes (short, narrow, wider than the hoisted column blocks), paddings up to
     /// the filter's width on each side, residuals, every activation, and NaN, ±0 and ±∞
     /// among the inputs in every fourth case. The blocks are checked against the
