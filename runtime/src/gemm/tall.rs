@@ -467,12 +467,12 @@ unsafe fn pass<const FIRST: bool, const R: usize, const V: usize>(
         unroll!(r in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23] {
             if r < R {
                 let row = row0 + r;
-                for v in 0..V {
+                for (v, &sum) in acc[r].iter().enumerate() {
                     let h = h0 + v;
                     let (col, mask) = (t.col + 16 * h, t.mask[h]);
                     if mask != 0 {
                         let cp = p.c.offset(row as isize * p.rsc).add(col);
-                        let mut x = acc[r][v];
+                        let mut x = sum;
                         if accumulate {
                             x = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cp), x);
                         }
