@@ -320,11 +320,11 @@ const ROW_PASS: usize = 4 * MR;
 /// then takes its own broadcast of A, which that core issues beside it for free, and a
 /// pass holds up to 24 rows, so B is read once per vector instead of once per two
 /// panels. Zen 4, one core, `gemm_bench Avx512 custom M N K`, GFLOP/s two panels × two
-/// vectors → up to 24 rows × one vector: 16×12544×32 94 → 103, 24×3136×96 108 → 111,
-/// 24×3136×144 110 → 113, 8×3136×64 99 → 103, 12×3136×64 103 → 111, 13×3136×96
-/// 91 → 108, 20×3136×96 107 → 110, 32×3136×32 97 → 101, 48×784×128 108 → 111, 64×3136×64
-/// and 36×3136×48 within 1 %; but 6×3136×64 95 → 93, so not for one panel. Zen 5 (two
-/// pipes) gained the other way, from one vector to two (see [`pass`]).
+/// vectors → up to 24 rows × one vector: 16×12544×32 94 → 104, 24×3136×96 108 → 113,
+/// 24×3136×144 110 → 115, 8×3136×64 99 → 105, 12×3136×64 103 → 112, 32×3136×64
+/// 105 → 110, 48×784×128 108 → 113, 64×3136×64 and 36×3136×48 even; but one vector took
+/// 6×3136×64 from 95 to 93, so not for one panel. Zen 5 (two pipes) gained the other
+/// way, from one vector to two (see [`pass`]).
 fn one_vector_passes() -> bool {
     use core::sync::atomic::{AtomicU8, Ordering};
     static ONE: AtomicU8 = AtomicU8::new(0);
