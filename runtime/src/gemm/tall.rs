@@ -145,101 +145,16 @@ struct Tile {
 /// Evaluates `$body` with `$R` a `const usize` equal to `$rows` (1 to [`ROW_PASS`]).
 macro_rules! by_rows {
     ($rows:expr, $R:ident => $body:expr) => {
+        by_rows!(@ $rows, $R, $body, [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23])
+    };
+    (@ $rows:expr, $R:ident, $body:expr, [$($n:literal)*]) => {
         match $rows {
-            1 => {
-                const $R: usize = 1;
+            $($n => {
+                const $R: usize = $n;
                 $body
-            }
-            2 => {
-                const $R: usize = 2;
-                $body
-            }
-            3 => {
-                const $R: usize = 3;
-                $body
-            }
-            4 => {
-                const $R: usize = 4;
-                $body
-            }
-            5 => {
-                const $R: usize = 5;
-                $body
-            }
-            6 => {
-                const $R: usize = 6;
-                $body
-            }
-            7 => {
-                const $R: usize = 7;
-                $body
-            }
-            8 => {
-                const $R: usize = 8;
-                $body
-            }
-            9 => {
-                const $R: usize = 9;
-                $body
-            }
-            10 => {
-                const $R: usize = 10;
-                $body
-            }
-            11 => {
-                const $R: usize = 11;
-                $body
-            }
-            12 => {
-                const $R: usize = 12;
-                $body
-            }
-            13 => {
-                const $R: usize = 13;
-                $body
-            }
-            14 => {
-                const $R: usize = 14;
-                $body
-            }
-            15 => {
-                const $R: usize = 15;
-                $body
-            }
-            16 => {
-                const $R: usize = 16;
-                $body
-            }
-            17 => {
-                const $R: usize = 17;
-                $body
-            }
-            18 => {
-                const $R: usize = 18;
-                $body
-            }
-            19 => {
-                const $R: usize = 19;
-                $body
-            }
-            20 => {
-                const $R: usize = 20;
-                $body
-            }
-            21 => {
-                const $R: usize = 21;
-                $body
-            }
-            22 => {
-                const $R: usize = 22;
-                $body
-            }
-            23 => {
-                const $R: usize = 23;
-                $body
-            }
+            })*
             _ => {
-                const $R: usize = 24;
+                const $R: usize = ROW_PASS;
                 $body
             }
         }
