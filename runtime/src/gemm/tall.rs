@@ -169,27 +169,30 @@ macro_rules! by_rows {
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn tile(p: &Problem, ap: *const f32, epi: &GemmEpilogue, t: &Tile) {
-    // `pass` for `$rows` rows from panel `q0` on, `$v` vectors from vector `$h`, its
-    // constants spelled out (`FIRST`: prefetch B).
+    // `pass` for `$rows` rows from panel `$q0` on, `$v` vectors from vector `$h`, its
+    // constants spelled out (`FIRST`, the first pass over the vector: prefetch B).
     macro_rules! pass_for {
-        ($first:literal, $v:literal, $rows:expr, $q0:expr, $h:expr) => {
-            by_rows!($rows, R => pass::<$first, R, $v>(p, ap, epi, t, $q0, $h))
+        ($v:literal, $rows:expr, $q0:expr, $h:expr) => {
+            if $q0 == 0 {
+                by_rows!($rows, R => pass::<true, R, $v>(p, ap, epi, t, $q0, $h))
+            } else {
+                by_rows!($rows, R => pass::<false, R, $v>(p, ap, epi, t, $q0, $h))
+            }
         };
     }
     // SAFETY (whole body): forwarded; every pass's rows are the product's.
     unsafe {
         if p.m <= MR {
-            return pass_for!(true, 2, p.m, 0, 0);
+            return pass_for!(2, p.m, 0, 0);
         }
+        // Two loops, not one for both forms: one loop choosing its rows and vectors per
+        // pass took Zen 4's 6×3136×64 from 102 to 93 GFLOP/s and 16×12544×32 from 104
+        // to 99 (`gemm_bench Avx512 custom`), from the code LLVM made of it.
         if !t.one_vector {
             let mut q0 = 0;
             while q0 * MR < p.m {
                 let rows = (p.m - q0 * MR).min(2 * MR);
-                if q0 == 0 {
-                    pass_for!(true, 2, rows, q0, 0)
-                } else {
-                    pass_for!(false, 2, rows, q0, 0)
-                }
+                pass_for!(2, rows, q0, 0);
                 q0 += 2;
             }
             return;
@@ -206,17 +209,9 @@ unsafe fn tile(p: &Problem, ap: *const f32, epi: &GemmEpilogue, t: &Tile) {
             } else {
                 ROW_PASS
             };
-            if q0 == 0 {
-                pass_for!(true, 1, rows, q0, 0)
-            } else {
-                pass_for!(false, 1, rows, q0, 0)
-            }
+            pass_for!(1, rows, q0, 0);
             if t.mask[1] != 0 {
-                if q0 == 0 {
-                    pass_for!(true, 1, rows, q0, 1)
-                } else {
-                    pass_for!(false, 1, rows, q0, 1)
-                }
+                pass_for!(1, rows, q0, 1)
             }
             if rows == left {
                 return;
