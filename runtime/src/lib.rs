@@ -39,6 +39,7 @@ macro_rules! unroll {
     };
 }
 
+mod block;
 mod conv;
 #[cfg(target_arch = "x86_64")]
 mod conv_flat;
@@ -57,6 +58,7 @@ mod winograd;
 mod winograd4;
 mod winograd_fused;
 
+pub use block::{BlockArgs, block_scratch_bytes, nnefc_inverted_residual};
 #[cfg(feature = "std")]
 pub use conv::pack_conv_filter;
 pub use conv::{CONV_CO_TILE, ConvArgs, conv_filter_len, conv_supported, nnefc_conv};

@@ -1,0 +1,596 @@
+//! The inverted-residual block (MobileNetV2's 1×1 expand → depthwise → 1×1 project, each
+//! with its bias and activation, the projection with an optional residual) computed band
+//! by band of output rows (`nnefc_inverted_residual`), so that the expanded map never
+//! leaves the worker's cache.
+//!
+//! The output rows are cut into bands of `band` rows from the top; a band expands the
+//! input rows its depthwise windows read into a band buffer, runs the depthwise conv over
+//! them into a second band buffer, and projects that into its output rows. A worker runs
+//! a contiguous range of bands: the expanded rows two consecutive bands share stay in the
+//! buffer (moved to its top) instead of being computed again. Both buffers, and the GEMM
+//! scratch, are the worker's own (`scratch + worker·scratch_stride`), so on two cores no
+//! cache line of the expanded or depthwise maps is ever written by one and read by the
+//! other: what made mobilenet_v2's layers two to three times slower on cores far apart
+//! (ARCHITECTURE.md, "Two threads on cores far apart").
+//!
+//! Bit-identical whatever the worker count: the bands are fixed by `band` alone, and every
+//! element is computed by the same kernel call (a band's) whoever runs it; the expanded
+//! rows a band keeps from the one before are the bits it would have computed.
+//!
+//! Not here: the kernels themselves (`gemm`, `dwconv`), choosing the band (the compiler's
+//! `back::select::block`).
+
+use crate::gemm::{GemmArgs, GemmEpilogue, nnefc_sgemm_parallel, sgemm_scratch_bytes};
+use crate::parallel::{self, Parallel};
+use crate::{DwArgs, nnefc_dwconv};
+use core::ffi::c_void;
+
+/// `nnefc_block_args`: one inverted-residual block over dense NCHW tensors. 272 bytes on
+/// 64-bit targets: 30 pointer-sized fields, then six `f32` clamp bounds.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockArgs {
+    /// Samples.
+    pub n: usize,
+    /// Input channels.
+    pub cin: usize,
+    /// Expanded channels (the depthwise conv's).
+    pub mid: usize,
+    /// Output channels.
+    pub cout: usize,
+    /// Input height and width (the expanded map's too).
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Output height (the depthwise conv's).
+    pub oh: usize,
+    /// Output width.
+    pub ow: usize,
+    /// Depthwise window height.
+    pub kh: usize,
+    /// Depthwise window width.
+    pub kw: usize,
+    /// Depthwise vertical stride.
+    pub sh: usize,
+    /// Depthwise horizontal stride.
+    pub sw: usize,
+    /// Depthwise vertical dilation.
+    pub dh: usize,
+    /// Depthwise horizontal dilation.
+    pub dw: usize,
+    /// Zero rows above the expanded map.
+    pub pt: usize,
+    /// Zero columns left of it.
+    pub pl: usize,
+    /// Output rows per band (≥ 1).
+    pub band: usize,
+    /// The block's input, `[n, cin, h, w]` dense.
+    pub x: *const f32,
+    /// The expansion's `mid × cin` matrix in the format `expand_packing` names
+    /// ([`GemmArgs::a_packed`]: 1 `pack_a`, 2 `pack_a_lanes`).
+    pub expand: *const f32,
+    /// Its format.
+    pub expand_packing: usize,
+    /// The expansion's bias, `mid` values (null: none).
+    pub expand_bias: *const f32,
+    /// The expansion's activation code ([`GemmEpilogue::activation`]).
+    pub expand_act: usize,
+    /// The depthwise filter, `[mid, kh, kw]` dense.
+    pub filter: *const f32,
+    /// The depthwise bias, `mid` values (null: none).
+    pub dw_bias: *const f32,
+    /// The depthwise activation code.
+    pub dw_act: usize,
+    /// The projection's `cout × mid` matrix in the format `project_packing` names.
+    pub project: *const f32,
+    /// Its format.
+    pub project_packing: usize,
+    /// The projection's bias, `cout` values (null: none).
+    pub project_bias: *const f32,
+    /// Added to the projection before its activation, `[n, cout, oh, ow]` dense; may
+    /// equal `y` (null: none).
+    pub res: *const f32,
+    /// The block's output, `[n, cout, oh, ow]` dense.
+    pub y: *mut f32,
+    /// The projection's activation code.
+    pub act: usize,
+    /// Per-worker scratch: worker `w` uses [`block_scratch_bytes`] bytes at
+    /// `scratch + w·scratch_stride` (64-byte aligned).
+    pub scratch: *mut u8,
+    /// Bytes between the workers' scratch.
+    pub scratch_stride: usize,
+    /// Clamp bounds `[lo, hi]` of the expansion, the depthwise conv and the projection.
+    pub bounds: [f32; 6],
+}
+
+/// Multiply-adds below which a block runs on the calling thread.
+const PARALLEL_MIN_MACS: usize = 1 << 18;
+
+fn align64(b: usize) -> usize {
+    b.div_ceil(64) * 64
+}
+
+/// Input rows a band of `band` output rows reads at most.
+fn band_rows_in(a: &BlockArgs) -> usize {
+    (a.band.max(1).min(a.oh) - 1) * a.sh + (a.kh - 1) * a.dh + 1
+}
+
+/// The byte offsets of a worker's regions: expanded rows, depthwise rows, GEMM scratch,
+/// and the total.
+fn layout(a: &BlockArgs) -> [usize; 4] {
+    let rows_in = band_rows_in(a).min(a.h);
+    let band = a.band.max(1).min(a.oh);
+    let e = align64(a.mid * rows_in * a.w * 4);
+    let d = align64(a.mid * band * a.ow * 4);
+    let g = align64(
+        sgemm_scratch_bytes(a.mid, rows_in * a.w, a.cin)
+            .max(sgemm_scratch_bytes(a.cout, band * a.ow, a.mid)),
+    );
+    [0, e, e + d, e + d + g]
+}
+
+/// Bytes of scratch each worker needs for the block `a` describes (its dims and `band`;
+/// pointers are not read).
+pub fn block_scratch_bytes(a: &BlockArgs) -> usize {
+    if a.oh == 0 || a.h == 0 || a.kh == 0 {
+        return 0;
+    }
+    layout(a)[3]
+}
+
+/// `C = act(A·B + bias (+ C))` through the serial GEMM.
+///
+/// # Safety
+/// The operands hold the extents stated; `scratch` holds the product's scratch.
+#[allow(clippy::too_many_arguments)]
+unsafe fn product(
+    a: (*const f32, usize),
+    m: usize,
+    n: usize,
+    k: usize,
+    b: (*const f32, usize),
+    c: (*mut f32, usize),
+    epi: &GemmEpilogue,
+    scratch: *mut u8,
+) {
+    let g = GemmArgs {
+        m,
+        n,
+        k,
+        a: a.0,
+        rsa: 0,
+        csa: 0,
+        a_packed: a.1,
+        b: b.0,
+        rsb: b.1 as isize,
+        csb: 1,
+        c: c.0,
+        rsc: c.1 as isize,
+        epilogue: epi,
+    };
+    // SAFETY: the caller's contract; a null `par` runs on this thread.
+    unsafe { nnefc_sgemm_parallel(&g, core::ptr::null(), scratch, 0) }
+}
+
+/// Bands `[lo, hi)` of the units `sample · bands + band`, with worker `worker`'s scratch.
+///
+/// # Safety
+/// As for [`nnefc_inverted_residual`]; no other call writes these bands or this scratch.
+unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
+    let nb = a.oh.div_ceil(a.band);
+    let [_, d_off, g_off, _] = layout(a);
+    // SAFETY: worker `worker`'s scratch, by the caller's contract.
+    let base = unsafe { a.scratch.add(worker * a.scratch_stride) };
+    let (e, d, gs) = unsafe {
+        (
+            base.cast::<f32>(),
+            base.add(d_off).cast::<f32>(),
+            base.add(g_off),
+        )
+    };
+    let (h, w, ow) = (a.h, a.w, a.ow);
+    let [elo, ehi, dlo, dhi, lo_, hi_] = a.bounds;
+    let epi = |bias: *const f32, act: usize, lo: f32, hi: f32, acc: bool| GemmEpilogue {
+        bias,
+        bias_kind: u32::from(!bias.is_null()),
+        activation: act as u32,
+        lo,
+        hi,
+        accumulate: u32::from(acc),
+    };
+    let e_epi = epi(a.expand_bias, a.expand_act, elo, ehi, false);
+    let p_epi = epi(a.project_bias, a.act, lo_, hi_, !a.res.is_null());
+    // Input rows [p0, p1) of sample `held_n` are in `e`, `p1 − p0` rows per channel.
+    let mut held: Option<(usize, usize, usize)> = None;
+    for u in lo..hi {
+        let (s, bi) = (u / nb, u % nb);
+        let (o0, o1) = (bi * a.band, ((bi + 1) * a.band).min(a.oh));
+        // Input rows the band's windows read: [r0, r1), and the zero rows above r0.
+        let top = (o0 * a.sh) as isize - a.pt as isize;
+        let r0 = top.max(0) as usize;
+        let r1 = ((((o1 - 1) * a.sh + (a.kh - 1) * a.dh + 1) as isize - a.pt as isize).max(0)
+            as usize)
+            .min(h);
+        let pt = (-top).max(0) as usize;
+        let rows = r1.saturating_sub(r0);
+        let x = a.x.wrapping_add(s * a.cin * h * w);
+        let mut first_new = r0;
+        if let Some((hn, p0, p1)) = held
+            && hn == s
+            && p1 > r0
+            && p0 <= r0
+        {
+            // Rows [r0, p1) were expanded for the band before: move them to the top of each
+            // channel's rows, in the order that overwrites no channel not yet moved.
+            let (keep, prev) = (p1 - r0, p1 - p0);
+            let mv = |c: usize| {
+                // SAFETY: both ranges lie in channel `c`'s rows of the band buffer.
+                unsafe {
+                    core::ptr::copy(
+                        e.add(c * prev * w + (r0 - p0) * w),
+                        e.add(c * rows * w),
+                        keep * w,
+                    )
+                }
+            };
+            if rows >= prev {
+                (0..a.mid).rev().for_each(mv);
+            } else {
+                (0..a.mid).for_each(mv);
+            }
+            first_new = p1;
+        }
+        if r1 > first_new {
+            // SAFETY: rows [first_new, r1) of the input, into the band buffer's rows.
+            unsafe {
+                product(
+                    (a.expand, a.expand_packing),
+                    a.mid,
+                    (r1 - first_new) * w,
+                    a.cin,
+                    (x.add(first_new * w), h * w),
+                    (e.add((first_new - r0) * w), rows * w),
+                    &e_epi,
+                    gs,
+                )
+            }
+        }
+        held = Some((s, r0, r1));
+        let orows = o1 - o0;
+        let dargs = DwArgs {
+            n: 1,
+            c: a.mid,
+            h: rows,
+            w,
+            oh: orows,
+            ow,
+            kh: a.kh,
+            kw: a.kw,
+            sh: a.sh,
+            sw: a.sw,
+            dh: a.dh,
+            dw: a.dw,
+            pt,
+            pl: a.pl,
+            x: e,
+            x_sn: 0,
+            x_sc: (rows * w) as isize,
+            x_sh: w as isize,
+            filter: a.filter,
+            bias: a.dw_bias,
+            bias_sc: 1,
+            res: core::ptr::null(),
+            y: d,
+            y_sn: 0,
+            y_sc: (orows * ow) as isize,
+            y_sh: ow as isize,
+            act: a.dw_act,
+            lo: dlo,
+            hi: dhi,
+        };
+        // SAFETY: `e` holds `rows` rows of every expanded channel, `d` has room for the
+        // band's output rows; a null `par` runs on this thread.
+        unsafe { nnefc_dwconv(&dargs, core::ptr::null()) };
+        let yo = s * a.cout * a.oh * ow + o0 * ow;
+        // SAFETY: sample `s`'s output rows [o0, o1) of every channel.
+        let y = unsafe { a.y.add(yo) };
+        if !a.res.is_null() && !core::ptr::eq(a.res, a.y) {
+            for c in 0..a.cout {
+                // SAFETY: the residual is laid out as the output and does not overlap
+                // it (or equals it, which the test above excludes).
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        a.res.add(yo + c * a.oh * ow),
+                        y.add(c * a.oh * ow),
+                        orows * ow,
+                    )
+                }
+            }
+        }
+        // SAFETY: the band's depthwise rows into its output rows.
+        unsafe {
+            product(
+                (a.project, a.project_packing),
+                a.cout,
+                orows * ow,
+                a.mid,
+                (d, orows * ow),
+                (y, a.oh * ow),
+                &p_epi,
+                gs,
+            )
+        }
+    }
+}
+
+/// The task of one worker's range of bands.
+struct Job<'a> {
+    a: &'a BlockArgs,
+    units: usize,
+    tasks: usize,
+}
+
+unsafe extern "C" fn task(ctx: *mut c_void, i: usize, worker: usize) {
+    // SAFETY: `ctx` is the `Job` of the enclosing call, alive until it returns.
+    let j = unsafe { &*ctx.cast::<Job<'_>>() };
+    let (lo, hi) = (i * j.units / j.tasks, (i + 1) * j.units / j.tasks);
+    // SAFETY: a range of bands of its own and the worker's own scratch.
+    unsafe { bands(j.a, lo, hi, worker) }
+}
+
+/// Runs the inverted-residual block `args` describes, its bands split over `par`'s
+/// workers (one contiguous range of bands each).
+///
+/// # Safety
+/// `args` points to a valid [`BlockArgs`] whose pointers address buffers of the extents it
+/// states; `y` overlaps no operand but `res` (which may equal it); the scratch holds
+/// `scratch_stride` bytes (≥ [`block_scratch_bytes`], a multiple of 64) per worker of
+/// `par`, 64-byte aligned; `par` is null or a valid [`Parallel`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nnefc_inverted_residual(args: *const BlockArgs, par: *const Parallel) {
+    // SAFETY: valid by the caller's contract.
+    let a = unsafe { &*args };
+    if a.n == 0 || a.oh == 0 || a.ow == 0 || a.band == 0 || a.h == 0 || a.kh == 0 || a.kw == 0 {
+        return;
+    }
+    let units = a.n * a.oh.div_ceil(a.band);
+    let macs = a.n * a.mid * (a.h * a.w * a.cin + a.oh * a.ow * (a.kh * a.kw + a.cout));
+    // SAFETY: `par` is null or valid.
+    let workers = unsafe { parallel::workers(par) };
+    let tasks = if macs >= PARALLEL_MIN_MACS {
+        units.min(workers)
+    } else {
+        1
+    };
+    let job = Job { a, units, tasks };
+    // SAFETY: tasks run disjoint ranges of bands, worker by worker.
+    unsafe {
+        parallel::run(
+            par,
+            task,
+            (&job as *const Job<'_>).cast_mut().cast(),
+            tasks,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dwconv::tests::Lcg;
+    use crate::{pack_a, pack_a_lanes};
+
+    /// One block's data and its layer-by-layer result through the runtime's own calls.
+    struct Case {
+        a: BlockArgs,
+        x: Vec<f32>,
+        we: Vec<f32>,
+        wp: Vec<f32>,
+        f: Vec<f32>,
+        be: Vec<f32>,
+        bd: Vec<f32>,
+        bp: Vec<f32>,
+        res: Option<Vec<f32>>,
+    }
+
+    fn act(v: f32, code: usize, lo: f32, hi: f32) -> f32 {
+        match code {
+            1 => v.max(0.0),
+            2 => v.max(lo).min(hi),
+            _ => v,
+        }
+    }
+
+    impl Case {
+        /// The definition, in f64 sums: expand, depthwise (zero padding), project.
+        fn reference(&self) -> Vec<f32> {
+            let a = &self.a;
+            let b = &a.bounds;
+            let mut y = vec![0f32; a.n * a.cout * a.oh * a.ow];
+            for s in 0..a.n {
+                let mut e = vec![0f32; a.mid * a.h * a.w];
+                for m in 0..a.mid {
+                    for p in 0..a.h * a.w {
+                        let mut acc = 0f64;
+                        for c in 0..a.cin {
+                            acc += f64::from(self.we[m * a.cin + c])
+                                * f64::from(self.x[(s * a.cin + c) * a.h * a.w + p]);
+                        }
+                        e[m * a.h * a.w + p] =
+                            act(acc as f32 + self.be[m], a.expand_act, b[0], b[1]);
+                    }
+                }
+                let mut d = vec![0f32; a.mid * a.oh * a.ow];
+                for m in 0..a.mid {
+                    for oy in 0..a.oh {
+                        for ox in 0..a.ow {
+                            let mut acc = 0f64;
+                            for ky in 0..a.kh {
+                                for kx in 0..a.kw {
+                                    let iy = (oy * a.sh + ky * a.dh) as isize - a.pt as isize;
+                                    let ix = (ox * a.sw + kx * a.dw) as isize - a.pl as isize;
+                                    if iy < 0 || ix < 0 || iy >= a.h as isize || ix >= a.w as isize
+                                    {
+                                        continue;
+                                    }
+                                    acc += f64::from(self.f[(m * a.kh + ky) * a.kw + kx])
+                                        * f64::from(
+                                            e[(m * a.h + iy as usize) * a.w + ix as usize],
+                                        );
+                                }
+                            }
+                            d[(m * a.oh + oy) * a.ow + ox] =
+                                act(acc as f32 + self.bd[m], a.dw_act, b[2], b[3]);
+                        }
+                    }
+                }
+                for o in 0..a.cout {
+                    for p in 0..a.oh * a.ow {
+                        let mut acc = 0f64;
+                        for m in 0..a.mid {
+                            acc += f64::from(self.wp[o * a.mid + m])
+                                * f64::from(d[m * a.oh * a.ow + p]);
+                        }
+                        let at = (s * a.cout + o) * a.oh * a.ow + p;
+                        let r = self.res.as_ref().map_or(0.0, |r| r[at]);
+                        y[at] = act(acc as f32 + self.bp[o] + r, a.act, b[4], b[5]);
+                    }
+                }
+            }
+            y
+        }
+    }
+
+    /// Random blocks (odd channel counts, 3×3 and 5×5 windows, strides 1 and 2, dilation,
+    /// paddings, bands from one row to more than the map, residuals apart and in place,
+    /// both packings): the banded call matches the definition, and gives the same bits
+    /// serially and on a pool of three workers.
+    #[test]
+    fn inverted_residual_matches_the_definition() {
+        let mut r = Lcg(29);
+        let pool = crate::ThreadPool::new(3).expect("pool");
+        for case in 0..60 {
+            let k = [3, 5][r.below(2)];
+            let (sh, dil) = (1 + r.below(2), if case % 7 == 3 { 2 } else { 1 });
+            let (h, w) = (1 + r.below(20), 1 + r.below(40));
+            let (pt, pl, pb, pr) = (r.below(k), r.below(k), r.below(k), r.below(k));
+            let span = (k - 1) * dil + 1;
+            let (Some(eh), Some(ew)) = ((h + pt + pb).checked_sub(span), (w + pl + pr).checked_sub(span))
+            else {
+                continue;
+            };
+            let (oh, ow) = (eh / sh + 1, ew / sh + 1);
+            let (n, cin, mid, cout) = (1 + r.below(2), 1 + r.below(20), 1 + r.below(70), 1 + r.below(40));
+            let band = 1 + r.below(oh + 2);
+            let mut take = |len: usize| -> Vec<f32> { (0..len).map(|_| r.next()).collect() };
+            let (x, we, wp, f) = (
+                take(n * cin * h * w),
+                take(mid * cin),
+                take(cout * mid),
+                take(mid * k * k),
+            );
+            let (be, bd, bp) = (take(mid), take(mid), take(cout));
+            let res = (case % 3 != 0).then(|| take(n * cout * oh * ow));
+            let in_place = case % 3 == 2;
+            let lanes = case % 2 == 1;
+            let pack = |m: usize, kk: usize, a: &[f32]| {
+                if lanes {
+                    pack_a_lanes(m, kk, a, kk, 1)
+                } else {
+                    pack_a(m, kk, a, kk, 1)
+                }
+            };
+            let (pe, pp) = (pack(mid, cin, &we), pack(cout, mid, &wp));
+            let mut c = Case {
+                a: BlockArgs {
+                    n,
+                    cin,
+                    mid,
+                    cout,
+                    h,
+                    w,
+                    oh,
+                    ow,
+                    kh: k,
+                    kw: k,
+                    sh,
+                    sw: sh,
+                    dh: dil,
+                    dw: dil,
+                    pt,
+                    pl,
+                    band,
+                    x: core::ptr::null(),
+                    expand: pe.as_ptr(),
+                    expand_packing: 1 + usize::from(lanes),
+                    expand_bias: core::ptr::null(),
+                    expand_act: [0, 1, 2][case % 3],
+                    filter: core::ptr::null(),
+                    dw_bias: core::ptr::null(),
+                    dw_act: [2, 0, 1][case % 3],
+                    project: pp.as_ptr(),
+                    project_packing: 1 + usize::from(lanes),
+                    project_bias: core::ptr::null(),
+                    res: core::ptr::null(),
+                    y: core::ptr::null_mut(),
+                    act: [1, 2, 0][case % 3],
+                    scratch: core::ptr::null_mut(),
+                    scratch_stride: 0,
+                    bounds: [-0.5, 0.7, 0.0, 6.0, -0.25, 0.25],
+                },
+                x,
+                we,
+                wp,
+                f,
+                be,
+                bd,
+                bp,
+                res,
+            };
+            let want = c.reference();
+            let stride = align64(block_scratch_bytes(&c.a));
+            let mut scratch = vec![0u64; stride * 3 / 8 + 8];
+            let base = scratch.as_mut_ptr().cast::<u8>();
+            let base = base.wrapping_add(base.align_offset(64));
+            c.a.x = c.x.as_ptr();
+            c.a.filter = c.f.as_ptr();
+            c.a.expand_bias = c.be.as_ptr();
+            c.a.dw_bias = c.bd.as_ptr();
+            c.a.project_bias = c.bp.as_ptr();
+            c.a.scratch = base;
+            c.a.scratch_stride = stride;
+            let run = |a: &BlockArgs, par: *const Parallel| -> Vec<f32> {
+                let mut y = match (&c.res, in_place) {
+                    (Some(r), true) => r.clone(),
+                    _ => vec![f32::NAN; want.len()],
+                };
+                let mut a = *a;
+                a.y = y.as_mut_ptr();
+                a.res = match (&c.res, in_place) {
+                    (Some(_), true) => a.y,
+                    (Some(r), false) => r.as_ptr(),
+                    (None, _) => core::ptr::null(),
+                };
+                // SAFETY: every operand holds the extents `a` states; the scratch holds
+                // three workers' `stride` bytes.
+                unsafe { nnefc_inverted_residual(&a, par) };
+                y
+            };
+            let serial = run(&c.a, core::ptr::null());
+            let p = pool.parallel();
+            let pooled = run(&c.a, &p);
+            let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+            for (i, (g, e)) in serial.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - e).abs() <= 1e-4 * scale,
+                    "case {case} ({n}×{cin}→{mid}→{cout}, {h}×{w}, k {k} s {sh} d {dil}, band {band}): \
+                     element {i}: {g} against {e}"
+                );
+            }
+            assert!(
+                serial.iter().zip(&pooled).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "case {case}: pooled run differs from the serial one"
+            );
+        }
+    }
+}
