@@ -3,17 +3,19 @@
 //! by band of output rows (`nnefc_inverted_residual`), so that the expanded map never
 //! leaves the worker's cache.
 //!
-//! The output rows are cut into bands of `band` rows from the top; a band expands the
-//! input rows its depthwise windows read into a band buffer, runs the depthwise conv over
-//! them into a second band buffer, and projects that into its output rows. A worker runs
-//! a contiguous range of bands: the expanded rows two consecutive bands share stay in the
-//! buffer (moved to its top) instead of being computed again. Both buffers, and the GEMM
+//! The output rows are cut into `parts` parts of near-equal rows, and each part into bands
+//! of `band` rows from its top (the last one shorter); a band expands the input rows its
+//! depthwise windows read into a band buffer, runs the depthwise conv over them into a
+//! second band buffer, and projects that into its output rows. A worker runs a contiguous
+//! range of bands (with as many workers as parts, one part each): the expanded rows two
+//! consecutive bands share stay in the buffer (moved to its top) instead of being
+//! computed again. Both buffers, and the GEMM
 //! scratch, are the worker's own (`scratch + worker·scratch_stride`), so on two cores no
 //! cache line of the expanded or depthwise maps is ever written by one and read by the
 //! other: what made mobilenet_v2's layers two to three times slower on cores far apart
 //! (ARCHITECTURE.md, "Two threads on cores far apart").
 //!
-//! Bit-identical whatever the worker count: the bands are fixed by `band` alone, and every
+//! Bit-identical whatever the worker count: the bands are fixed by `parts` and `band`, and every
 //! element is computed by the same kernel call (a band's) whoever runs it; the expanded
 //! rows a band keeps from the one before are the bits it would have computed.
 //!
@@ -25,8 +27,8 @@ use crate::parallel::{self, Parallel};
 use crate::{DwArgs, nnefc_dwconv};
 use core::ffi::c_void;
 
-/// `nnefc_block_args`: one inverted-residual block over dense NCHW tensors. 272 bytes on
-/// 64-bit targets: 30 pointer-sized fields, then six `f32` clamp bounds.
+/// `nnefc_block_args`: one inverted-residual block over dense NCHW tensors. 296 bytes on
+/// 64-bit targets: 34 pointer-sized fields, then six `f32` clamp bounds.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct BlockArgs {
@@ -64,6 +66,8 @@ pub struct BlockArgs {
     pub pl: usize,
     /// Output rows per band (≥ 1).
     pub band: usize,
+    /// Parts the output rows are cut into before bands (≥ 1; more than `oh` read as `oh`).
+    pub parts: usize,
     /// The block's input, `[n, cin, h, w]` dense.
     pub x: *const f32,
     /// The expansion's `mid × cin` matrix in the format `expand_packing` names
@@ -172,12 +176,36 @@ unsafe fn product(
     unsafe { nnefc_sgemm_parallel(&g, core::ptr::null(), scratch, 0) }
 }
 
-/// Bands `[lo, hi)` of the units `sample · bands + band`, with worker `worker`'s scratch.
+/// The parts (clamped to the rows) and the bands of one sample.
+fn cuts(a: &BlockArgs) -> (usize, usize) {
+    let parts = a.parts.clamp(1, a.oh);
+    let per = (0..parts)
+        .map(|p| ((p + 1) * a.oh / parts - p * a.oh / parts).div_ceil(a.band))
+        .sum();
+    (parts, per)
+}
+
+/// Sample and output rows `[o0, o1)` of band `u` (counted over samples, parts, bands).
+fn unit(a: &BlockArgs, u: usize) -> (usize, usize, usize) {
+    let (parts, per) = cuts(a);
+    let (s, mut j) = (u / per, u % per);
+    for p in 0..parts {
+        let (p0, p1) = (p * a.oh / parts, (p + 1) * a.oh / parts);
+        let nb = (p1 - p0).div_ceil(a.band);
+        if j < nb {
+            let o0 = p0 + j * a.band;
+            return (s, o0, (o0 + a.band).min(p1));
+        }
+        j -= nb;
+    }
+    (s, a.oh, a.oh)
+}
+
+/// Bands `[lo, hi)` (see [`unit`]), with worker `worker`'s scratch.
 ///
 /// # Safety
 /// As for [`nnefc_inverted_residual`]; no other call writes these bands or this scratch.
 unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
-    let nb = a.oh.div_ceil(a.band);
     let [_, d_off, g_off, _] = layout(a);
     // SAFETY: worker `worker`'s scratch, by the caller's contract.
     let base = unsafe { a.scratch.add(worker * a.scratch_stride) };
@@ -203,8 +231,10 @@ unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
     // Input rows [p0, p1) of sample `held_n` are in `e`, `p1 − p0` rows per channel.
     let mut held: Option<(usize, usize, usize)> = None;
     for u in lo..hi {
-        let (s, bi) = (u / nb, u % nb);
-        let (o0, o1) = (bi * a.band, ((bi + 1) * a.band).min(a.oh));
+        let (s, o0, o1) = unit(a, u);
+        if o1 <= o0 {
+            continue;
+        }
         // Input rows the band's windows read: [r0, r1), and the zero rows above r0.
         let top = (o0 * a.sh) as isize - a.pt as isize;
         let r0 = top.max(0) as usize;
@@ -353,7 +383,7 @@ pub unsafe extern "C" fn nnefc_inverted_residual(args: *const BlockArgs, par: *c
     if a.n == 0 || a.oh == 0 || a.ow == 0 || a.band == 0 || a.h == 0 || a.kh == 0 || a.kw == 0 {
         return;
     }
-    let units = a.n * a.oh.div_ceil(a.band);
+    let units = a.n * cuts(a).1;
     let macs = a.n * a.mid * (a.h * a.w * a.cin + a.oh * a.ow * (a.kh * a.kw + a.cout));
     // SAFETY: `par` is null or valid.
     let workers = unsafe { parallel::workers(par) };
@@ -482,6 +512,7 @@ mod tests {
             let (oh, ow) = (eh / sh + 1, ew / sh + 1);
             let (n, cin, mid, cout) = (1 + r.below(2), 1 + r.below(20), 1 + r.below(70), 1 + r.below(40));
             let band = 1 + r.below(oh + 2);
+            let parts = 1 + r.below(4);
             let mut take = |len: usize| -> Vec<f32> { (0..len).map(|_| r.next()).collect() };
             let (x, we, wp, f) = (
                 take(n * cin * h * w),
@@ -520,6 +551,7 @@ mod tests {
                     pt,
                     pl,
                     band,
+                    parts,
                     x: core::ptr::null(),
                     expand: pe.as_ptr(),
                     expand_packing: 1 + usize::from(lanes),
@@ -583,7 +615,7 @@ mod tests {
             for (i, (g, e)) in serial.iter().zip(&want).enumerate() {
                 assert!(
                     (g - e).abs() <= 1e-4 * scale,
-                    "case {case} ({n}×{cin}→{mid}→{cout}, {h}×{w}, k {k} s {sh} d {dil}, band {band}): \
+                    "case {case} ({n}×{cin}→{mid}→{cout}, {h}×{w}, k {k} s {sh} d {dil}, band {band}, {parts} parts): \
                      element {i}: {g} against {e}"
                 );
             }

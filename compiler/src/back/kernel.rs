@@ -343,13 +343,73 @@ pub enum Step {
     /// A 2-D window op over NCHW planes run by one of the runtime's vector kernels
     /// (depthwise or few-channel convolution, max pool: see [`WindowOp`]).
     Window(WindowCall),
+    /// An inverted-residual block run band by band by the runtime
+    /// (`nnefc_inverted_residual`, see [`BlockCall`]).
+    Block(BlockCall),
+}
+
+/// One 1×1 conv of a [`BlockCall`]: its matrix (a constant in `packing`), its bias
+/// (one value per output channel) and activation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pointwise {
+    pub matrix: BufId,
+    pub packing: APacking,
+    pub bias: BufId,
+    pub activation: Activation,
+}
+
+/// One call of `nnefc_inverted_residual` (`nnefc_runtime::BlockArgs`): a 1×1 expansion, a
+/// depthwise conv and a 1×1 projection over dense NCHW tensors, computed `band` output
+/// rows at a time (after cutting the rows into `parts`) in per-worker buffers, so that
+/// neither intermediate map exists whole.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockCall {
+    /// `[n, cin, mid, cout, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, band, parts]`.
+    pub dims: [usize; 18],
+    /// The block's input, `[n, cin, h, w]`.
+    pub x: BufId,
+    pub expand: Pointwise,
+    /// The depthwise filter `[mid, kh, kw]`, its bias (`mid` values), its activation.
+    pub filter: BufId,
+    pub dw_bias: BufId,
+    pub dw_activation: Activation,
+    /// The projection; its activation ends the block.
+    pub project: Pointwise,
+    /// Added before the projection's activation, laid out like the output (may be it).
+    pub residual: Option<BufId>,
+    /// The output, `[n, cout, oh, ow]`.
+    pub y: BufId,
+    /// Workspace offset of worker 0's scratch (the GEMM scratch region, repeated per
+    /// worker like a GEMM's).
+    pub scratch: usize,
+}
+
+impl BlockCall {
+    /// Every buffer the call reads or writes.
+    pub fn buffers(&self) -> Vec<BufId> {
+        let mut v = vec![
+            self.x,
+            self.expand.matrix,
+            self.expand.bias,
+            self.filter,
+            self.dw_bias,
+            self.project.matrix,
+            self.project.bias,
+        ];
+        v.extend(self.residual);
+        v.push(self.y);
+        v
+    }
 }
 
 impl Step {
     /// Whether the step does a node's arithmetic (a GEMM or a depthwise call), as opposed
     /// to the data movement around it (im2col, padding, transforms).
     pub fn is_contraction(&self) -> bool {
-        matches!(self, Step::Gemm(_) | Step::Tiled { .. } | Step::Window(_))
+        matches!(
+            self,
+            Step::Gemm(_) | Step::Tiled { .. } | Step::Window(_) | Step::Block(_)
+        )
     }
 }
 
@@ -665,6 +725,53 @@ impl fmt::Display for Program {
         for s in &self.steps {
             match s {
                 Step::Kernel(k) => write!(f, "{k}")?,
+                Step::Block(b) => {
+                    let [
+                        n,
+                        cin,
+                        mid,
+                        cout,
+                        h,
+                        w,
+                        oh,
+                        ow,
+                        kh,
+                        kw,
+                        sh,
+                        sw,
+                        dh,
+                        dw,
+                        pt,
+                        pl,
+                        band,
+                        parts,
+                    ] = b.dims;
+                    let pw = |p: &Pointwise| {
+                        format!(
+                            "b{} packed={} bias=b{} {:?}",
+                            p.matrix.0, p.packing, p.bias.0, p.activation
+                        )
+                    };
+                    writeln!(
+                        f,
+                        "inverted_residual b{}[{n},{cout},{oh},{ow}] = b{}[{n},{cin},{h},{w}] \
+                         in {parts} parts, bands of {band} rows{} scratch=@{}",
+                        b.y.0,
+                        b.x.0,
+                        b.residual
+                            .map(|r| format!(" residual=b{}", r.0))
+                            .unwrap_or_default(),
+                        b.scratch
+                    )?;
+                    writeln!(f, "  expand to {mid}: {}", pw(&b.expand))?;
+                    writeln!(
+                        f,
+                        "  depthwise * b{}[{kh},{kw}] stride=({sh},{sw}) dilation=({dh},{dw}) \
+                         pad=({pt},{pl}) bias=b{} {:?}",
+                        b.filter.0, b.dw_bias.0, b.dw_activation
+                    )?;
+                    writeln!(f, "  project: {} parallel", pw(&b.project))?
+                }
                 Step::Window(d) => {
                     let [n, c, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl] = d.dims;
                     let cx = match d.op {

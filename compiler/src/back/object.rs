@@ -161,7 +161,7 @@ pub(crate) fn build(
     for step in &program.steps {
         match step {
             Step::Kernel(k) => kernel_ids.push(Some(define_kernel(&mut cx, program, k)?)),
-            Step::Gemm(_) | Step::Window(_) => kernel_ids.push(None),
+            Step::Gemm(_) | Step::Window(_) | Step::Block(_) => kernel_ids.push(None),
             Step::Tiled { name, gemm } => {
                 kernel_ids.push(Some(define_tiled(&mut cx, program, name, gemm)?))
             }
@@ -574,6 +574,8 @@ const DW_ARGS_SIZE: u32 = 27 * 8 + 8;
 const CONV_ARGS_SIZE: u32 = DW_ARGS_SIZE + 24;
 /// `nnefc_runtime::ConvPoolArgs`: the conv's record, then the pool's depthwise record.
 const CONV_POOL_ARGS_SIZE: u32 = CONV_ARGS_SIZE + DW_ARGS_SIZE;
+/// `nnefc_runtime::BlockArgs`: 34 words, then six f32 clamp bounds (checked by a test).
+const BLOCK_ARGS_SIZE: u32 = 34 * 8 + 24;
 /// Most products one `nnefc_sgemm_batch_parallel` call takes (bounds the entry point's
 /// stack: 64 · 136 bytes).
 const BATCH_CHUNK: usize = 64;
@@ -890,6 +892,12 @@ fn define_body(
     } else {
         None
     };
+    let has_block = program.steps.iter().any(|s| matches!(s, Step::Block(_)));
+    let block_ref = if has_block {
+        Some(import("nnefc_inverted_residual", 2)?)
+    } else {
+        None
+    };
     // One import per runtime window function the steps call, in the order of first use.
     let mut window_refs = Vec::new();
     for s in &program.steps {
@@ -905,6 +913,7 @@ fn define_body(
         let bufs: Vec<BufId> = match s {
             Step::Gemm(g) => g.buffers(),
             Step::Window(d) => d.buffers(),
+            Step::Block(k) => k.buffers(),
             _ => Vec::new(),
         };
         for bid in bufs {
@@ -1064,6 +1073,13 @@ fn define_body(
                 ))
             };
             (slot(&mut b, GEMM_ARGS_SIZE), slot(&mut b, EPILOGUE_SIZE))
+        });
+        let block_args = has_block.then(|| {
+            b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                BLOCK_ARGS_SIZE,
+                3,
+            ))
         });
         let dw_args = has_dw.then(|| {
             b.create_sized_stack_slot(StackSlotData::new(
@@ -1275,6 +1291,51 @@ fn define_body(
                             b.ins().call(f_gemm, &[first, count, par, scratch, stride]);
                         }
                     }
+                }
+                (Step::Block(k), _) => {
+                    let f = block_ref
+                        .ok_or_else(|| CodegenError::Internal("block not declared".into()))?;
+                    let slot = block_args
+                        .ok_or_else(|| CodegenError::Internal("block args".into()))?;
+                    let args = b.ins().stack_addr(ptr, slot, 0);
+                    let iv = |b: &mut FunctionBuilder<'_>, x: i64| b.ins().iconst(ptr, x);
+                    // BlockArgs: 18 extents, x, the expansion (matrix, format, bias,
+                    // activation), the depthwise filter, bias and activation, the
+                    // projection (matrix, format, bias), residual, y, the projection's
+                    // activation, scratch and its stride per worker, then six f32 bounds.
+                    let mut fields: Vec<Value> =
+                        k.dims.iter().map(|&e| iv(&mut b, e as i64)).collect();
+                    fields.push(buf_ptr(&mut b, k.x)?);
+                    let (ea, elo, ehi) = k.expand.activation.runtime_code();
+                    let (da, dlo, dhi) = k.dw_activation.runtime_code();
+                    let (pa, plo, phi) = k.project.activation.runtime_code();
+                    fields.push(buf_ptr(&mut b, k.expand.matrix)?);
+                    fields.push(iv(&mut b, k.expand.packing.abi_value() as i64));
+                    fields.push(buf_ptr(&mut b, k.expand.bias)?);
+                    fields.push(iv(&mut b, ea));
+                    fields.push(buf_ptr(&mut b, k.filter)?);
+                    fields.push(buf_ptr(&mut b, k.dw_bias)?);
+                    fields.push(iv(&mut b, da));
+                    fields.push(buf_ptr(&mut b, k.project.matrix)?);
+                    fields.push(iv(&mut b, k.project.packing.abi_value() as i64));
+                    fields.push(buf_ptr(&mut b, k.project.bias)?);
+                    fields.push(match k.residual {
+                        Some(r) => buf_ptr(&mut b, r)?,
+                        None => iv(&mut b, 0),
+                    });
+                    fields.push(buf_ptr(&mut b, k.y)?);
+                    fields.push(iv(&mut b, pa));
+                    fields.push(b.ins().iadd_imm_s(ws, k.scratch as i64));
+                    fields.push(iv(&mut b, program.worker_scratch as i64));
+                    for (i, v) in fields.iter().enumerate() {
+                        b.ins().store(store, *v, args, psize * i as i32);
+                    }
+                    let at = psize * fields.len() as i32;
+                    for (i, x) in [elo, ehi, dlo, dhi, plo, phi].into_iter().enumerate() {
+                        let v = b.ins().f32const(x);
+                        b.ins().store(store, v, args, at + 4 * i as i32);
+                    }
+                    b.ins().call(f, &[args, par]);
                 }
                 (Step::Window(d), _) => {
                     let f_dw = window_refs

@@ -10,7 +10,9 @@
 //! each step finishes. Several steps may belong to one node (im2col then GEMM; the
 //! regions of a depthwise conv): sum their times and flops per node. A node's arithmetic
 //! goes to its contraction steps (GEMM and depthwise calls), shared evenly, or, when it
-//! has none (a conv lowered as loop nests), evenly to all its steps.
+//! has none (a conv lowered as loop nests), evenly to all its steps. An inverted-residual
+//! block (`passes::block`) is reported at its projection's node as op `inverted_residual`,
+//! with the work of its three convs.
 //!
 //! Not here: timing (the caller's hook), the report (`nnefc bench --profile`).
 
@@ -82,6 +84,15 @@ fn flops(g: &Graph, i: usize) -> f64 {
 /// says whether step `s` is a GEMM or depthwise call (where a node's arithmetic goes).
 pub fn table(graph: &Graph, step_nodes: &[usize], contraction: &[bool]) -> String {
     let mut o = String::new();
+    // An inverted-residual block (`passes::block`) runs at its projection's node: its
+    // steps carry the three convs' work under the op name `inverted_residual`.
+    let users = graph.users();
+    let blocks = crate::passes::block::blocks(graph, &users);
+    let block_of = |i: usize| blocks.iter().find(|b| b.project == i);
+    let flops = |g: &Graph, i: usize| match block_of(i) {
+        Some(b) => flops(g, b.expand) + flops(g, b.depthwise) + flops(g, b.project),
+        None => flops(g, i),
+    };
     let is_contraction = |s: usize| contraction.get(s).copied().unwrap_or(false);
     // Per node: its steps and its contraction steps.
     let mut counts: std::collections::BTreeMap<usize, (usize, usize)> = Default::default();
@@ -112,7 +123,11 @@ pub fn table(graph: &Graph, step_nodes: &[usize], contraction: &[bool]) -> Strin
                             .join("x")
                     })
                     .unwrap_or_default();
-                (name, n.op.mnemonic().to_string(), shape)
+                let op = match block_of(i) {
+                    Some(_) => "inverted_residual",
+                    None => n.op.mnemonic(),
+                };
+                (name, op.to_string(), shape)
             }
             None => ("(outputs)".to_string(), "copy".to_string(), String::new()),
         };

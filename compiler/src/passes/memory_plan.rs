@@ -8,7 +8,10 @@
 //! (the conv's own output, the sum before the activation) get no slot, and the chain's
 //! output shares the residual's slot when the chain reads the residual last and the
 //! residual is not the conv's input (the fused kernel adds it in place), else stays apart
-//! from it. An
+//! from it. An inverted-residual block (`passes::block`) runs at the end of its
+//! projection's chain: its expanded and depthwise maps get no slot, its input lives to
+//! that node, and its output never takes the slot of a residual that is its input (the
+//! block's workers read input rows while others write output rows). An
 //! element-wise fusion group (`passes::fusion`) is computed at its root: its members'
 //! outputs other than the root's get no slot, and what the members read from outside
 //! the group lives until the root. Values are placed in definition order, each in
@@ -72,6 +75,17 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
     // slot when the back end always fuses it.
     let users = graph.users();
     let mut internal = vec![false; nvals];
+    // Inverted-residual blocks (`passes::block`), computed where the projection's chain
+    // ends: their two maps get no slot, and the block's input lives to that node.
+    let blocks = super::block::blocks(graph, &users);
+    for b in &blocks {
+        for v in b.internal(graph, &users) {
+            internal[v.index()] = true;
+        }
+        if let Some(l) = last.get_mut(b.x.index()) {
+            *l = Some(l.map_or(b.end, |l| l.max(b.end)));
+        }
+    }
     // Always-fused chains with a residual: (residual, chain output, chain end, whether
     // the residual is also the conv's input, which the fused kernel reads throughout).
     let mut residuals = Vec::new();
@@ -92,7 +106,11 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
                 internal[v.index()] = true;
             }
             if let Some(r) = c.residual {
-                residuals.push((r.index(), c.out.index(), end, n.inputs.first() == Some(&r)));
+                // A block reads its own input until its last band: a residual that is
+                // that input is read throughout too.
+                let read_by_conv = n.inputs.first() == Some(&r)
+                    || blocks.iter().any(|b| b.project == ni && b.x == r);
+                residuals.push((r.index(), c.out.index(), end, read_by_conv));
             }
         }
     }

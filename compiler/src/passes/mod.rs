@@ -12,6 +12,7 @@
 //! passes. Passes never call each other; shared helpers live in `ir`.
 
 pub mod batch;
+pub mod block;
 pub mod const_fold;
 pub mod dce;
 pub mod epilogue;

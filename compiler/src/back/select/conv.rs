@@ -453,7 +453,7 @@ fn disjoint(lw: &mut Lowering<'_>, a: ValueId, b: ValueId) -> Result<bool, Codeg
 }
 
 /// A chain's activation as the kernels' epilogue takes it.
-fn activation_of(a: ChainActivation) -> Activation {
+pub(super) fn activation_of(a: ChainActivation) -> Activation {
     match a {
         ChainActivation::None => Activation::None,
         ChainActivation::Relu => Activation::Relu,
@@ -505,7 +505,7 @@ fn fusion(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<Fusion>, CodegenE
 }
 
 /// Bias as a per-channel buffer of `cout` floats (a single value is broadcast into scratch).
-fn bias_rows(lw: &mut Lowering<'_>, b: ValueId, cout: usize) -> Result<BufId, CodegenError> {
+pub(super) fn bias_rows(lw: &mut Lowering<'_>, b: ValueId, cout: usize) -> Result<BufId, CodegenError> {
     let len: usize = lw.shape(b)?.iter().product();
     let bb = lw.buf(b)?;
     if len == cout {

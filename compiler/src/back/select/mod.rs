@@ -13,6 +13,7 @@
 //! pad, gather), `linalg` (matmul, linear). Chains of f32 element-wise nodes are fused
 //! into one kernel first (`fuse`, see its invariants). This file does not emit code.
 
+mod block;
 mod conv;
 mod deconv;
 mod elementwise;
@@ -224,6 +225,15 @@ impl<'g> Lowering<'g> {
         self.prog.add_buffer(BufKind::Workspace(off), dtype, len)
     }
 
+    /// Places value `v`, which has no slot, in the current node's scratch (an
+    /// inverted-residual block lowered layer by layer, `block::lower`).
+    fn in_scratch(&mut self, v: ValueId) -> Result<(), CodegenError> {
+        let len: usize = self.shape(v)?.iter().product();
+        let off = self.scratch_offset(len * self.dtype(v)?.size());
+        self.redirect[v.index()] = Some(off);
+        Ok(())
+    }
+
     /// Reserves `bytes` of the current node's scratch; their workspace offset.
     fn scratch_offset(&mut self, bytes: usize) -> usize {
         let off = self.plan.arena_size + self.scratch_used;
@@ -392,6 +402,17 @@ impl<'g> Lowering<'g> {
     /// (inputs, constants, repeated outputs).
     pub fn run(mut self) -> Result<Program, CodegenError> {
         let groups = fuse::plan(self.g, self.plan);
+        // Inverted-residual blocks run at their projection: the nodes before it are theirs.
+        let blocks = crate::passes::block::blocks(self.g, &self.users);
+        let mut block_at = vec![None; self.g.nodes.len()];
+        for (bi, b) in blocks.iter().enumerate() {
+            for n in b.nodes(self.g, &self.users) {
+                if n < b.project {
+                    self.skip[n] = true;
+                }
+            }
+            block_at[b.project] = Some(bi);
+        }
         for (i, n) in self.g.nodes.iter().enumerate() {
             if i > 0 {
                 self.parallel_siblings();
@@ -400,6 +421,10 @@ impl<'g> Lowering<'g> {
             self.node_index = i;
             self.scratch_used = 0;
             if self.skip.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            if let Some(b) = block_at[i] {
+                block::lower(&mut self, &blocks[b])?;
                 continue;
             }
             match groups.root_of.get(i).copied().flatten() {
@@ -433,8 +458,10 @@ impl<'g> Lowering<'g> {
         let gemm_base = (self.plan.arena_size + self.scratch_max).div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
         let per_worker = self.gemm_scratch_max.div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
         for step in &mut self.prog.steps {
-            if let Step::Gemm(g) | Step::Tiled { gemm: g, .. } = step {
-                g.scratch = gemm_base;
+            match step {
+                Step::Gemm(g) | Step::Tiled { gemm: g, .. } => g.scratch = gemm_base,
+                Step::Block(b) => b.scratch = gemm_base,
+                _ => {}
             }
         }
         self.prog.workspace_size = gemm_base + per_worker;

@@ -3,6 +3,7 @@
 //! reference interpreter. `math_accuracy` measures the inline polynomials.
 
 mod abi;
+mod block;
 mod fast_paths;
 mod gemm;
 mod harness;
