@@ -27,8 +27,8 @@ use crate::parallel::{self, Parallel};
 use crate::{DwArgs, nnefc_dwconv};
 use core::ffi::c_void;
 
-/// `nnefc_block_args`: one inverted-residual block over dense NCHW tensors. 296 bytes on
-/// 64-bit targets: 34 pointer-sized fields, then six `f32` clamp bounds.
+/// `nnefc_block_args`: one inverted-residual block over dense NCHW tensors. 312 bytes on
+/// 64-bit targets: 36 pointer-sized fields, then six `f32` clamp bounds.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct BlockArgs {
@@ -103,6 +103,16 @@ pub struct BlockArgs {
     pub scratch: *mut u8,
     /// Bytes between the workers' scratch.
     pub scratch_stride: usize,
+    /// Output rows per band when the call runs on one thread (one worker, or too little
+    /// work to split), from the top of the map; 0: the bands above, in worker 0's
+    /// scratch. A larger band (the whole map) saves the per-band costs where the maps fit
+    /// the caches anyway; the bits are the same as long as every depthwise band takes the
+    /// same kernel (3×3 windows: `nnefc_dwconv`'s row kernels, whose rows do not depend on
+    /// the band; the compiler leaves this 0 for windows of 20 taps and more).
+    pub serial_band: usize,
+    /// The scratch of the one-thread bands, [`block_serial_scratch_bytes`] bytes, 64-byte
+    /// aligned (unused when `serial_band` is 0).
+    pub serial_scratch: *mut u8,
     /// Clamp bounds `[lo, hi]` of the expansion, the depthwise conv and the projection.
     pub bounds: [f32; 6],
 }
@@ -119,16 +129,26 @@ fn band_rows_in(a: &BlockArgs) -> usize {
     (a.band.max(1).min(a.oh) - 1) * a.sh + (a.kh - 1) * a.dh + 1
 }
 
+/// Bytes added after each region of the scratch: 17 cache lines, so that the depthwise
+/// conv's input and output planes of one channel never lie a multiple of 4 KiB apart
+/// (loads that alias an earlier store's low address bits wait for it; a whole 56×56 map
+/// of 144 channels is exactly 441 pages, and the 16→96→24 block's map ran 12 % slower
+/// with its depthwise rows placed right after it).
+const SKEW: usize = 17 * 64;
+
 /// The byte offsets of a worker's regions: expanded rows, depthwise rows, GEMM scratch,
 /// and the total.
 fn layout(a: &BlockArgs) -> [usize; 4] {
     let rows_in = band_rows_in(a).min(a.h);
     let band = a.band.max(1).min(a.oh);
-    let e = align64(a.mid * rows_in * a.w * 4);
-    let d = align64(a.mid * band * a.ow * 4);
+    let e = align64(a.mid * rows_in * a.w * 4) + SKEW;
+    let d = align64(a.mid * band * a.ow * 4) + SKEW;
     let g = align64(
-        sgemm_scratch_bytes(a.mid, rows_in * a.w, a.cin)
-            .max(sgemm_scratch_bytes(a.cout, band * a.ow, a.mid)),
+        sgemm_scratch_bytes(a.mid, rows_in * a.w, a.cin).max(sgemm_scratch_bytes(
+            a.cout,
+            band * a.ow,
+            a.mid,
+        )),
     );
     [0, e, e + d, e + d + g]
 }
@@ -140,6 +160,24 @@ pub fn block_scratch_bytes(a: &BlockArgs) -> usize {
         return 0;
     }
     layout(a)[3]
+}
+
+/// The arguments of the one-thread run: `serial_band` rows per band, one part, the
+/// serial scratch (`None` when `serial_band` is 0).
+fn serial(a: &BlockArgs) -> Option<BlockArgs> {
+    (a.serial_band > 0).then(|| BlockArgs {
+        band: a.serial_band,
+        parts: 1,
+        scratch: a.serial_scratch,
+        scratch_stride: 0,
+        ..*a
+    })
+}
+
+/// Bytes of the one-thread scratch (`serial_scratch`) of the block `a` describes; 0
+/// when `serial_band` is 0.
+pub fn block_serial_scratch_bytes(a: &BlockArgs) -> usize {
+    serial(a).map_or(0, |s| block_scratch_bytes(&s))
 }
 
 /// `C = act(A·B + bias (+ C))` through the serial GEMM.
@@ -375,7 +413,8 @@ unsafe extern "C" fn task(ctx: *mut c_void, i: usize, worker: usize) {
 /// `args` points to a valid [`BlockArgs`] whose pointers address buffers of the extents it
 /// states; `y` overlaps no operand but `res` (which may equal it); the scratch holds
 /// `scratch_stride` bytes (≥ [`block_scratch_bytes`], a multiple of 64) per worker of
-/// `par`, 64-byte aligned; `par` is null or a valid [`Parallel`].
+/// `par`, 64-byte aligned, and `serial_scratch` [`block_serial_scratch_bytes`]; `par` is
+/// null or a valid [`Parallel`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nnefc_inverted_residual(args: *const BlockArgs, par: *const Parallel) {
     // SAFETY: valid by the caller's contract.
@@ -392,16 +431,15 @@ pub unsafe extern "C" fn nnefc_inverted_residual(args: *const BlockArgs, par: *c
     } else {
         1
     };
+    if tasks == 1
+        && let Some(s) = serial(a)
+    {
+        // SAFETY: the one-thread scratch, on this thread.
+        return unsafe { bands(&s, 0, a.n * cuts(&s).1, 0) };
+    }
     let job = Job { a, units, tasks };
     // SAFETY: tasks run disjoint ranges of bands, worker by worker.
-    unsafe {
-        parallel::run(
-            par,
-            task,
-            (&job as *const Job<'_>).cast_mut().cast(),
-            tasks,
-        )
-    }
+    unsafe { parallel::run(par, task, (&job as *const Job<'_>).cast_mut().cast(), tasks) }
 }
 
 #[cfg(test)]
@@ -464,9 +502,7 @@ mod tests {
                                         continue;
                                     }
                                     acc += f64::from(self.f[(m * a.kh + ky) * a.kw + kx])
-                                        * f64::from(
-                                            e[(m * a.h + iy as usize) * a.w + ix as usize],
-                                        );
+                                        * f64::from(e[(m * a.h + iy as usize) * a.w + ix as usize]);
                                 }
                             }
                             d[(m * a.oh + oy) * a.ow + ox] =
@@ -492,9 +528,10 @@ mod tests {
     }
 
     /// Random blocks (odd channel counts, 3×3 and 5×5 windows, strides 1 and 2, dilation,
-    /// paddings, bands from one row to more than the map, residuals apart and in place,
-    /// both packings): the banded call matches the definition, and gives the same bits
-    /// serially and on a pool of three workers.
+    /// paddings, bands from one row to more than the map, one to four parts, one-thread
+    /// bands of their own for 3×3 windows, residuals apart and in place, both packings):
+    /// the banded call matches the definition, and gives the same bits serially and on a
+    /// pool of three workers.
     #[test]
     fn inverted_residual_matches_the_definition() {
         let mut r = Lcg(29);
@@ -505,12 +542,19 @@ mod tests {
             let (h, w) = (1 + r.below(20), 1 + r.below(40));
             let (pt, pl, pb, pr) = (r.below(k), r.below(k), r.below(k), r.below(k));
             let span = (k - 1) * dil + 1;
-            let (Some(eh), Some(ew)) = ((h + pt + pb).checked_sub(span), (w + pl + pr).checked_sub(span))
-            else {
+            let (Some(eh), Some(ew)) = (
+                (h + pt + pb).checked_sub(span),
+                (w + pl + pr).checked_sub(span),
+            ) else {
                 continue;
             };
             let (oh, ow) = (eh / sh + 1, ew / sh + 1);
-            let (n, cin, mid, cout) = (1 + r.below(2), 1 + r.below(20), 1 + r.below(70), 1 + r.below(40));
+            let (n, cin, mid, cout) = (
+                1 + r.below(2),
+                1 + r.below(20),
+                1 + r.below(70),
+                1 + r.below(40),
+            );
             let band = 1 + r.below(oh + 2);
             let parts = 1 + r.below(4);
             let mut take = |len: usize| -> Vec<f32> { (0..len).map(|_| r.next()).collect() };
@@ -568,6 +612,12 @@ mod tests {
                     act: [1, 2, 0][case % 3],
                     scratch: core::ptr::null_mut(),
                     scratch_stride: 0,
+                    serial_band: if k == 3 {
+                        [0, oh, 1 + r.below(oh)][case % 3]
+                    } else {
+                        0
+                    },
+                    serial_scratch: core::ptr::null_mut(),
                     bounds: [-0.5, 0.7, 0.0, 6.0, -0.25, 0.25],
                 },
                 x,
@@ -582,6 +632,11 @@ mod tests {
             let want = c.reference();
             let stride = align64(block_scratch_bytes(&c.a));
             let mut scratch = vec![0u64; stride * 3 / 8 + 8];
+            let mut one = vec![0u64; block_serial_scratch_bytes(&c.a) / 8 + 8];
+            c.a.serial_scratch = one
+                .as_mut_ptr()
+                .cast::<u8>()
+                .wrapping_add(one.as_mut_ptr().cast::<u8>().align_offset(64));
             let base = scratch.as_mut_ptr().cast::<u8>();
             let base = base.wrapping_add(base.align_offset(64));
             c.a.x = c.x.as_ptr();
@@ -620,7 +675,10 @@ mod tests {
                 );
             }
             assert!(
-                serial.iter().zip(&pooled).all(|(a, b)| a.to_bits() == b.to_bits()),
+                serial
+                    .iter()
+                    .zip(&pooled)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
                 "case {case}: pooled run differs from the serial one"
             );
         }

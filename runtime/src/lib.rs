@@ -58,7 +58,9 @@ mod winograd;
 mod winograd4;
 mod winograd_fused;
 
-pub use block::{BlockArgs, block_scratch_bytes, nnefc_inverted_residual};
+pub use block::{
+    BlockArgs, block_scratch_bytes, block_serial_scratch_bytes, nnefc_inverted_residual,
+};
 #[cfg(feature = "std")]
 pub use conv::pack_conv_filter;
 pub use conv::{CONV_CO_TILE, ConvArgs, conv_filter_len, conv_supported, nnefc_conv};

@@ -382,6 +382,9 @@ pub struct BlockCall {
     /// Workspace offset of worker 0's scratch (the GEMM scratch region, repeated per
     /// worker like a GEMM's).
     pub scratch: usize,
+    /// Rows per band when the call runs on one thread, and the workspace offset of that
+    /// run's scratch (the node's scratch); `None`: the bands above, in worker 0's.
+    pub serial: Option<(usize, usize)>,
 }
 
 impl BlockCall {
@@ -755,9 +758,12 @@ impl fmt::Display for Program {
                     writeln!(
                         f,
                         "inverted_residual b{}[{n},{cout},{oh},{ow}] = b{}[{n},{cin},{h},{w}] \
-                         in {parts} parts, bands of {band} rows{} scratch=@{}",
+                         in {parts} parts, bands of {band} rows{}{} scratch=@{}",
                         b.y.0,
                         b.x.0,
+                        b.serial
+                            .map(|(r, at)| format!(" (one thread: bands of {r} rows @{at})"))
+                            .unwrap_or_default(),
                         b.residual
                             .map(|r| format!(" residual=b{}", r.0))
                             .unwrap_or_default(),

@@ -574,8 +574,8 @@ const DW_ARGS_SIZE: u32 = 27 * 8 + 8;
 const CONV_ARGS_SIZE: u32 = DW_ARGS_SIZE + 24;
 /// `nnefc_runtime::ConvPoolArgs`: the conv's record, then the pool's depthwise record.
 const CONV_POOL_ARGS_SIZE: u32 = CONV_ARGS_SIZE + DW_ARGS_SIZE;
-/// `nnefc_runtime::BlockArgs`: 34 words, then six f32 clamp bounds (checked by a test).
-const BLOCK_ARGS_SIZE: u32 = 34 * 8 + 24;
+/// `nnefc_runtime::BlockArgs`: 36 words, then six f32 clamp bounds (checked by a test).
+const BLOCK_ARGS_SIZE: u32 = 36 * 8 + 24;
 /// Most products one `nnefc_sgemm_batch_parallel` call takes (bounds the entry point's
 /// stack: 64 · 136 bytes).
 const BATCH_CHUNK: usize = 64;
@@ -1295,14 +1295,15 @@ fn define_body(
                 (Step::Block(k), _) => {
                     let f = block_ref
                         .ok_or_else(|| CodegenError::Internal("block not declared".into()))?;
-                    let slot = block_args
-                        .ok_or_else(|| CodegenError::Internal("block args".into()))?;
+                    let slot =
+                        block_args.ok_or_else(|| CodegenError::Internal("block args".into()))?;
                     let args = b.ins().stack_addr(ptr, slot, 0);
                     let iv = |b: &mut FunctionBuilder<'_>, x: i64| b.ins().iconst(ptr, x);
                     // BlockArgs: 18 extents, x, the expansion (matrix, format, bias,
                     // activation), the depthwise filter, bias and activation, the
                     // projection (matrix, format, bias), residual, y, the projection's
-                    // activation, scratch and its stride per worker, then six f32 bounds.
+                    // activation, scratch and its stride per worker, the one-thread band
+                    // and scratch, then six f32 bounds.
                     let mut fields: Vec<Value> =
                         k.dims.iter().map(|&e| iv(&mut b, e as i64)).collect();
                     fields.push(buf_ptr(&mut b, k.x)?);
@@ -1327,6 +1328,16 @@ fn define_body(
                     fields.push(iv(&mut b, pa));
                     fields.push(b.ins().iadd_imm_s(ws, k.scratch as i64));
                     fields.push(iv(&mut b, program.worker_scratch as i64));
+                    match k.serial {
+                        Some((band, at)) => {
+                            fields.push(iv(&mut b, band as i64));
+                            fields.push(b.ins().iadd_imm_s(ws, at as i64));
+                        }
+                        None => {
+                            fields.push(iv(&mut b, 0));
+                            fields.push(iv(&mut b, 0));
+                        }
+                    }
                     for (i, v) in fields.iter().enumerate() {
                         b.ins().store(store, *v, args, psize * i as i32);
                     }

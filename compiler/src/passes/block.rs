@@ -115,8 +115,7 @@ fn feeds(
         None => *g.nodes.get(ni)?.outputs.first()?,
     };
     let u = users.get(out.index())?;
-    (u.len() == 1 && next(u[0].index()) && !g.outputs.contains(&out))
-        .then(|| (out, u[0].index()))
+    (u.len() == 1 && next(u[0].index()) && !g.outputs.contains(&out)).then(|| (out, u[0].index()))
 }
 
 /// The block whose expansion is the conv at node `ni`, if any.
@@ -129,7 +128,10 @@ pub fn block_at(g: &Graph, users: &[Vec<NodeId>], ni: usize) -> Option<Block> {
         conv2d(g, d).is_some_and(|(a, xs, fs)| {
             let c = xs[1];
             let groups = if a.groups == 0 { c } else { a.groups };
-            groups == c && fs[0] == c && fs[1] == 1 && matches!(a.border, Border::Constant | Border::Ignore)
+            groups == c
+                && fs[0] == c
+                && fs[1] == 1
+                && matches!(a.border, Border::Constant | Border::Ignore)
         })
     };
     let (expanded, dw) = feeds(g, users, ni, chain(g, users, ni).as_ref(), is_dw)?;

@@ -4,6 +4,12 @@
 //! runtime's window kernels, else the three convs one after another as usual, with the
 //! two maps in this node's scratch.
 //!
+//! The call's geometry is decided here and shows in `nnefc dump --stage kernels`: the
+//! output rows cut into [`PARTS`] parts and bands ([`band_rows`]), each worker's band
+//! buffers in the GEMM scratch region (repeated per worker), and, for maps small enough
+//! ([`SERIAL_WHOLE_BYTES`]), one band over the whole map when the call runs on one
+//! thread, its buffers in this node's scratch.
+//!
 //! Not here: finding blocks, the runtime's band loop.
 
 use super::Lowering;
@@ -49,6 +55,20 @@ pub(crate) fn band_rows(mid: usize, w: usize, oh: usize, [kh, sh, dh]: [usize; 3
         .unwrap_or(1)
 }
 
+/// Bytes of expanded map up to which a block run on one thread takes the whole map as
+/// one band (its two maps in the node's scratch): such a map stays in L2 and L3 between
+/// the layers, and bands only add their per-band costs (the GEMMs' calls, the expanded
+/// rows two bands share moved up, the depthwise kernel's 8-row register bands cut
+/// short). mobilenet_v2 on one thread (Zen 4, `nnefc bench --profile`, each block
+/// against its three layers' sum): the 16→96→24 block from 112² (4.8 MB expanded) 6 %
+/// faster in bands of 4 rows than layer by layer, the others 2–8 % slower in bands.
+const SERIAL_WHOLE_BYTES: usize = 2 << 20;
+
+/// Taps from which `nnefc_dwconv` may take its lane kernel, whose bits differ from the
+/// row kernels', for some band geometries and not others (`dwconv_lanes::takes`, 20
+/// taps): such a block keeps its threaded bands on one thread too.
+const LANE_TAPS: usize = 20;
+
 /// The block `b`, at its projection's node (the current one).
 pub(super) fn lower(lw: &mut Lowering<'_>, b: &Block) -> Result<(), CodegenError> {
     if lw.runtime_windows && !lw.direct_only {
@@ -83,9 +103,7 @@ fn operands(lw: &Lowering<'_>, ni: usize) -> Result<[(ValueId, Vec<usize>); 3], 
 
 /// The activation ending the chain of the conv at `ni` (none without a chain).
 fn chain_activation(lw: &Lowering<'_>, ni: usize) -> Activation {
-    activation_of(
-        chain(lw.g, &lw.users, ni).map_or(ChainActivation::None, |c| c.activation),
-    )
+    activation_of(chain(lw.g, &lw.users, ni).map_or(ChainActivation::None, |c| c.activation))
 }
 
 /// A 1×1 conv of `m` output channels from `k` as a [`Pointwise`], its matrix packed for
@@ -96,12 +114,11 @@ fn pointwise(
     [m, n, k]: [usize; 3],
 ) -> Result<Pointwise, CodegenError> {
     let [_, (f, _), (bias, _)] = operands(lw, ni)?;
-    let data = lw
-        .g
-        .const_of(f)
-        .and_then(|t| t.as_f32())
-        .ok_or_else(|| CodegenError::Internal(format!("conv node {ni}: filter not constant")))?
-        .to_vec();
+    let data =
+        lw.g.const_of(f)
+            .and_then(|t| t.as_f32())
+            .ok_or_else(|| CodegenError::Internal(format!("conv node {ni}: filter not constant")))?
+            .to_vec();
     let packing = a_packing(lw, m, n, k);
     let packed = pack_const(packing, m, k, &data, k, 1)?;
     let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
@@ -119,11 +136,18 @@ fn call(lw: &mut Lowering<'_>, b: &Block) -> Result<(), CodegenError> {
     let [(x, xs), _, _] = operands(lw, b.expand)?;
     let [_, (filter, fs), (dw_bias, _)] = operands(lw, b.depthwise)?;
     let Op::Conv(a) = &lw.g.nodes[b.depthwise].op else {
-        return Err(CodegenError::Internal("block without a depthwise conv".into()));
+        return Err(CodegenError::Internal(
+            "block without a depthwise conv".into(),
+        ));
     };
     let (n, cin, h, w, mid) = (xs[0], xs[1], xs[2], xs[3], fs[0]);
     let (kh, kw) = (fs[2], fs[3]);
-    let two = |v: &[usize]| [v.first().copied().unwrap_or(1), v.get(1).copied().unwrap_or(1)];
+    let two = |v: &[usize]| {
+        [
+            v.first().copied().unwrap_or(1),
+            v.get(1).copied().unwrap_or(1),
+        ]
+    };
     let ([sh, sw], [dh, dw]) = (two(&a.stride), two(&a.dilation));
     let mid_shape = [n, mid, h, w];
     let pad = crate::ir::infer::resolved_conv_padding(a, &mid_shape, &fs);
@@ -133,7 +157,10 @@ fn call(lw: &mut Lowering<'_>, b: &Block) -> Result<(), CodegenError> {
     let out_chain = chain(lw.g, &lw.users, b.project);
     let y = out_chain
         .as_ref()
-        .map_or_else(|| lw.g.nodes[b.project].outputs.first().copied(), |c| Some(c.out))
+        .map_or_else(
+            || lw.g.nodes[b.project].outputs.first().copied(),
+            |c| Some(c.out),
+        )
         .ok_or_else(|| CodegenError::Internal("projection without an output".into()))?;
     let cout = lw.shape(y)?[1];
     let band = band_rows(mid, w, oh, [kh, sh, dh]);
@@ -154,8 +181,13 @@ fn call(lw: &mut Lowering<'_>, b: &Block) -> Result<(), CodegenError> {
     let dims = [
         n, cin, mid, cout, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, band, PARTS,
     ];
-    let scratch = nnefc_runtime::block_scratch_bytes(&runtime_args(&dims));
-    let scratch = lw.gemm_scratch(scratch);
+    let mut args = runtime_args(&dims);
+    let scratch = lw.gemm_scratch(nnefc_runtime::block_scratch_bytes(&args));
+    let serial = (kh * kw < LANE_TAPS && mid * h * w * 4 <= SERIAL_WHOLE_BYTES).then(|| {
+        args.serial_band = oh;
+        let bytes = nnefc_runtime::block_serial_scratch_bytes(&args);
+        (oh, lw.scratch_offset(bytes))
+    });
     lw.prog.steps.push(Step::Block(BlockCall {
         dims,
         x: xb,
@@ -167,6 +199,7 @@ fn call(lw: &mut Lowering<'_>, b: &Block) -> Result<(), CodegenError> {
         residual,
         y: yb,
         scratch,
+        serial,
     }));
     Ok(())
 }
@@ -210,6 +243,8 @@ fn runtime_args(d: &[usize; 18]) -> nnefc_runtime::BlockArgs {
         act: 0,
         scratch: core::ptr::null_mut(),
         scratch_stride: 0,
+        serial_band: 0,
+        serial_scratch: core::ptr::null_mut(),
         bounds: [0.0; 6],
     }
 }

@@ -505,7 +505,11 @@ fn fusion(lw: &mut Lowering<'_>, io: &ConvIo) -> Result<Option<Fusion>, CodegenE
 }
 
 /// Bias as a per-channel buffer of `cout` floats (a single value is broadcast into scratch).
-pub(super) fn bias_rows(lw: &mut Lowering<'_>, b: ValueId, cout: usize) -> Result<BufId, CodegenError> {
+pub(super) fn bias_rows(
+    lw: &mut Lowering<'_>,
+    b: ValueId,
+    cout: usize,
+) -> Result<BufId, CodegenError> {
     let len: usize = lw.shape(b)?.iter().product();
     let bb = lw.buf(b)?;
     if len == cout {

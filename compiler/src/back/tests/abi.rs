@@ -104,12 +104,25 @@ fn descriptor_layout_matches_runtime() {
         std::mem::offset_of!(nnefc_runtime::ConvPoolArgs, pool),
         30 * 8 + 8
     );
-    // The inverted-residual record: 34 words, then six f32 bounds.
-    assert_eq!(std::mem::size_of::<nnefc_runtime::BlockArgs>(), 34 * 8 + 24);
+    // The inverted-residual record: 36 words, then six f32 bounds.
+    assert_eq!(std::mem::size_of::<nnefc_runtime::BlockArgs>(), 36 * 8 + 24);
     assert_eq!(std::mem::offset_of!(nnefc_runtime::BlockArgs, x), 18 * 8);
-    assert_eq!(std::mem::offset_of!(nnefc_runtime::BlockArgs, project), 26 * 8);
-    assert_eq!(std::mem::offset_of!(nnefc_runtime::BlockArgs, scratch), 32 * 8);
-    assert_eq!(std::mem::offset_of!(nnefc_runtime::BlockArgs, bounds), 34 * 8);
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::BlockArgs, project),
+        26 * 8
+    );
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::BlockArgs, scratch),
+        32 * 8
+    );
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::BlockArgs, serial_band),
+        34 * 8
+    );
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::BlockArgs, bounds),
+        36 * 8
+    );
     // The stack epilogue written by `object::epilogue`.
     assert_eq!(std::mem::size_of::<nnefc_runtime::GemmEpilogue>(), 32);
     assert_eq!(

@@ -166,7 +166,11 @@ fn inverted_residual_blocks_match_the_interpreter() {
             let m = load(&g, &o);
             let kd = &m.art.kernels;
             let banded = kd.matches("inverted_residual ").count();
-            assert_eq!(banded, usize::from(which == 0 && avx512), "case {case}: {kd}");
+            assert_eq!(
+                banded,
+                usize::from(which == 0 && avx512),
+                "case {case}: {kd}"
+            );
             let got = m.run(&inputs).expect("status 0");
             assert_close(&format!("case {case}, lowering {which}"), &got[0], &want[0]);
         }
@@ -209,7 +213,10 @@ fn non_blocks_stay_layer_by_layer() {
     cases.push(block_graph(&base([13, 30]), 9));
     for (i, (g, inputs)) in cases.into_iter().enumerate() {
         let users = g.users();
-        assert!(crate::passes::block::blocks(&g, &users).is_empty(), "case {i}");
+        assert!(
+            crate::passes::block::blocks(&g, &users).is_empty(),
+            "case {i}"
+        );
         let want = crate::ir::interp::run(&g, &inputs).expect("interp");
         let m = load(&g, &opts("nblk"));
         assert!(!m.art.kernels.contains("inverted_residual"), "case {i}");
