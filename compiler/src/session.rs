@@ -318,7 +318,8 @@ pub fn dump(path: &Path, stage: Stage, opts: &Options) -> Result<String, Error> 
             let plan = passes::memory_plan::plan(&lowered.graph)
                 .map_err(|e| Error::Codegen(CodegenError::Plan(e)))?;
             let groups = passes::fusion::groups(&lowered.graph).describe(&lowered.graph);
-            Ok(format!("{groups}{plan}"))
+            let blocks = passes::block::describe(&lowered.graph);
+            Ok(format!("{groups}{blocks}{plan}"))
         }
         Stage::Kernels => {
             let (lowered, report) = lower_and_optimize(path, opts)?;

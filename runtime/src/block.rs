@@ -71,7 +71,9 @@ pub struct BlockArgs {
     /// The block's input, `[n, cin, h, w]` dense.
     pub x: *const f32,
     /// The expansion's `mid × cin` matrix in the format `expand_packing` names
-    /// ([`GemmArgs::a_packed`]: 1 `pack_a`, 2 `pack_a_lanes`).
+    /// ([`GemmArgs::a_packed`]: 1 `pack_a`, 2 `pack_a_lanes`); null: no expansion (a
+    /// depthwise conv and a projection, `mid == cin`, the depthwise conv reading the
+    /// input in place).
     pub expand: *const f32,
     /// Its format.
     pub expand_packing: usize,
@@ -141,7 +143,11 @@ const SKEW: usize = 17 * 64;
 fn layout(a: &BlockArgs) -> [usize; 4] {
     let rows_in = band_rows_in(a).min(a.h);
     let band = a.band.max(1).min(a.oh);
-    let e = align64(a.mid * rows_in * a.w * 4) + SKEW;
+    let e = if a.expand.is_null() {
+        0
+    } else {
+        align64(a.mid * rows_in * a.w * 4) + SKEW
+    };
     let d = align64(a.mid * band * a.ow * 4) + SKEW;
     let g = align64(
         sgemm_scratch_bytes(a.mid, rows_in * a.w, a.cin).max(sgemm_scratch_bytes(
@@ -282,8 +288,16 @@ unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
         let pt = (-top).max(0) as usize;
         let rows = r1.saturating_sub(r0);
         let x = a.x.wrapping_add(s * a.cin * h * w);
+        // Without an expansion the depthwise conv reads the input's rows in place.
+        let (dx, dx_sc) = if a.expand.is_null() {
+            (x.wrapping_add(r0 * w), h * w)
+        } else {
+            (e.cast_const(), rows * w)
+        };
         let mut first_new = r0;
-        if let Some((hn, p0, p1)) = held
+        if a.expand.is_null() {
+            first_new = r1;
+        } else if let Some((hn, p0, p1)) = held
             && hn == s
             && p1 > r0
             && p0 <= r0
@@ -340,9 +354,9 @@ unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
             dw: a.dw,
             pt,
             pl: a.pl,
-            x: e,
+            x: dx,
             x_sn: 0,
-            x_sc: (rows * w) as isize,
+            x_sc: dx_sc as isize,
             x_sh: w as isize,
             filter: a.filter,
             bias: a.dw_bias,
@@ -477,7 +491,10 @@ mod tests {
             let mut y = vec![0f32; a.n * a.cout * a.oh * a.ow];
             for s in 0..a.n {
                 let mut e = vec![0f32; a.mid * a.h * a.w];
-                for m in 0..a.mid {
+                if a.expand.is_null() {
+                    e.copy_from_slice(&self.x[s * a.cin * a.h * a.w..(s + 1) * a.cin * a.h * a.w]);
+                }
+                for m in (0..a.mid).filter(|_| !a.expand.is_null()) {
                     for p in 0..a.h * a.w {
                         let mut acc = 0f64;
                         for c in 0..a.cin {
@@ -528,7 +545,8 @@ mod tests {
     }
 
     /// Random blocks (odd channel counts, 3×3 and 5×5 windows, strides 1 and 2, dilation,
-    /// paddings, bands from one row to more than the map, one to four parts, one-thread
+    /// paddings, bands from one row to more than the map, one to four parts, blocks without
+    /// an expansion, one-thread
     /// bands of their own for 3×3 windows, residuals apart and in place, both packings):
     /// the banded call matches the definition, and gives the same bits serially and on a
     /// pool of three workers.
@@ -555,6 +573,9 @@ mod tests {
                 1 + r.below(70),
                 1 + r.below(40),
             );
+            // Every fifth case has no expansion: the depthwise conv reads the input.
+            let no_expand = case % 5 == 4;
+            let mid = if no_expand { cin } else { mid };
             let band = 1 + r.below(oh + 2);
             let parts = 1 + r.below(4);
             let mut take = |len: usize| -> Vec<f32> { (0..len).map(|_| r.next()).collect() };
@@ -597,7 +618,11 @@ mod tests {
                     band,
                     parts,
                     x: core::ptr::null(),
-                    expand: pe.as_ptr(),
+                    expand: if no_expand {
+                        core::ptr::null()
+                    } else {
+                        pe.as_ptr()
+                    },
                     expand_packing: 1 + usize::from(lanes),
                     expand_bias: core::ptr::null(),
                     expand_act: [0, 1, 2][case % 3],

@@ -368,7 +368,8 @@ pub struct BlockCall {
     pub dims: [usize; 18],
     /// The block's input, `[n, cin, h, w]`.
     pub x: BufId,
-    pub expand: Pointwise,
+    /// None: no expansion (the depthwise conv reads `x`, `mid == cin`).
+    pub expand: Option<Pointwise>,
     /// The depthwise filter `[mid, kh, kw]`, its bias (`mid` values), its activation.
     pub filter: BufId,
     pub dw_bias: BufId,
@@ -390,15 +391,16 @@ pub struct BlockCall {
 impl BlockCall {
     /// Every buffer the call reads or writes.
     pub fn buffers(&self) -> Vec<BufId> {
-        let mut v = vec![
-            self.x,
-            self.expand.matrix,
-            self.expand.bias,
+        let mut v = vec![self.x];
+        if let Some(e) = &self.expand {
+            v.extend([e.matrix, e.bias]);
+        }
+        v.extend([
             self.filter,
             self.dw_bias,
             self.project.matrix,
             self.project.bias,
-        ];
+        ]);
         v.extend(self.residual);
         v.push(self.y);
         v
@@ -769,7 +771,9 @@ impl fmt::Display for Program {
                             .unwrap_or_default(),
                         b.scratch
                     )?;
-                    writeln!(f, "  expand to {mid}: {}", pw(&b.expand))?;
+                    if let Some(e) = &b.expand {
+                        writeln!(f, "  expand to {mid}: {}", pw(e))?;
+                    }
                     writeln!(
                         f,
                         "  depthwise * b{}[{kh},{kw}] stride=({sh},{sw}) dilation=({dh},{dw}) \

@@ -1307,12 +1307,24 @@ fn define_body(
                     let mut fields: Vec<Value> =
                         k.dims.iter().map(|&e| iv(&mut b, e as i64)).collect();
                     fields.push(buf_ptr(&mut b, k.x)?);
-                    let (ea, elo, ehi) = k.expand.activation.runtime_code();
+                    let (ea, elo, ehi) = k
+                        .expand
+                        .as_ref()
+                        .map_or((0, 0.0, 0.0), |e| e.activation.runtime_code());
                     let (da, dlo, dhi) = k.dw_activation.runtime_code();
                     let (pa, plo, phi) = k.project.activation.runtime_code();
-                    fields.push(buf_ptr(&mut b, k.expand.matrix)?);
-                    fields.push(iv(&mut b, k.expand.packing.abi_value() as i64));
-                    fields.push(buf_ptr(&mut b, k.expand.bias)?);
+                    match &k.expand {
+                        Some(e) => {
+                            fields.push(buf_ptr(&mut b, e.matrix)?);
+                            fields.push(iv(&mut b, e.packing.abi_value() as i64));
+                            fields.push(buf_ptr(&mut b, e.bias)?);
+                        }
+                        None => {
+                            fields.push(iv(&mut b, 0));
+                            fields.push(iv(&mut b, 1));
+                            fields.push(iv(&mut b, 0));
+                        }
+                    }
                     fields.push(iv(&mut b, ea));
                     fields.push(buf_ptr(&mut b, k.filter)?);
                     fields.push(buf_ptr(&mut b, k.dw_bias)?);

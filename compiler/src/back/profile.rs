@@ -90,7 +90,7 @@ pub fn table(graph: &Graph, step_nodes: &[usize], contraction: &[bool]) -> Strin
     let blocks = crate::passes::block::blocks(graph, &users);
     let block_of = |i: usize| blocks.iter().find(|b| b.project == i);
     let flops = |g: &Graph, i: usize| match block_of(i) {
-        Some(b) => flops(g, b.expand) + flops(g, b.depthwise) + flops(g, b.project),
+        Some(b) => b.convs().iter().map(|&c| flops(g, c)).sum(),
         None => flops(g, i),
     };
     let is_contraction = |s: usize| contraction.get(s).copied().unwrap_or(false);

@@ -11,7 +11,9 @@
 //! chain has no residual and whose output alone feeds a depthwise conv (one input and one
 //! output channel per group, a `constant` or `ignore` border), whose chain has no residual
 //! and whose output alone feeds a second 1×1 conv; that one's chain may add a residual.
-//! Neither map is a graph output. Blocks whose output map has fewer than
+//! Neither map is a graph output. A block may also start at its depthwise conv (no
+//! expansion, as MobileNetV2's first block): the depthwise conv then reads the block's
+//! input in place. Blocks whose output map has fewer than
 //! [`MIN_OUTPUT_ROWS`] rows stay layer by layer (see there).
 //!
 //! Not here: the lowering (`back::select::block`), the band height.
@@ -29,24 +31,33 @@ pub const MIN_OUTPUT_ROWS: usize = 14;
 /// One inverted-residual block.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Block {
-    /// Node indices of the expansion, the depthwise conv and the projection.
-    pub expand: usize,
+    /// Node indices of the expansion (none in a block that starts at its depthwise
+    /// conv, as MobileNetV2's first), the depthwise conv and the projection.
+    pub expand: Option<usize>,
     pub depthwise: usize,
     pub project: usize,
-    /// The block's input (the expansion's).
+    /// The block's input (the expansion's, or the depthwise conv's without one).
     pub x: ValueId,
     /// The expansion's and the depthwise conv's results (their chains' outputs): no slot.
-    pub expanded: ValueId,
+    pub expanded: Option<ValueId>,
     pub dw_out: ValueId,
     /// The last node of the projection's chain (the projection itself without one).
     pub end: usize,
 }
 
 impl Block {
-    /// Every node the block computes, the three convs and their chains, in order.
+    /// The convs of the block, in order.
+    pub fn convs(&self) -> Vec<usize> {
+        self.expand
+            .into_iter()
+            .chain([self.depthwise, self.project])
+            .collect()
+    }
+
+    /// Every node the block computes, the convs and their chains, in order.
     pub fn nodes(&self, g: &Graph, users: &[Vec<NodeId>]) -> Vec<usize> {
         let mut v = Vec::new();
-        for c in [self.expand, self.depthwise, self.project] {
+        for c in self.convs() {
             v.push(c);
             if let Some(ch) = chain(g, users, c) {
                 v.extend(ch.nodes);
@@ -58,8 +69,8 @@ impl Block {
     /// The values inside the block that get no slot: the two maps and the values inside
     /// the three chains (`EpilogueChain::internal`).
     pub fn internal(&self, g: &Graph, users: &[Vec<NodeId>]) -> Vec<ValueId> {
-        let mut v = vec![self.expanded, self.dw_out];
-        for c in [self.expand, self.depthwise, self.project] {
+        let mut v: Vec<ValueId> = self.expanded.into_iter().chain([self.dw_out]).collect();
+        for c in self.convs() {
             if let Some(ch) = chain(g, users, c) {
                 v.extend(ch.internal(g, c));
             }
@@ -118,30 +129,35 @@ fn feeds(
     (u.len() == 1 && next(u[0].index()) && !g.outputs.contains(&out)).then(|| (out, u[0].index()))
 }
 
-/// The block whose expansion is the conv at node `ni`, if any.
-pub fn block_at(g: &Graph, users: &[Vec<NodeId>], ni: usize) -> Option<Block> {
-    if !pointwise(g, ni) {
-        return None;
-    }
-    let x = *g.nodes.get(ni)?.inputs.first()?;
-    let is_dw = |d: usize| {
-        conv2d(g, d).is_some_and(|(a, xs, fs)| {
-            let c = xs[1];
-            let groups = if a.groups == 0 { c } else { a.groups };
-            groups == c
-                && fs[0] == c
-                && fs[1] == 1
-                && matches!(a.border, Border::Constant | Border::Ignore)
-        })
+/// Whether the conv at `d` is depthwise (one input and one output channel per group)
+/// with a zero border.
+fn depthwise(g: &Graph, d: usize) -> bool {
+    conv2d(g, d).is_some_and(|(a, xs, fs)| {
+        let c = xs[1];
+        let groups = if a.groups == 0 { c } else { a.groups };
+        groups == c
+            && fs[0] == c
+            && fs[1] == 1
+            && matches!(a.border, Border::Constant | Border::Ignore)
+    })
+}
+
+/// The block from the depthwise conv at `dw` on (its input `x`), if its output alone
+/// feeds a pointwise projection on a map of [`MIN_OUTPUT_ROWS`] rows or more.
+fn from_depthwise(
+    g: &Graph,
+    users: &[Vec<NodeId>],
+    expand: Option<(usize, ValueId)>,
+    dw: usize,
+) -> Option<Block> {
+    let x = match expand {
+        Some((e, _)) => *g.nodes.get(e)?.inputs.first()?,
+        None => *g.nodes.get(dw)?.inputs.first()?,
     };
-    let (expanded, dw) = feeds(g, users, ni, chain(g, users, ni).as_ref(), is_dw)?;
-    if g.nodes.get(dw)?.inputs.first() != Some(&expanded) {
-        return None;
-    }
     let (dw_out, project) = feeds(g, users, dw, chain(g, users, dw).as_ref(), |p| {
-        pointwise(g, p) && g.nodes[p].inputs.first().is_some()
+        pointwise(g, p)
     })?;
-    if g.nodes.get(project)?.inputs.first() != Some(&dw_out) || project <= dw || dw <= ni {
+    if g.nodes.get(project)?.inputs.first() != Some(&dw_out) || project <= dw {
         return None;
     }
     let y = *g.nodes.get(project)?.outputs.first()?;
@@ -153,21 +169,46 @@ pub fn block_at(g: &Graph, users: &[Vec<NodeId>], ni: usize) -> Option<Block> {
         .and_then(|c| c.nodes.last().copied())
         .unwrap_or(project);
     Some(Block {
-        expand: ni,
+        expand: expand.map(|e| e.0),
         depthwise: dw,
         project,
         x,
-        expanded,
+        expanded: expand.map(|e| e.1),
         dw_out,
         end,
     })
 }
 
-/// Every block of the graph, by expansion node. `users` is `g.users()`.
+/// The block whose expansion is the conv at node `ni`, if any.
+pub fn block_at(g: &Graph, users: &[Vec<NodeId>], ni: usize) -> Option<Block> {
+    if !pointwise(g, ni) {
+        return None;
+    }
+    let (expanded, dw) = feeds(g, users, ni, chain(g, users, ni).as_ref(), |d| {
+        depthwise(g, d)
+    })?;
+    if g.nodes.get(dw)?.inputs.first() != Some(&expanded) || dw <= ni {
+        return None;
+    }
+    from_depthwise(g, users, Some((ni, expanded)), dw)
+}
+
+/// Every block of the graph, in node order: those with an expansion, then depthwise convs
+/// that start one (no expansion before them, or one that does not make a block).
+/// `users` is `g.users()`.
 pub fn blocks(g: &Graph, users: &[Vec<NodeId>]) -> Vec<Block> {
-    (0..g.nodes.len())
+    let mut v: Vec<Block> = (0..g.nodes.len())
         .filter_map(|ni| block_at(g, users, ni))
-        .collect()
+        .collect();
+    let taken: Vec<usize> = v.iter().flat_map(|b| b.nodes(g, users)).collect();
+    let rest: Vec<Block> = (0..g.nodes.len())
+        .filter(|&d| depthwise(g, d) && !taken.contains(&d))
+        .filter_map(|d| from_depthwise(g, users, None, d))
+        .filter(|b| !b.nodes(g, users).iter().any(|n| taken.contains(n)))
+        .collect();
+    v.extend(rest);
+    v.sort_by_key(|b| b.depthwise);
+    v
 }
 
 /// `nnefc dump --stage plan`'s list of blocks, one line each (empty without blocks).
@@ -182,13 +223,18 @@ pub fn describe(g: &Graph) -> String {
     blocks(g, &users)
         .iter()
         .map(|b| {
+            let expand = b
+                .expand
+                .map(|e| format!("{} → ", name(e)))
+                .unwrap_or_default();
+            let maps = match b.expanded {
+                Some(e) => format!("{e} and {}", b.dw_out),
+                None => format!("{}", b.dw_out),
+            };
             format!(
-                "block {} → {} → {}: {} and {} banded, no slot\n",
-                name(b.expand),
+                "block {expand}{} → {}: {maps} banded, no slot\n",
                 name(b.depthwise),
                 name(b.project),
-                b.expanded,
-                b.dw_out
             )
         })
         .collect()

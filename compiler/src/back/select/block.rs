@@ -77,9 +77,11 @@ pub(super) fn lower(lw: &mut Lowering<'_>, b: &Block) -> Result<(), CodegenError
     // Layer by layer: each conv lowered at its own node index (which its chain and
     // lowering rules read), the two maps in the scratch of this node.
     let here = lw.node_idx();
-    lw.in_scratch(b.expanded)?;
+    if let Some(e) = b.expanded {
+        lw.in_scratch(e)?;
+    }
     lw.in_scratch(b.dw_out)?;
-    for ni in [b.expand, b.depthwise, b.project] {
+    for ni in b.convs() {
         lw.set_node_idx(ni);
         let n = &lw.g.nodes[ni];
         lw.node(n)?;
@@ -133,7 +135,7 @@ fn pointwise(
 
 /// The block as one runtime call.
 fn call(lw: &mut Lowering<'_>, b: &Block) -> Result<(), CodegenError> {
-    let [(x, xs), _, _] = operands(lw, b.expand)?;
+    let [(x, xs), _, _] = operands(lw, b.expand.unwrap_or(b.depthwise))?;
     let [_, (filter, fs), (dw_bias, _)] = operands(lw, b.depthwise)?;
     let Op::Conv(a) = &lw.g.nodes[b.depthwise].op else {
         return Err(CodegenError::Internal(
@@ -165,7 +167,10 @@ fn call(lw: &mut Lowering<'_>, b: &Block) -> Result<(), CodegenError> {
     let cout = lw.shape(y)?[1];
     let band = band_rows(mid, w, oh, [kh, sh, dh]);
     let rows_in = ((band - 1) * sh + (kh - 1) * dh + 1).min(h);
-    let expand = pointwise(lw, b.expand, [mid, rows_in * w, cin])?;
+    let expand = match b.expand {
+        Some(e) => Some(pointwise(lw, e, [mid, rows_in * w, cin])?),
+        None => None,
+    };
     let project = pointwise(lw, b.project, [cout, band * ow, mid])?;
     let dw_bias = bias_rows(lw, dw_bias, mid)?;
     let filter = lw.buf(filter)?;
@@ -182,8 +187,15 @@ fn call(lw: &mut Lowering<'_>, b: &Block) -> Result<(), CodegenError> {
         n, cin, mid, cout, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, band, PARTS,
     ];
     let mut args = runtime_args(&dims);
+    if expand.is_some() {
+        // Only whether there is an expansion matters to the scratch's size.
+        args.expand = core::ptr::NonNull::dangling().as_ptr();
+    }
     let scratch = lw.gemm_scratch(nnefc_runtime::block_scratch_bytes(&args));
-    let serial = (kh * kw < LANE_TAPS && mid * h * w * 4 <= SERIAL_WHOLE_BYTES).then(|| {
+    // Without an expansion the maps are no larger than the layers' own; the bands are
+    // what such a block gains on one thread (nothing to keep in L2 but the depthwise rows).
+    let whole = expand.is_some() && kh * kw < LANE_TAPS && mid * h * w * 4 <= SERIAL_WHOLE_BYTES;
+    let serial = whole.then(|| {
         args.serial_band = oh;
         let bytes = nnefc_runtime::block_serial_scratch_bytes(&args);
         (oh, lw.scratch_offset(bytes))
