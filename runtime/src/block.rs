@@ -40,7 +40,7 @@ pub struct BlockArgs {
     pub mid: usize,
     /// Output channels.
     pub cout: usize,
-    /// Input height and width (the expanded map's too).
+    /// Input height (the expanded map's too).
     pub h: usize,
     /// Input width.
     pub w: usize,
@@ -171,7 +171,7 @@ pub fn block_scratch_bytes(a: &BlockArgs) -> usize {
 /// The arguments of the one-thread run: `serial_band` rows per band, one part, the
 /// serial scratch (`None` when `serial_band` is 0).
 fn serial(a: &BlockArgs) -> Option<BlockArgs> {
-    (a.serial_band > 0).then(|| BlockArgs {
+    (a.serial_band > 0).then_some(BlockArgs {
         band: a.serial_band,
         parts: 1,
         scratch: a.serial_scratch,
