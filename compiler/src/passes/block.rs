@@ -11,7 +11,8 @@
 //! chain has no residual and whose output alone feeds a depthwise conv (one input and one
 //! output channel per group, a `constant` or `ignore` border), whose chain has no residual
 //! and whose output alone feeds a second 1×1 conv; that one's chain may add a residual.
-//! Neither map is a graph output. A block may also start at its depthwise conv (no
+//! Neither map is a graph output; the input and output rows have 5 columns or more (the
+//! runtime's bit-identity across worker counts needs it). A block may also start at its depthwise conv (no
 //! expansion, as MobileNetV2's first block): the depthwise conv then reads the block's
 //! input in place. Blocks whose output map has fewer than
 //! [`MIN_OUTPUT_ROWS`] rows stay layer by layer (see there).
@@ -161,8 +162,11 @@ fn from_depthwise(
         return None;
     }
     let y = *g.nodes.get(project)?.outputs.first()?;
-    let rows = g.ty(y).shape().and_then(|s| s.get(2).copied())?;
-    if rows < MIN_OUTPUT_ROWS {
+    let (ys, xs) = (g.ty(y).shape()?, g.ty(x).shape()?);
+    // Rows of 5 columns or more: the runtime's GEMM gives a column the same bits in
+    // products of any width from 5 on (1–4 columns take its matrix-vector route), which
+    // makes the bands' bits independent of the worker count.
+    if ys.get(2).copied()? < MIN_OUTPUT_ROWS || ys.get(3).copied()? < 5 || xs.get(3).copied()? < 5 {
         return None;
     }
     let end = chain(g, users, project)
