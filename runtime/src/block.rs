@@ -132,9 +132,14 @@ fn align64(b: usize) -> usize {
     b.div_ceil(64) * 64
 }
 
+/// Input rows the depthwise windows of `rows` (≥ 1) consecutive output rows span.
+fn reach(a: &BlockArgs, rows: usize) -> usize {
+    (rows - 1) * a.sh + (a.kh - 1) * a.dh + 1
+}
+
 /// Input rows a band of `band` output rows reads at most.
 fn band_rows_in(a: &BlockArgs) -> usize {
-    (a.band.max(1).min(a.oh) - 1) * a.sh + (a.kh - 1) * a.dh + 1
+    reach(a, a.band.max(1).min(a.oh))
 }
 
 /// Bytes added after each region of the scratch: 17 cache lines, so that the depthwise
@@ -165,8 +170,8 @@ fn layout(a: &BlockArgs) -> [usize; 4] {
     [0, e, e + d, e + d + g]
 }
 
-/// Bytes of scratch each worker needs for the block `a` describes (its dims and `band`;
-/// pointers are not read).
+/// Bytes of scratch each worker needs for the block `a` describes (its dims and `band`,
+/// and whether `expand` is null; no pointer is read through).
 pub fn block_scratch_bytes(a: &BlockArgs) -> usize {
     if a.oh == 0 || a.h == 0 || a.kh == 0 {
         return 0;
@@ -278,7 +283,8 @@ unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
     };
     let e_epi = epi(a.expand_bias, a.expand_act, elo, ehi, false);
     let p_epi = epi(a.project_bias, a.act, lo_, hi_, !a.res.is_null());
-    // Input rows [p0, p1) of sample `held_n` are in `e`, `p1 − p0` rows per channel.
+    // (sample, p0, p1): input rows [p0, p1) of that sample are in `e`, `p1 − p0` rows per
+    // channel.
     let mut held: Option<(usize, usize, usize)> = None;
     for u in lo..hi {
         let (s, o0, o1) = unit(a, u);
@@ -288,9 +294,7 @@ unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
         // Input rows the band's windows read: [r0, r1), and the zero rows above r0.
         let top = (o0 * a.sh) as isize - a.pt as isize;
         let r0 = top.max(0) as usize;
-        let r1 = ((((o1 - 1) * a.sh + (a.kh - 1) * a.dh + 1) as isize - a.pt as isize).max(0)
-            as usize)
-            .min(h);
+        let r1 = ((top + reach(a, o1 - o0) as isize).max(0) as usize).min(h);
         let pt = (-top).max(0) as usize;
         let rows = r1.saturating_sub(r0);
         let x = a.x.wrapping_add(s * a.cin * h * w);

@@ -89,9 +89,9 @@ pub fn table(graph: &Graph, step_nodes: &[usize], contraction: &[bool]) -> Strin
     let users = graph.users();
     let blocks = crate::passes::block::blocks(graph, &users);
     let block_of = |i: usize| blocks.iter().find(|b| b.project == i);
-    let flops = |g: &Graph, i: usize| match block_of(i) {
-        Some(b) => b.convs().iter().map(|&c| flops(g, c)).sum(),
-        None => flops(g, i),
+    let node_flops = |i: usize| match block_of(i) {
+        Some(b) => b.convs().iter().map(|&c| flops(graph, c)).sum(),
+        None => flops(graph, i),
     };
     let is_contraction = |s: usize| contraction.get(s).copied().unwrap_or(false);
     // Per node: its steps and its contraction steps.
@@ -104,8 +104,8 @@ pub fn table(graph: &Graph, step_nodes: &[usize], contraction: &[bool]) -> Strin
     for (s, &i) in step_nodes.iter().enumerate() {
         let (steps, contractions) = counts.get(&i).copied().unwrap_or((1, 0));
         let step_flops = match (contractions, is_contraction(s)) {
-            (0, _) => flops(graph, i) / steps as f64,
-            (k, true) => flops(graph, i) / k as f64,
+            (0, _) => node_flops(i) / steps as f64,
+            (k, true) => node_flops(i) / k as f64,
             (_, false) => 0.0,
         };
         let (node, op, shape) = match graph.nodes.get(i) {

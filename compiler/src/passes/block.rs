@@ -24,8 +24,9 @@ use crate::ir::{Border, DType, Graph, NodeId, Op, ValueId};
 
 /// Output rows below which a block stays layer by layer. On mobilenet_v2's 7×7 stages
 /// (960 expanded channels) two bands of 4 and 3 rows took 0.257 ms on two threads
-/// against 0.223 layer by layer with the cores close, and cost 2 % on one thread
-/// (`runtime/examples/band_bench.rs`, Zen 4, 2026-11-28): each band pays the GEMMs'
+/// against 0.223 layer by layer with the cores close, and cost 2 % on one thread (a
+/// two-thread variant of `runtime/examples/band_bench.rs`, kept in commit 22a7a7a as
+/// `band2_scratch.rs`; Zen 4, 2026-11-28): each band pays the GEMMs'
 /// per-call setup on a product of a few dozen columns, and the halves are uneven.
 pub const MIN_OUTPUT_ROWS: usize = 14;
 
@@ -96,7 +97,7 @@ fn conv2d(g: &Graph, ni: usize) -> Option<(&crate::ir::ConvAttrs, Vec<usize>, Ve
         && always_fused(g, ni)
         && g.const_of(b).is_some()
         && g.ty(x).dtype == DType::F32)
-        .then(|| (a, xs.to_vec(), fs.to_vec()))
+        .then_some((a, xs, fs))
 }
 
 /// Whether the conv at `ni` is a pointwise (1×1, one group, unit strides, no padding)

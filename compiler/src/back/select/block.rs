@@ -17,6 +17,7 @@ use super::conv::{activation_of, bias_rows};
 use super::linalg::{a_packing, pack_const};
 use crate::back::CodegenError;
 use crate::back::kernel::{Activation, BlockCall, Pointwise, Step};
+use crate::ir::infer::effective_window;
 use crate::ir::{DType, Op, ValueId};
 use crate::passes::block::Block;
 use crate::passes::epilogue::{ChainActivation, chain};
@@ -42,7 +43,7 @@ pub(crate) const PARTS: usize = 2;
 /// against bands of 7 / 8 / 9 / 14 rows: 543–548 µs against 568 / 559 / 586 / 556:
 /// a band that leaves the kernel's row block one row short or over costs 2–5 %.
 pub(crate) fn band_rows(mid: usize, w: usize, oh: usize, [kh, sh, dh]: [usize; 3]) -> usize {
-    let bytes = |b: usize| mid * ((b - 1) * sh + (kh - 1) * dh + 1) * w * 4;
+    let bytes = |b: usize| mid * ((b - 1) * sh + effective_window(kh, dh)) * w * 4;
     let part = oh.div_ceil(PARTS).max(1);
     if bytes(part) <= BAND_BYTES {
         return part;
@@ -116,13 +117,13 @@ fn pointwise(
     [m, n, k]: [usize; 3],
 ) -> Result<Pointwise, CodegenError> {
     let [_, (f, _), (bias, _)] = operands(lw, ni)?;
-    let data =
-        lw.g.const_of(f)
-            .and_then(|t| t.as_f32())
-            .ok_or_else(|| CodegenError::Internal(format!("conv node {ni}: filter not constant")))?
-            .to_vec();
+    let g = lw.g;
+    let data = g
+        .const_of(f)
+        .and_then(|t| t.as_f32())
+        .ok_or_else(|| CodegenError::Internal(format!("conv node {ni}: filter not constant")))?;
     let packing = a_packing(lw, m, n, k);
-    let packed = pack_const(packing, m, k, &data, k, 1)?;
+    let packed = pack_const(packing, m, k, data, k, 1)?;
     let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
     let matrix = lw.const_buf(bytes, DType::F32, packed.len());
     Ok(Pointwise {
@@ -166,7 +167,7 @@ fn call(lw: &mut Lowering<'_>, b: &Block) -> Result<(), CodegenError> {
         .ok_or_else(|| CodegenError::Internal("projection without an output".into()))?;
     let cout = lw.shape(y)?[1];
     let band = band_rows(mid, w, oh, [kh, sh, dh]);
-    let rows_in = ((band - 1) * sh + (kh - 1) * dh + 1).min(h);
+    let rows_in = ((band - 1) * sh + effective_window(kh, dh)).min(h);
     let expand = match b.expand {
         Some(e) => Some(pointwise(lw, e, [mid, rows_in * w, cin])?),
         None => None,
