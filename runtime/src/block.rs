@@ -30,11 +30,11 @@
 
 use crate::gemm::{GemmArgs, GemmEpilogue, nnefc_sgemm_parallel, sgemm_scratch_bytes};
 use crate::parallel::{self, Parallel};
-use crate::{DwArgs, nnefc_dwconv};
+use crate::{ConvArgs, DwArgs, nnefc_conv, nnefc_dwconv};
 use core::ffi::c_void;
 
-/// `nnefc_block_args`: one inverted-residual block over dense NCHW tensors. 312 bytes on
-/// 64-bit targets: 36 pointer-sized fields, then six `f32` clamp bounds.
+/// `nnefc_block_args`: one inverted-residual block over dense NCHW tensors. 360 bytes on
+/// 64-bit targets: 42 pointer-sized fields, then six `f32` clamp bounds.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct BlockArgs {
@@ -46,9 +46,10 @@ pub struct BlockArgs {
     pub mid: usize,
     /// Output channels.
     pub cout: usize,
-    /// Input height (the expanded map's too).
+    /// The expanded map's height (the depthwise conv's input; the block input's too
+    /// unless the expansion is a direct conv).
     pub h: usize,
-    /// Input width.
+    /// The expanded map's width.
     pub w: usize,
     /// Output height (the depthwise conv's).
     pub oh: usize,
@@ -74,12 +75,14 @@ pub struct BlockArgs {
     pub band: usize,
     /// Parts the output rows are cut into before bands (≥ 1; more than `oh` read as `oh`).
     pub parts: usize,
-    /// The block's input, `[n, cin, h, w]` dense.
+    /// The block's input, `[n, cin, xh, xw]` dense.
     pub x: *const f32,
-    /// The expansion's `mid × cin` matrix in the format `expand_packing` names
-    /// ([`GemmArgs::a_packed`]: 1 `pack_a`, 2 `pack_a_lanes`); null: no expansion (a
-    /// depthwise conv and a projection, `mid == cin`, the depthwise conv reading the
-    /// input in place).
+    /// The expansion: a `mid × cin` matrix in the format `expand_packing` names
+    /// ([`GemmArgs::a_packed`]: 1 `pack_a`, 2 `pack_a_lanes`), or with `expand_packing`
+    /// [`EXPAND_DIRECT`] a direct convolution's filter (`mid` outputs of `cin` channels,
+    /// `ek`×`ek`, packed by [`pack_conv_filter`](crate::pack_conv_filter)) that
+    /// `nnefc_conv` runs over the band's rows; null: no expansion (a depthwise conv and a
+    /// projection, `mid == cin`, the depthwise conv reading the input in place).
     pub expand: *const f32,
     /// Its format.
     pub expand_packing: usize,
@@ -121,9 +124,27 @@ pub struct BlockArgs {
     /// The scratch of the one-thread bands, [`block_serial_scratch_bytes`] bytes, 64-byte
     /// aligned (unused when `serial_band` is 0).
     pub serial_scratch: *mut u8,
+    /// The input's height: `h` unless the expansion is a direct conv.
+    pub xh: usize,
+    /// The input's width: `w` unless the expansion is a direct conv.
+    pub xw: usize,
+    /// A direct expansion's window side (square: [`nnefc_conv`]'s shapes,
+    /// `conv_supported`); 1 otherwise.
+    pub ek: usize,
+    /// Its stride, both directions; 1 otherwise.
+    pub es: usize,
+    /// Its zero rows above the input (fewer than `ek`); 0 otherwise.
+    pub ept: usize,
+    /// Its zero columns left of the input (fewer than `ek`); 0 otherwise.
+    pub epl: usize,
     /// Clamp bounds `[lo, hi]` of the expansion, the depthwise conv and the projection.
     pub bounds: [f32; 6],
 }
+
+/// `expand_packing` of an expansion that is a direct convolution (`nnefc_conv`): a
+/// network's first layer (an image of 3 channels into 32, 3×3 stride 2) feeding the
+/// first block, whose output map then never reaches memory.
+pub const EXPAND_DIRECT: usize = 3;
 
 /// Multiply-adds below which a block runs on the calling thread.
 const PARALLEL_MIN_MACS: usize = 1 << 18;
@@ -272,6 +293,7 @@ unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
         )
     };
     let (h, w, ow) = (a.h, a.w, a.ow);
+    let direct = !a.expand.is_null() && a.expand_packing == EXPAND_DIRECT;
     let [elo, ehi, dlo, dhi, lo_, hi_] = a.bounds;
     let epi = |bias: *const f32, act: usize, lo: f32, hi: f32, acc: bool| GemmEpilogue {
         bias,
@@ -297,8 +319,9 @@ unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
         let r1 = ((top + reach(a, o1 - o0) as isize).max(0) as usize).min(h);
         let pt = (-top).max(0) as usize;
         let rows = r1.saturating_sub(r0);
-        let x = a.x.wrapping_add(s * a.cin * h * w);
-        // Without an expansion the depthwise conv reads the input's rows in place.
+        let x = a.x.wrapping_add(s * a.cin * a.xh * a.xw);
+        // Without an expansion the depthwise conv reads the input's rows in place (`x` is
+        // then `h`×`w`).
         let (dx, dx_sc) = if a.expand.is_null() {
             (x.wrapping_add(r0 * w), h * w)
         } else {
@@ -332,7 +355,52 @@ unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
             }
             first_new = p1;
         }
-        if r1 > first_new {
+        if r1 > first_new && direct {
+            // Expanded rows [first_new, r1): the conv's output rows from the input row
+            // their windows start at (zero rows above the input are the conv's padding).
+            let top = (first_new * a.es) as isize - a.ept as isize;
+            let skip = (top.max(0) as usize).min(a.xh);
+            let cargs = ConvArgs {
+                geo: DwArgs {
+                    n: 1,
+                    c: a.mid,
+                    h: a.xh - skip,
+                    w: a.xw,
+                    oh: r1 - first_new,
+                    ow: w,
+                    kh: a.ek,
+                    kw: a.ek,
+                    sh: a.es,
+                    sw: a.es,
+                    dh: 1,
+                    dw: 1,
+                    pt: (-top).max(0) as usize,
+                    pl: a.epl,
+                    x: x.wrapping_add(skip * a.xw),
+                    x_sn: 0,
+                    x_sc: (a.xh * a.xw) as isize,
+                    x_sh: a.xw as isize,
+                    filter: a.expand,
+                    bias: a.expand_bias,
+                    bias_sc: 1,
+                    res: core::ptr::null(),
+                    // SAFETY: rows [first_new − r0, rows) of the band buffer's channels.
+                    y: unsafe { e.add((first_new - r0) * w) },
+                    y_sn: 0,
+                    y_sc: (rows * w) as isize,
+                    y_sh: w as isize,
+                    act: a.expand_act,
+                    lo: elo,
+                    hi: ehi,
+                },
+                cin: a.cin,
+                filter_sn: 0,
+                bias_sn: 0,
+            };
+            // SAFETY: the input's rows the windows read, the band buffer's rows; a null
+            // `par` runs on this thread.
+            unsafe { nnefc_conv(&cargs, core::ptr::null()) };
+        } else if r1 > first_new {
             // SAFETY: rows [first_new, r1) of the input, into the band buffer's rows.
             unsafe {
                 product(
@@ -340,7 +408,7 @@ unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
                     a.mid,
                     (r1 - first_new) * w,
                     a.cin,
-                    (x.add(first_new * w), h * w),
+                    (x.add(first_new * w), a.xh * a.xw),
                     (e.add((first_new - r0) * w), rows * w),
                     &e_epi,
                     gs,
@@ -446,8 +514,19 @@ pub unsafe extern "C" fn nnefc_inverted_residual(args: *const BlockArgs, par: *c
     if a.n == 0 || a.oh == 0 || a.ow == 0 || a.band == 0 || a.h == 0 || a.kh == 0 || a.kw == 0 {
         return;
     }
+    if !a.expand.is_null()
+        && a.expand_packing == EXPAND_DIRECT
+        && !crate::conv_supported(a.ek, a.ek, a.es, a.es, 1, 1)
+    {
+        return;
+    }
     let units = a.n * cuts(a).1;
-    let macs = a.n * a.mid * (a.h * a.w * a.cin + a.oh * a.ow * (a.kh * a.kw + a.cout));
+    let taps = if a.expand_packing == EXPAND_DIRECT {
+        a.ek * a.ek
+    } else {
+        1
+    };
+    let macs = a.n * a.mid * (a.h * a.w * a.cin * taps + a.oh * a.ow * (a.kh * a.kw + a.cout));
     // SAFETY: `par` is null or valid.
     let workers = unsafe { parallel::workers(par) };
     let tasks = if macs >= PARALLEL_MIN_MACS {
@@ -504,7 +583,36 @@ mod tests {
                 if a.expand.is_null() {
                     e.copy_from_slice(&self.x[s * a.cin * a.h * a.w..(s + 1) * a.cin * a.h * a.w]);
                 }
-                for m in (0..a.mid).filter(|_| !a.expand.is_null()) {
+                let direct = a.expand_packing == EXPAND_DIRECT;
+                for m in (0..a.mid).filter(|_| !a.expand.is_null() && direct) {
+                    for oy in 0..a.h {
+                        for ox in 0..a.w {
+                            let mut acc = 0f64;
+                            for c in 0..a.cin {
+                                for ky in 0..a.ek {
+                                    for kx in 0..a.ek {
+                                        let iy = (oy * a.es + ky) as isize - a.ept as isize;
+                                        let ix = (ox * a.es + kx) as isize - a.epl as isize;
+                                        if iy < 0
+                                            || ix < 0
+                                            || iy >= a.xh as isize
+                                            || ix >= a.xw as isize
+                                        {
+                                            continue;
+                                        }
+                                        let wi = ((m * a.cin + c) * a.ek + ky) * a.ek + kx;
+                                        let xi = ((s * a.cin + c) * a.xh + iy as usize) * a.xw
+                                            + ix as usize;
+                                        acc += f64::from(self.we[wi]) * f64::from(self.x[xi]);
+                                    }
+                                }
+                            }
+                            e[(m * a.h + oy) * a.w + ox] =
+                                act(acc as f32 + self.be[m], a.expand_act, b[0], b[1]);
+                        }
+                    }
+                }
+                for m in (0..a.mid).filter(|_| !a.expand.is_null() && !direct) {
                     for p in 0..a.h * a.w {
                         let mut acc = 0f64;
                         for c in 0..a.cin {
@@ -564,7 +672,8 @@ mod tests {
     fn inverted_residual_matches_the_definition() {
         let mut r = Lcg(29);
         let pool = crate::ThreadPool::new(3).expect("pool");
-        for case in 0..60 {
+        let mut direct_cases = 0;
+        for case in 0..90 {
             let k = [3, 5][r.below(2)];
             let (sh, dil) = (1 + r.below(2), if case % 7 == 3 { 2 } else { 1 });
             // Rows of at least 5 columns: see the module doc.
@@ -587,15 +696,41 @@ mod tests {
                 1 + r.below(70),
                 1 + r.below(40),
             );
-            // Every fifth case has no expansion: the depthwise conv reads the input.
+            // Every fifth case has no expansion: the depthwise conv reads the input. Every
+            // fourth of the others expands by a direct conv of 1–4 channels, from an input
+            // of any extent (taps past it read zero).
             let no_expand = case % 5 == 4;
+            let direct = !no_expand && case % 4 == 1;
             let mid = if no_expand { cin } else { mid };
+            let (cin, ek, es) = if direct {
+                (1 + r.below(4), [3, 5, 7][r.below(3)], 1 + r.below(2))
+            } else {
+                (cin, 1, 1)
+            };
+            let (ept, epl) = if direct {
+                (r.below(ek), r.below(ek))
+            } else {
+                (0, 0)
+            };
+            // The input whose conv output is exactly `h`×`w` with zero rows below and
+            // columns right fewer than the window's side (as a graph's shapes give).
+            let mut extent = |out: usize, front: usize| {
+                let back = r.below(ek);
+                let slack = r.below(es);
+                ((out - 1) * es + ek + slack).checked_sub(front + back)
+            };
+            let (Some(xh), Some(xw)) = (extent(h, ept), extent(w, epl)) else {
+                continue;
+            };
+            if xh == 0 || xw == 0 {
+                continue;
+            }
             let band = 1 + r.below(oh + 2);
             let parts = 1 + r.below(4);
             let mut take = |len: usize| -> Vec<f32> { (0..len).map(|_| r.next()).collect() };
             let (x, we, wp, f) = (
-                take(n * cin * h * w),
-                take(mid * cin),
+                take(n * cin * xh * xw),
+                take(mid * cin * ek * ek),
                 take(cout * mid),
                 take(mid * k * k),
             );
@@ -610,7 +745,12 @@ mod tests {
                     pack_a(m, kk, a, kk, 1)
                 }
             };
-            let (pe, pp) = (pack(mid, cin, &we), pack(cout, mid, &wp));
+            let pe = if direct {
+                crate::pack_conv_filter(mid, cin, ek, ek, &we).expect("filter")
+            } else {
+                pack(mid, cin, &we)
+            };
+            let pp = pack(cout, mid, &wp);
             let mut c = Case {
                 a: BlockArgs {
                     n,
@@ -637,7 +777,11 @@ mod tests {
                     } else {
                         pe.as_ptr()
                     },
-                    expand_packing: 1 + usize::from(lanes),
+                    expand_packing: if direct {
+                        EXPAND_DIRECT
+                    } else {
+                        1 + usize::from(lanes)
+                    },
                     expand_bias: core::ptr::null(),
                     expand_act: [0, 1, 2][case % 3],
                     filter: core::ptr::null(),
@@ -657,6 +801,12 @@ mod tests {
                         0
                     },
                     serial_scratch: core::ptr::null_mut(),
+                    xh,
+                    xw,
+                    ek,
+                    es,
+                    ept,
+                    epl,
                     bounds: [-0.5, 0.7, 0.0, 6.0, -0.25, 0.25],
                 },
                 x,
@@ -720,6 +870,68 @@ mod tests {
                     .all(|(a, b)| a.to_bits() == b.to_bits()),
                 "case {case}: pooled run differs from the serial one"
             );
+            if direct {
+                // The bands' conv rows are the bits of the whole layer: `nnefc_conv` over
+                // the map, then the block without an expansion over its output.
+                let mut e = vec![f32::NAN; n * mid * h * w];
+                let conv = ConvArgs {
+                    geo: DwArgs {
+                        n,
+                        c: mid,
+                        h: xh,
+                        w: xw,
+                        oh: h,
+                        ow: w,
+                        kh: ek,
+                        kw: ek,
+                        sh: es,
+                        sw: es,
+                        dh: 1,
+                        dw: 1,
+                        pt: ept,
+                        pl: epl,
+                        x: c.x.as_ptr(),
+                        x_sn: (cin * xh * xw) as isize,
+                        x_sc: (xh * xw) as isize,
+                        x_sh: xw as isize,
+                        filter: pe.as_ptr(),
+                        bias: c.be.as_ptr(),
+                        bias_sc: 1,
+                        res: core::ptr::null(),
+                        y: e.as_mut_ptr(),
+                        y_sn: (mid * h * w) as isize,
+                        y_sc: (h * w) as isize,
+                        y_sh: w as isize,
+                        act: c.a.expand_act,
+                        lo: c.a.bounds[0],
+                        hi: c.a.bounds[1],
+                    },
+                    cin,
+                    filter_sn: 0,
+                    bias_sn: 0,
+                };
+                // SAFETY: the input, filter and bias hold the extents stated; `e` holds
+                // the output.
+                unsafe { nnefc_conv(&conv, core::ptr::null()) };
+                let mut rest = c.a;
+                rest.cin = mid;
+                (rest.expand, rest.expand_packing) = (core::ptr::null(), 1);
+                rest.x = e.as_ptr();
+                (rest.xh, rest.xw, rest.ek, rest.es, rest.ept, rest.epl) = (h, w, 1, 1, 0, 0);
+                let layered = run(&rest, core::ptr::null());
+                assert!(
+                    serial
+                        .iter()
+                        .zip(&layered)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "case {case}: the direct expansion's bands differ from the whole conv"
+                );
+                direct_cases += 1;
+            }
         }
+        assert!(
+            direct_cases >= 8,
+            "only {direct_cases} direct-expansion cases ran"
+        );
     }
 }

@@ -59,7 +59,8 @@ mod winograd4;
 mod winograd_fused;
 
 pub use block::{
-    BlockArgs, block_scratch_bytes, block_serial_scratch_bytes, nnefc_inverted_residual,
+    BlockArgs, EXPAND_DIRECT, block_scratch_bytes, block_serial_scratch_bytes,
+    nnefc_inverted_residual,
 };
 #[cfg(feature = "std")]
 pub use conv::pack_conv_filter;

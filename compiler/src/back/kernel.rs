@@ -358,18 +358,47 @@ pub struct Pointwise {
     pub activation: Activation,
 }
 
-/// One call of `nnefc_inverted_residual` (`nnefc_runtime::BlockArgs`): a 1×1 expansion, a
-/// depthwise conv and a 1×1 projection over dense NCHW tensors, computed `band` output
-/// rows at a time (after cutting the rows into `parts`) in per-worker buffers, so that
-/// neither intermediate map exists whole.
+/// The expansion of a [`BlockCall`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expansion {
+    /// A 1×1 conv.
+    Pointwise(Pointwise),
+    /// A direct conv of few input channels (`nnefc_conv` over each band's rows): its
+    /// filter packed by `nnefc_runtime::pack_conv_filter`, its bias (`mid` values) and
+    /// activation, and `[k, stride, pad top, pad left]` (square window, equal strides).
+    Direct {
+        filter: BufId,
+        bias: BufId,
+        activation: Activation,
+        window: [usize; 4],
+    },
+}
+
+impl Expansion {
+    /// The activation ending the expansion.
+    pub fn activation(&self) -> Activation {
+        match self {
+            Expansion::Pointwise(p) => p.activation,
+            Expansion::Direct { activation, .. } => *activation,
+        }
+    }
+}
+
+/// One call of `nnefc_inverted_residual` (`nnefc_runtime::BlockArgs`): an expansion (a
+/// 1×1 conv or a direct conv), a depthwise conv and a 1×1 projection over dense NCHW
+/// tensors, computed `band` output rows at a time (after cutting the rows into `parts`)
+/// in per-worker buffers, so that neither intermediate map exists whole.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockCall {
-    /// `[n, cin, mid, cout, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, band, parts]`.
+    /// `[n, cin, mid, cout, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, band, parts]`:
+    /// `h`×`w` is the expanded map's extent (the depthwise conv's input).
     pub dims: [usize; 18],
-    /// The block's input, `[n, cin, h, w]`.
+    /// The block's input, `[n, cin, xh, xw]` (`input`).
     pub x: BufId,
+    /// `[xh, xw]`: `[h, w]` unless the expansion is a direct conv.
+    pub input: [usize; 2],
     /// None: no expansion (the depthwise conv reads `x`, `mid == cin`).
-    pub expand: Option<Pointwise>,
+    pub expand: Option<Expansion>,
     /// The depthwise filter `[mid, kh, kw]`, its bias (`mid` values), its activation.
     pub filter: BufId,
     pub dw_bias: BufId,
@@ -392,8 +421,10 @@ impl BlockCall {
     /// Every buffer the call reads or writes.
     pub fn buffers(&self) -> Vec<BufId> {
         let mut v = vec![self.x];
-        if let Some(e) = &self.expand {
-            v.extend([e.matrix, e.bias]);
+        match &self.expand {
+            Some(Expansion::Pointwise(e)) => v.extend([e.matrix, e.bias]),
+            Some(Expansion::Direct { filter, bias, .. }) => v.extend([*filter, *bias]),
+            None => {}
         }
         v.extend([
             self.filter,
@@ -759,10 +790,12 @@ impl fmt::Display for Program {
                     };
                     writeln!(
                         f,
-                        "inverted_residual b{}[{n},{cout},{oh},{ow}] = b{}[{n},{cin},{h},{w}] \
+                        "inverted_residual b{}[{n},{cout},{oh},{ow}] = b{}[{n},{cin},{},{}] \
                          in {parts} parts, bands of {band} rows{}{} scratch=@{}",
                         b.y.0,
                         b.x.0,
+                        b.input[0],
+                        b.input[1],
                         b.serial
                             .map(|(r, at)| format!(" (one thread: bands of {r} rows @{at})"))
                             .unwrap_or_default(),
@@ -771,8 +804,22 @@ impl fmt::Display for Program {
                             .unwrap_or_default(),
                         b.scratch
                     )?;
-                    if let Some(e) = &b.expand {
-                        writeln!(f, "  expand to {mid}: {}", pw(e))?;
+                    match &b.expand {
+                        Some(Expansion::Pointwise(e)) => {
+                            writeln!(f, "  expand to {mid}: {}", pw(e))?
+                        }
+                        Some(Expansion::Direct {
+                            filter,
+                            bias,
+                            activation,
+                            window: [k, s, ept, epl],
+                        }) => writeln!(
+                            f,
+                            "  expand to {mid}: direct b{}[{k},{k}] to {h}x{w} stride=({s},{s}) \
+                             pad=({ept},{epl}) bias=b{} {activation:?}",
+                            filter.0, bias.0
+                        )?,
+                        None => {}
                     }
                     writeln!(
                         f,

@@ -21,7 +21,7 @@ use super::emit::math::Caps;
 use super::emit::{KernelEmitter, gemm_params, kernel_params};
 use super::kernel::{BufKind, Kernel, Program, Step};
 use super::{BackendOptions, CodegenError, ModelInterface, OptLevel};
-use crate::back::kernel::{BufId, WindowOp};
+use crate::back::kernel::{BufId, Expansion, WindowOp};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I32;
 use cranelift_codegen::ir::{
@@ -574,8 +574,8 @@ const DW_ARGS_SIZE: u32 = 27 * 8 + 8;
 const CONV_ARGS_SIZE: u32 = DW_ARGS_SIZE + 24;
 /// `nnefc_runtime::ConvPoolArgs`: the conv's record, then the pool's depthwise record.
 const CONV_POOL_ARGS_SIZE: u32 = CONV_ARGS_SIZE + DW_ARGS_SIZE;
-/// `nnefc_runtime::BlockArgs`: 36 words, then six f32 clamp bounds (checked by a test).
-const BLOCK_ARGS_SIZE: u32 = 36 * 8 + 24;
+/// `nnefc_runtime::BlockArgs`: 42 words, then six f32 clamp bounds (checked by a test).
+const BLOCK_ARGS_SIZE: u32 = 42 * 8 + 24;
 /// Most products one `nnefc_sgemm_batch_parallel` call takes (bounds the entry point's
 /// stack: 64 · 136 bytes).
 const BATCH_CHUNK: usize = 64;
@@ -1303,21 +1303,34 @@ fn define_body(
                     // activation), the depthwise filter, bias and activation, the
                     // projection (matrix, format, bias), residual, y, the projection's
                     // activation, scratch and its stride per worker, the one-thread band
-                    // and scratch, then six f32 bounds.
+                    // and scratch, the input's extent and a direct expansion's window,
+                    // then six f32 bounds.
                     let mut fields: Vec<Value> =
                         k.dims.iter().map(|&e| iv(&mut b, e as i64)).collect();
                     fields.push(buf_ptr(&mut b, k.x)?);
                     let (ea, elo, ehi) = k
                         .expand
                         .as_ref()
-                        .map_or((0, 0.0, 0.0), |e| e.activation.runtime_code());
+                        .map_or((0, 0.0, 0.0), |e| e.activation().runtime_code());
                     let (da, dlo, dhi) = k.dw_activation.runtime_code();
                     let (pa, plo, phi) = k.project.activation.runtime_code();
+                    let mut window = [1, 1, 0, 0];
                     match &k.expand {
-                        Some(e) => {
+                        Some(Expansion::Pointwise(e)) => {
                             fields.push(buf_ptr(&mut b, e.matrix)?);
                             fields.push(iv(&mut b, e.packing.abi_value() as i64));
                             fields.push(buf_ptr(&mut b, e.bias)?);
+                        }
+                        Some(Expansion::Direct {
+                            filter,
+                            bias,
+                            window: w,
+                            ..
+                        }) => {
+                            fields.push(buf_ptr(&mut b, *filter)?);
+                            fields.push(iv(&mut b, nnefc_runtime::EXPAND_DIRECT as i64));
+                            fields.push(buf_ptr(&mut b, *bias)?);
+                            window = *w;
                         }
                         None => {
                             fields.push(iv(&mut b, 0));
@@ -1349,6 +1362,9 @@ fn define_body(
                             fields.push(iv(&mut b, 0));
                             fields.push(iv(&mut b, 0));
                         }
+                    }
+                    for e in k.input.into_iter().chain(window) {
+                        fields.push(iv(&mut b, e as i64));
                     }
                     for (i, v) in fields.iter().enumerate() {
                         b.ins().store(store, *v, args, psize * i as i32);

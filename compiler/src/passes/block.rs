@@ -1,5 +1,6 @@
 //! Analysis: the inverted-residual blocks (MobileNetV2's 1×1 expand → depthwise → 1×1
-//! project, each with its epilogue chain, `passes::epilogue`) that the back end computes
+//! project, each with its epilogue chain, `passes::epilogue`; or a network's first layer →
+//! depthwise → 1×1 project) that the back end computes
 //! as one banded call (`nnefc_inverted_residual`), decided on the graph so that the memory
 //! plan sees them: the expanded and depthwise maps get no arena slot (they live in
 //! per-worker band buffers, or, where the target lacks the runtime's kernels, in the
@@ -11,6 +12,13 @@
 //! chain has no residual and whose output alone feeds a depthwise conv (one input and one
 //! output channel per group, a `constant` or `ignore` border), whose chain has no residual
 //! and whose output alone feeds a second 1×1 conv; that one's chain may add a residual.
+//! The expansion may instead be a dense conv of few input channels that the runtime's
+//! direct kernel takes (`epilogue::few_channels`: an image's 3 channels at stride 2, up to
+//! 16 at stride 1; square 3×3, 5×5 or 7×7 windows, equal strides of 1 or 2, no dilation, a
+//! zero border): MobileNetV2's first layer (3→32, 3×3 stride 2) feeding its first block,
+//! whose 1.6 MB output map then never reaches memory. Written whole, that map's lines are
+//! mostly out of cache when the next run writes them (the weights streamed since evict
+//! them): the layer took 0.41 ms in the network against 0.27 alone.
 //! Neither map is a graph output; the input and output rows have 5 columns or more (the
 //! runtime's bit-identity across worker counts needs it). A block may also start at its depthwise conv (no
 //! expansion, as MobileNetV2's first block): the depthwise conv then reads the block's
@@ -34,7 +42,8 @@ pub const MIN_OUTPUT_ROWS: usize = 14;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Block {
     /// Node indices of the expansion (none in a block that starts at its depthwise
-    /// conv, as MobileNetV2's first), the depthwise conv and the projection.
+    /// conv; a 1×1 conv, or a direct conv: [`Block::direct`]), the depthwise conv and the
+    /// projection.
     pub expand: Option<usize>,
     pub depthwise: usize,
     pub project: usize,
@@ -48,6 +57,11 @@ pub struct Block {
 }
 
 impl Block {
+    /// Whether the expansion is a direct conv (not a 1×1 one).
+    pub fn direct(&self, g: &Graph) -> bool {
+        self.expand.is_some_and(|e| !pointwise(g, e))
+    }
+
     /// The convs of the block, in order.
     pub fn convs(&self) -> Vec<usize> {
         self.expand
@@ -111,6 +125,29 @@ fn pointwise(g: &Graph, ni: usize) -> bool {
         && (a.groups == 1 || (a.groups == 0 && xs[1] == 1))
         && a.stride.iter().all(|&s| s == 1)
         && pad.iter().all(|&p| p == (0, 0))
+}
+
+/// Whether the conv at `ni` is a dense conv of few input channels that the runtime's
+/// direct kernel computes band by band (see the module doc).
+fn direct(g: &Graph, ni: usize) -> bool {
+    let Some((a, xs, fs)) = conv2d(g, ni) else {
+        return false;
+    };
+    let pad = crate::ir::infer::resolved_conv_padding(a, &xs, &fs);
+    let stride = [
+        a.stride.first().copied().unwrap_or(1),
+        a.stride.get(1).copied().unwrap_or(1),
+    ];
+    let dilation = [
+        a.dilation.first().copied().unwrap_or(1),
+        a.dilation.get(1).copied().unwrap_or(1),
+    ];
+    (a.groups == 1 || (a.groups == 0 && xs[1] == 1))
+        && super::epilogue::few_channels(xs[1], &stride)
+        && nnefc_runtime::conv_supported(fs[2], fs[3], stride[0], stride[1], dilation[0], dilation[1])
+        && matches!(a.border, Border::Constant | Border::Ignore)
+        // The runtime's kernels read zero padding narrower than the window only.
+        && pad.iter().all(|&(lo, hi)| lo < fs[2] && hi < fs[2])
 }
 
 /// The value a conv's chain ends in (its own output without a chain), when the chain has
@@ -184,9 +221,10 @@ fn from_depthwise(
     })
 }
 
-/// The block whose expansion is the conv at node `ni`, if any.
+/// The block whose expansion is the conv at node `ni` (a pointwise or a direct conv),
+/// if any.
 pub fn block_at(g: &Graph, users: &[Vec<NodeId>], ni: usize) -> Option<Block> {
-    if !pointwise(g, ni) {
+    if !pointwise(g, ni) && !direct(g, ni) {
         return None;
     }
     let (expanded, dw) = feeds(g, users, ni, chain(g, users, ni).as_ref(), |d| {

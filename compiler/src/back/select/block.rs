@@ -8,7 +8,9 @@
 //! output rows cut into [`PARTS`] parts and bands ([`band_rows`]), each worker's band
 //! buffers in the GEMM scratch region (repeated per worker), and, for maps small enough
 //! ([`SERIAL_WHOLE_BYTES`]), one band over the whole map when the call runs on one
-//! thread, its buffers in this node's scratch.
+//! thread, its buffers in this node's scratch. The expansion is a 1×1 conv (its matrix
+//! packed for band-sized products) or a direct conv (its filter packed for
+//! `nnefc_conv`, which the runtime runs over each band's rows).
 //!
 //! Not here: finding blocks, the runtime's band loop.
 
@@ -16,7 +18,7 @@ use super::Lowering;
 use super::conv::{activation_of, bias_rows};
 use super::linalg::{a_packing, pack_const};
 use crate::back::CodegenError;
-use crate::back::kernel::{Activation, BlockCall, Pointwise, Step};
+use crate::back::kernel::{Activation, BlockCall, Expansion, Pointwise, Step};
 use crate::ir::infer::effective_window;
 use crate::ir::{DType, Op, ValueId};
 use crate::passes::block::Block;
@@ -63,7 +65,13 @@ pub(crate) fn band_rows(mid: usize, w: usize, oh: usize, [kh, sh, dh]: [usize; 3
 /// short). mobilenet_v2 on one thread (Zen 4, `nnefc bench --profile`, each block
 /// against its three layers' sum): the 16→96→24 block from 112² (4.8 MB expanded) 6 %
 /// faster in bands of 4 rows than layer by layer, the others 2–8 % slower in bands.
-const SERIAL_WHOLE_BYTES: usize = 2 << 20;
+/// Not the 24→144→24 block on 56² (1.8 MB expanded), though: its two whole maps were 3.6
+/// MB of the workspace that every run writes, and the model's weights and maps are more
+/// than the last-level cache keeps between runs (a scratch probe read a 5 MB array back at
+/// 83 GB/s after 4 MB written elsewhere, at 23 after 16 MB): 2 MiB here → 1 MiB took that block from
+/// 0.61 to 0.58 ms and mobilenet_v2 from 6.78 to 6.74 ms (`nnefc bench -n 400`, eight
+/// interleaved rounds, each faster; workspace 6.0 → 3.7 MB).
+const SERIAL_WHOLE_BYTES: usize = 1 << 20;
 
 /// Taps from which `nnefc_dwconv` may take its lane kernel, whose bits differ from the
 /// row kernels', for some band geometries and not others (`dwconv_lanes::takes`, 20
@@ -134,23 +142,51 @@ fn pointwise(
     })
 }
 
+/// The first two entries of a conv attribute (stride, dilation), 1 where absent.
+fn two(v: &[usize]) -> [usize; 2] {
+    [
+        v.first().copied().unwrap_or(1),
+        v.get(1).copied().unwrap_or(1),
+    ]
+}
+
+/// The block's direct-conv expansion at node `e` (`passes::block`: square window, equal
+/// strides, no dilation), producing `mid` channels.
+fn direct(lw: &mut Lowering<'_>, e: usize, mid: usize) -> Result<Expansion, CodegenError> {
+    let [(_, xs), (f, fs), (bias, _)] = operands(lw, e)?;
+    let Op::Conv(a) = &lw.g.nodes[e].op else {
+        return Err(CodegenError::Internal(format!("node {e} is not a conv")));
+    };
+    let pad = crate::ir::infer::resolved_conv_padding(a, &xs, &fs);
+    let (k, s) = (fs[2], two(&a.stride)[0]);
+    let data =
+        lw.g.const_of(f)
+            .and_then(|t| t.as_f32())
+            .ok_or_else(|| CodegenError::Internal(format!("conv node {e}: filter not constant")))?;
+    let packed = nnefc_runtime::pack_conv_filter(mid, xs[1], k, k, data)
+        .map_err(|err| CodegenError::Internal(format!("packing the filter: {err:?}")))?;
+    let bytes = packed.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let filter = lw.const_buf(bytes, DType::F32, packed.len());
+    Ok(Expansion::Direct {
+        filter,
+        bias: bias_rows(lw, bias, mid)?,
+        activation: chain_activation(lw, e),
+        window: [k, s, pad[0].0, pad[1].0],
+    })
+}
+
 /// The block as one runtime call.
 fn call(lw: &mut Lowering<'_>, b: &Block) -> Result<(), CodegenError> {
     let [(x, xs), _, _] = operands(lw, b.expand.unwrap_or(b.depthwise))?;
-    let [_, (filter, fs), (dw_bias, _)] = operands(lw, b.depthwise)?;
+    let [(_, ms), (filter, fs), (dw_bias, _)] = operands(lw, b.depthwise)?;
     let Op::Conv(a) = &lw.g.nodes[b.depthwise].op else {
         return Err(CodegenError::Internal(
             "block without a depthwise conv".into(),
         ));
     };
-    let (n, cin, h, w, mid) = (xs[0], xs[1], xs[2], xs[3], fs[0]);
+    // The expanded map `ms` is the input's extent unless the expansion is a direct conv.
+    let (n, cin, h, w, mid) = (xs[0], xs[1], ms[2], ms[3], fs[0]);
     let (kh, kw) = (fs[2], fs[3]);
-    let two = |v: &[usize]| {
-        [
-            v.first().copied().unwrap_or(1),
-            v.get(1).copied().unwrap_or(1),
-        ]
-    };
     let ([sh, sw], [dh, dw]) = (two(&a.stride), two(&a.dilation));
     let mid_shape = [n, mid, h, w];
     let pad = crate::ir::infer::resolved_conv_padding(a, &mid_shape, &fs);
@@ -169,7 +205,12 @@ fn call(lw: &mut Lowering<'_>, b: &Block) -> Result<(), CodegenError> {
     let band = band_rows(mid, w, oh, [kh, sh, dh]);
     let rows_in = ((band - 1) * sh + effective_window(kh, dh)).min(h);
     let expand = match b.expand {
-        Some(e) => Some(pointwise(lw, e, [mid, rows_in * w, cin])?),
+        Some(e) if b.direct(lw.g) => Some(direct(lw, e, mid)?),
+        Some(e) => Some(Expansion::Pointwise(pointwise(
+            lw,
+            e,
+            [mid, rows_in * w, cin],
+        )?)),
         None => None,
     };
     let project = pointwise(lw, b.project, [cout, band * ow, mid])?;
@@ -195,7 +236,10 @@ fn call(lw: &mut Lowering<'_>, b: &Block) -> Result<(), CodegenError> {
     let scratch = lw.gemm_scratch(nnefc_runtime::block_scratch_bytes(&args));
     // Without an expansion the maps are no larger than the layers' own; the bands are
     // what such a block gains on one thread (nothing to keep in L2 but the depthwise rows).
-    let whole = expand.is_some() && kh * kw < LANE_TAPS && mid * h * w * 4 <= SERIAL_WHOLE_BYTES;
+    // A direct expansion keeps its bands too: its map written whole is what it avoids.
+    let whole = matches!(expand, Some(Expansion::Pointwise(_)))
+        && kh * kw < LANE_TAPS
+        && mid * h * w * 4 <= SERIAL_WHOLE_BYTES;
     let serial = whole.then(|| {
         args.serial_band = oh;
         let bytes = nnefc_runtime::block_serial_scratch_bytes(&args);
@@ -204,6 +248,7 @@ fn call(lw: &mut Lowering<'_>, b: &Block) -> Result<(), CodegenError> {
     lw.prog.steps.push(Step::Block(BlockCall {
         dims,
         x: xb,
+        input: [xs[2], xs[3]],
         expand,
         filter,
         dw_bias,
@@ -258,6 +303,12 @@ fn runtime_args(d: &[usize; 18]) -> nnefc_runtime::BlockArgs {
         scratch_stride: 0,
         serial_band: 0,
         serial_scratch: core::ptr::null_mut(),
+        xh: d[4],
+        xw: d[5],
+        ek: 1,
+        es: 1,
+        ept: 0,
+        epl: 0,
         bounds: [0.0; 6],
     }
 }

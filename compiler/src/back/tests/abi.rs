@@ -104,8 +104,8 @@ fn descriptor_layout_matches_runtime() {
         std::mem::offset_of!(nnefc_runtime::ConvPoolArgs, pool),
         30 * 8 + 8
     );
-    // The inverted-residual record: 36 words, then six f32 bounds.
-    assert_eq!(std::mem::size_of::<nnefc_runtime::BlockArgs>(), 36 * 8 + 24);
+    // The inverted-residual record: 42 words, then six f32 bounds.
+    assert_eq!(std::mem::size_of::<nnefc_runtime::BlockArgs>(), 42 * 8 + 24);
     assert_eq!(std::mem::offset_of!(nnefc_runtime::BlockArgs, x), 18 * 8);
     assert_eq!(
         std::mem::offset_of!(nnefc_runtime::BlockArgs, project),
@@ -119,9 +119,11 @@ fn descriptor_layout_matches_runtime() {
         std::mem::offset_of!(nnefc_runtime::BlockArgs, serial_band),
         34 * 8
     );
+    assert_eq!(std::mem::offset_of!(nnefc_runtime::BlockArgs, xh), 36 * 8);
+    assert_eq!(std::mem::offset_of!(nnefc_runtime::BlockArgs, epl), 41 * 8);
     assert_eq!(
         std::mem::offset_of!(nnefc_runtime::BlockArgs, bounds),
-        36 * 8
+        42 * 8
     );
     // The stack epilogue written by `object::epilogue`.
     assert_eq!(std::mem::size_of::<nnefc_runtime::GemmEpilogue>(), 32);

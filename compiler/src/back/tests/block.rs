@@ -1,5 +1,5 @@
-//! Inverted-residual blocks (`passes::block`, `select::block`): random blocks against the
-//! interpreter on every lowering (the runtime's banded call where the target has
+//! Inverted-residual blocks (`passes::block`, `select::block`): random blocks, with 1×1,
+//! direct-conv and no expansions, against the interpreter on every lowering (the runtime's banded call where the target has
 //! AVX-512, the three convs with the maps in scratch on a target without it, tiled GEMMs
 //! in a self-contained object), and the chains that must stay layer by layer.
 
@@ -76,6 +76,9 @@ struct Shape {
     /// Whether the block starts with a 1×1 expansion (else at its depthwise conv, on
     /// `cin` channels).
     expand: bool,
+    /// A direct-conv expansion instead: its `k × k` window and stride (automatic
+    /// padding).
+    direct: Option<[usize; 2]>,
 }
 
 /// The graph of block `s` (input `x`, and `r` when the residual is another input), its
@@ -86,7 +89,19 @@ fn block_graph(s: &Shape, seed: u64) -> (Graph, Vec<Tensor>) {
     let xt = r.tensor(DType::F32, &[s.n, s.cin, s.hw[0], s.hw[1]], -1.0, 1.0);
     let x = g.add_input("x", xt.ty());
     let mut inputs = vec![xt];
-    let (e, mid) = if s.expand {
+    let (e, mid) = if let Some([k, stride]) = s.direct {
+        let e = conv(
+            &mut g,
+            &mut r,
+            x,
+            [s.mid, s.cin, k],
+            1,
+            stride,
+            1,
+            Vec::new(),
+        );
+        (activation(&mut g, e, s.acts[0]), s.mid)
+    } else if s.expand {
         let e = conv(&mut g, &mut r, x, [s.mid, s.cin, 1], 1, 1, 1, Vec::new());
         (activation(&mut g, e, s.acts[0]), s.mid)
     } else {
@@ -125,19 +140,32 @@ fn block_graph(s: &Shape, seed: u64) -> (Graph, Vec<Tensor>) {
 
 /// Random blocks (odd channel counts, strides 1 and 2, 3×3 and 5×5 windows, dilation,
 /// explicit padding, every activation, residuals that are the block's input or another
-/// value, two samples, blocks without an expansion): one `inverted_residual` step on AVX-512 targets, the three convs
-/// elsewhere, and the interpreter's result on every lowering; the harness also runs each
-/// through a reverse-order pool of three workers and wants the same bits.
+/// value, two samples, blocks without an expansion, and expansions by a direct conv of
+/// 3×3, 5×5 and 7×7 at strides 1 and 2 from 1–5 channels): one `inverted_residual`
+/// step on AVX-512 targets, the three convs elsewhere, and the interpreter's result on
+/// every lowering; the harness also runs each through a reverse-order pool of three
+/// workers and wants the same bits.
 #[test]
 fn inverted_residual_blocks_match_the_interpreter() {
     let mut r = Rng::new(41);
     let avx512 = crate::back::object::target_has_avx512(&opts("probe")).expect("target");
-    for case in 0..8 {
+    for case in 0..11 {
+        // Cases 8–10 expand by a direct conv (`epilogue::few_channels`: at most 4
+        // channels at stride 2, 16 at stride 1).
+        let direct = (case >= 8).then(|| [[3, 2], [7, 1], [5, 2]][case - 8]);
+        let ds = direct.map_or(1, |d| d[1]);
         let stride = 1 + case % 2;
         let k = if case % 4 == 3 { 5 } else { 3 };
         let dilation = if case == 5 { 2 } else { 1 };
-        let residual = if stride == 1 { case / 2 % 3 } else { 0 };
-        let cin = 3 + (r.next() % 20) as usize;
+        let residual = if stride == 1 && direct.is_none() {
+            case / 2 % 3
+        } else {
+            0
+        };
+        let cin = match direct {
+            Some(_) => [3, 5, 1][case - 8],
+            None => 3 + (r.next() % 20) as usize,
+        };
         let s = Shape {
             n: 1 + case % 3 / 2,
             cin,
@@ -149,8 +177,8 @@ fn inverted_residual_blocks_match_the_interpreter() {
                 1 + (r.next() % 30) as usize
             },
             hw: [
-                28 * stride + (r.next() % 9) as usize,
-                5 + (r.next() % 40) as usize,
+                (28 * stride + (r.next() % 9) as usize) * ds,
+                (5 + (r.next() % 40) as usize) * ds,
             ],
             k,
             stride,
@@ -163,6 +191,7 @@ fn inverted_residual_blocks_match_the_interpreter() {
             acts: [case % 4, (case + 2) % 4, (case + 1) % 4],
             residual,
             expand: case % 4 != 2,
+            direct,
         };
         let (g, inputs) = block_graph(&s, 100 + case as u64);
         let want = crate::ir::interp::run(&g, &inputs).expect("interp");
@@ -177,6 +206,11 @@ fn inverted_residual_blocks_match_the_interpreter() {
             assert_eq!(
                 banded,
                 usize::from(which == 0 && avx512),
+                "case {case}: {kd}"
+            );
+            assert_eq!(
+                kd.contains(": direct b"),
+                banded == 1 && direct.is_some(),
                 "case {case}: {kd}"
             );
             let got = m.run(&inputs).expect("status 0");
@@ -205,6 +239,7 @@ fn non_blocks_stay_layer_by_layer() {
         acts: [2, 2, 0],
         residual: 1,
         expand: true,
+        direct: None,
     };
     let mut cases = Vec::new();
     // The expanded map (after its clamp) also goes out.
