@@ -15,10 +15,11 @@
 //! The expansion may instead be a dense conv of few input channels that the runtime's
 //! direct kernel takes (`epilogue::few_channels`: an image's 3 channels at stride 2, up to
 //! 16 at stride 1; square 3×3, 5×5 or 7×7 windows, equal strides of 1 or 2, no dilation, a
-//! zero border): MobileNetV2's first layer (3→32, 3×3 stride 2) feeding its first block,
-//! whose 1.6 MB output map then never reaches memory. Written whole, that map's lines are
-//! mostly out of cache when the next run writes them (the weights streamed since evict
-//! them): the layer took 0.41 ms in the network against 0.27 alone.
+//! zero border, padding narrower than the window): MobileNetV2's first layer (3→32, 3×3
+//! stride 2) feeding its first block, whose 1.6 MB output map then never reaches memory.
+//! Written whole, that map's lines are mostly out of cache when the next run writes them
+//! (the weights streamed since evict them): the layer took 0.41 ms in the network
+//! against 0.27 alone.
 //! Neither map is a graph output; the input and output rows have 5 columns or more (the
 //! runtime's bit-identity across worker counts needs it). A block may also start at its depthwise conv (no
 //! expansion, as MobileNetV2's first block): the depthwise conv then reads the block's
@@ -146,7 +147,8 @@ fn direct(g: &Graph, ni: usize) -> bool {
         && super::epilogue::few_channels(xs[1], &stride)
         && nnefc_runtime::conv_supported(fs[2], fs[3], stride[0], stride[1], dilation[0], dilation[1])
         && matches!(a.border, Border::Constant | Border::Ignore)
-        // The runtime's kernels read zero padding narrower than the window only.
+        // Zero padding narrower than the window: the geometries the runtime's block test
+        // draws (wider padding stays layer by layer).
         && pad.iter().all(|&(lo, hi)| lo < fs[2] && hi < fs[2])
 }
 
