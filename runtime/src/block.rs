@@ -13,7 +13,10 @@
 //! scratch, are the worker's own (`scratch + worker·scratch_stride`), so on two cores no
 //! cache line of the expanded or depthwise maps is ever written by one and read by the
 //! other: what made mobilenet_v2's layers two to three times slower on cores far apart
-//! (ARCHITECTURE.md, "Two threads on cores far apart").
+//! (ARCHITECTURE.md, "Two threads on cores far apart"). The expansion may instead be a
+//! direct convolution of few input channels (`expand_packing` [`EXPAND_DIRECT`]: a
+//! network's first layer), which `nnefc_conv` runs over the band's rows with the band's
+//! geometry; its rows get the bits of the whole layer (the test compares them).
 //!
 //! Bit-identical whatever the worker count: the bands are fixed by `parts` and `band`, and every
 //! element is computed by the same kernel call (a band's) whoever runs it; the expanded

@@ -65,12 +65,12 @@ pub(crate) fn band_rows(mid: usize, w: usize, oh: usize, [kh, sh, dh]: [usize; 3
 /// short). mobilenet_v2 on one thread (Zen 4, `nnefc bench --profile`, each block
 /// against its three layers' sum): the 16→96→24 block from 112² (4.8 MB expanded) 6 %
 /// faster in bands of 4 rows than layer by layer, the others 2–8 % slower in bands.
-/// Not the 24→144→24 block on 56² (1.8 MB expanded), though: its two whole maps were 3.6
-/// MB of the workspace that every run writes, and the model's weights and maps are more
-/// than the last-level cache keeps between runs (a scratch probe read a 5 MB array back at
-/// 83 GB/s after 4 MB written elsewhere, at 23 after 16 MB): 2 MiB here → 1 MiB took that block from
-/// 0.61 to 0.58 ms and mobilenet_v2 from 6.78 to 6.74 ms (`nnefc bench -n 400`, eight
-/// interleaved rounds, each faster; workspace 6.0 → 3.7 MB).
+/// Not the 24→144→24 block on 56² (1.8 MB expanded), though: its two whole maps were
+/// 3.6 MB of the workspace that every run writes, and the model's weights and maps are
+/// more than the last-level cache keeps between runs (a scratch probe read a 5 MB array
+/// back at 83 GB/s after 4 MB written elsewhere, at 23 after 16 MB): 2 MiB here → 1 MiB
+/// took that block from 0.61 to 0.58 ms and mobilenet_v2 from 6.78 to 6.74 ms (`nnefc
+/// bench -n 400`, eight interleaved rounds, each faster; workspace 6.0 → 3.7 MB).
 const SERIAL_WHOLE_BYTES: usize = 1 << 20;
 
 /// Taps from which `nnefc_dwconv` may take its lane kernel, whose bits differ from the
