@@ -70,7 +70,7 @@ pub(crate) fn band_rows(mid: usize, w: usize, oh: usize, [kh, sh, dh]: [usize; 3
 /// more than the last-level cache keeps between runs (a scratch probe read a 5 MB array
 /// back at 83 GB/s after 4 MB written elsewhere, at 23 after 16 MB): 2 MiB here → 1 MiB
 /// took that block from 0.61 to 0.58 ms and mobilenet_v2 from 6.78 to 6.74 ms (`nnefc
-/// bench -n 400`, eight interleaved rounds, each faster; workspace 6.0 → 3.7 MB).
+/// bench -n 400`, eight interleaved rounds, each faster; workspace 6.05 → 3.75 MB).
 const SERIAL_WHOLE_BYTES: usize = 1 << 20;
 
 /// Taps from which `nnefc_dwconv` may take its lane kernel, whose bits differ from the
