@@ -56,6 +56,7 @@ mod tensor;
 pub mod weights;
 mod winograd;
 mod winograd4;
+mod winograd_banded;
 mod winograd_fused;
 
 pub use block::{
@@ -90,4 +91,5 @@ pub use tensor::{Element, TensorView, TensorViewMut};
 #[cfg(feature = "std")]
 pub use weights::Weights;
 pub use winograd::{nnefc_winograd_in, nnefc_winograd_out};
+pub use winograd_banded::{WinogradBandArgs, nnefc_winograd_banded, winograd_band_scratch_bytes};
 pub use winograd_fused::nnefc_winograd_fused;

@@ -467,6 +467,18 @@ pub struct WindowCall {
     pub activation: Activation,
 }
 
+/// The banded form of [`WindowOp::WinogradFused`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WinogradBands {
+    /// The conv's input: `[h, w, pt, pl]` (extents and zero padding above and left).
+    pub input: [usize; 4],
+    /// Tile rows per band.
+    pub band: usize,
+    /// Workspace offset of worker 0's scratch (the GEMM scratch region, repeated per
+    /// worker like a GEMM's).
+    pub scratch: usize,
+}
+
 /// What a [`WindowCall`] computes over each window.
 #[derive(Clone, Debug, PartialEq)]
 pub enum WindowOp {
@@ -506,11 +518,14 @@ pub enum WindowOp {
     /// output for `cin` channels (`x` strides: sample, plane, tile row; `oh × ow` tiles),
     /// `filter` the transformed filter `U_t[co][ci]` at `(t·channels + co)·cin + ci`, the
     /// output `h × w`, plus the bias (and its stride between channels), the residual and
-    /// the activation.
+    /// the activation. With `banded`, the input transform too, band by band of tile rows
+    /// in each worker's scratch (`nnefc_winograd_banded`, `WinogradBandArgs`): `x` is
+    /// then the conv's input, read in place as [`WindowOp::WinogradIn`] reads it.
     WinogradFused {
         filter: BufId,
         bias: (BufId, i64),
         cin: usize,
+        banded: Option<WinogradBands>,
     },
     /// A dense convolution of `cin` input channels and the 3×3 `max_pool` (`ignore`
     /// border) over its output, fused (`nnefc_conv_pool`, `ConvPoolArgs`): the call's
@@ -535,6 +550,9 @@ impl WindowOp {
             WindowOp::Max => "nnefc_maxpool",
             WindowOp::WinogradIn => "nnefc_winograd_in",
             WindowOp::WinogradOut { .. } => "nnefc_winograd_out",
+            WindowOp::WinogradFused {
+                banded: Some(_), ..
+            } => "nnefc_winograd_banded",
             WindowOp::WinogradFused { .. } => "nnefc_winograd_fused",
             WindowOp::ConvPool { .. } => "nnefc_conv_pool",
         }
@@ -842,6 +860,13 @@ impl fmt::Display for Program {
                         WindowOp::ConvPool { pool, .. } => (pool[0], pool[1]),
                         _ => (oh, ow),
                     };
+                    // The input's: the conv's input for a banded Winograd layer.
+                    let (h, w) = match d.op {
+                        WindowOp::WinogradFused {
+                            banded: Some(b), ..
+                        } => (b.input[0], b.input[1]),
+                        _ => (h, w),
+                    };
                     let (name, op) = match d.op {
                         WindowOp::Conv { filter, bias } => (
                             "dwconv",
@@ -865,10 +890,29 @@ impl fmt::Display for Program {
                             "winograd_out",
                             format!(" tiles {sh}x{sw} bias=b{}/{}", bias.0.0, bias.1),
                         ),
-                        WindowOp::WinogradFused { filter, bias, cin } => (
+                        WindowOp::WinogradFused {
+                            filter,
+                            bias,
+                            cin,
+                            banded: None,
+                        } => (
                             "winograd_fused",
                             format!(" tiles {sh}x{sw} from {cin} channels * b{}", filter.0)
                                 + &format!(" bias=b{}/{}", bias.0.0, bias.1),
+                        ),
+                        WindowOp::WinogradFused {
+                            filter,
+                            bias,
+                            cin,
+                            banded: Some(b),
+                        } => (
+                            "winograd_banded",
+                            format!(" tiles {sh}x{sw} from {cin} channels * b{}", filter.0)
+                                + &format!(" bias=b{}/{}", bias.0.0, bias.1)
+                                + &format!(
+                                    " in bands of {} tile rows (input pad=({},{})) scratch=@{}",
+                                    b.band, b.input[2], b.input[3], b.scratch
+                                ),
                         ),
                         WindowOp::ConvPool {
                             filter,

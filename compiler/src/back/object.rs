@@ -574,6 +574,9 @@ const DW_ARGS_SIZE: u32 = 27 * 8 + 8;
 const CONV_ARGS_SIZE: u32 = DW_ARGS_SIZE + 24;
 /// `nnefc_runtime::ConvPoolArgs`: the conv's record, then the pool's depthwise record.
 const CONV_POOL_ARGS_SIZE: u32 = CONV_ARGS_SIZE + DW_ARGS_SIZE;
+/// `nnefc_runtime::WinogradBandArgs`: a `ConvArgs`, a `DwArgs`, then the band, the
+/// scratch and its stride per worker (checked by a test).
+const WINOGRAD_BAND_ARGS_SIZE: u32 = CONV_ARGS_SIZE + DW_ARGS_SIZE + 24;
 /// `nnefc_runtime::BlockArgs`: 42 words, then six f32 clamp bounds (checked by a test).
 const BLOCK_ARGS_SIZE: u32 = 42 * 8 + 24;
 /// Most products one `nnefc_sgemm_batch_parallel` call takes (bounds the entry point's
@@ -1084,7 +1087,7 @@ fn define_body(
         let dw_args = has_dw.then(|| {
             b.create_sized_stack_slot(StackSlotData::new(
                 StackSlotKind::ExplicitSlot,
-                CONV_POOL_ARGS_SIZE,
+                CONV_POOL_ARGS_SIZE.max(WINOGRAD_BAND_ARGS_SIZE),
                 3,
             ))
         });
@@ -1475,6 +1478,45 @@ fn define_body(
                         let at = base + psize * pool.len() as i32;
                         b.ins().store(store, zero, args, at);
                         b.ins().store(store, zero, args, at + 4);
+                    }
+                    if let WindowOp::WinogradFused {
+                        banded: Some(band),
+                        cin,
+                        ..
+                    } = d.op
+                    {
+                        // The input transform's DwArgs after the fused call's ConvArgs (whose
+                        // `x`, the conv's input, the runtime does not read): over the conv's
+                        // input in place, 6×6 tiles four apart, no V (each band's is in the
+                        // scratch); then the band, the scratch and its stride per worker.
+                        let [n, _, _, _, th, tw, ..] = d.dims;
+                        let [ih, iw, ipt, ipl] = band.input;
+                        let null = b.ins().iconst(ptr, 0);
+                        let mut input: Vec<Value> =
+                            [n, cin, ih, iw, th, tw, 6, 6, 4, 4, 1, 1, ipt, ipl]
+                                .iter()
+                                .map(|&e| b.ins().iconst(ptr, e as i64))
+                                .collect();
+                        input.push(x);
+                        input.extend(d.x.2.iter().map(|&st| b.ins().iconst(ptr, st)));
+                        input.extend([null; 9]);
+                        let base = CONV_ARGS_SIZE as i32;
+                        for (i, v) in input.iter().enumerate() {
+                            b.ins().store(store, *v, args, base + psize * i as i32);
+                        }
+                        let zero = b.ins().f32const(0.0);
+                        let at = base + psize * input.len() as i32;
+                        b.ins().store(store, zero, args, at);
+                        b.ins().store(store, zero, args, at + 4);
+                        let tail = [
+                            b.ins().iconst(ptr, band.band as i64),
+                            b.ins().iadd_imm_s(ws, band.scratch as i64),
+                            b.ins().iconst(ptr, program.worker_scratch as i64),
+                        ];
+                        let base = (CONV_ARGS_SIZE + DW_ARGS_SIZE) as i32;
+                        for (i, v) in tail.into_iter().enumerate() {
+                            b.ins().store(store, v, args, base + psize * i as i32);
+                        }
                     }
                     b.ins().call(f_dw, &[args, par]);
                 }

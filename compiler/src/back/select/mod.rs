@@ -28,7 +28,7 @@ mod window;
 mod winograd;
 
 use super::CodegenError;
-use super::kernel::{BufId, BufKind, Kernel, Program, Step};
+use super::kernel::{BufId, BufKind, Kernel, Program, Step, WindowCall, WindowOp};
 use super::schedule::schedule;
 use crate::ir::plan::{MemoryPlan, SLOT_ALIGN};
 use crate::ir::{DType, Graph, Node, NodeId, Op, ValueDef, ValueId};
@@ -461,6 +461,13 @@ impl<'g> Lowering<'g> {
             match step {
                 Step::Gemm(g) | Step::Tiled { gemm: g, .. } => g.scratch = gemm_base,
                 Step::Block(b) => b.scratch = gemm_base,
+                Step::Window(WindowCall {
+                    op:
+                        WindowOp::WinogradFused {
+                            banded: Some(band), ..
+                        },
+                    ..
+                }) => band.scratch = gemm_base,
                 _ => {}
             }
         }

@@ -31,7 +31,7 @@ use super::{Lowering, strides};
 use crate::back::CodegenError;
 use crate::back::kernel::{
     APacking, Activation, BufId, Expr, ExprId, GemmCall, GemmEpi, Matrix, Step, WindowCall,
-    WindowOp,
+    WindowOp, WinogradBands,
 };
 use crate::ir::{BinaryOp, DType, UnaryOp};
 
@@ -189,6 +189,80 @@ fn fused_pays(ty: usize, tx: usize, cin: usize) -> bool {
     cin <= MAX_FUSED_NARROW_CIN && vectors >= 2 && (tx.is_multiple_of(4) || (5..8).contains(&tx))
 }
 
+/// Tile rows per band of a fused F(4×4) layer run band by band (`nnefc_winograd_banded`),
+/// or `None` to keep the two calls: where the runtime's transforms read the input in
+/// place, the products are fused ([`fused_pays`]) and the map has rows of 5 tiles or more
+/// and at least two bands of [`BAND_TILE_ROWS`] (a 13×13 map's 16 tiles are one vector,
+/// which bands would cut into rows of four).
+fn band_rows(lw: &Lowering<'_>, kind: Tiles, ty: usize, tx: usize, cin: usize) -> Option<usize> {
+    (lw.runtime_windows
+        && kind == Tiles::F4
+        && fused_pays(ty, tx, cin)
+        && tx >= 5
+        && ty >= 2 * BAND_TILE_ROWS)
+        .then_some(BAND_TILE_ROWS)
+}
+
+/// Tile rows per band of a banded Winograd layer: two, which the products' vectors of
+/// two rows of 5–7 tiles need (27×27 maps). On squeezenet1_1 (Zen 4, `nnefc bench -n
+/// 400`, interleaved rounds) one row on 55×55 maps measured 5.75 ms on one thread against
+/// 5.66 for two, and 5.05 against 5.08 on two threads with the cores far apart.
+const BAND_TILE_ROWS: usize = 2;
+
+/// The runtime's argument struct with a banded layer's dims and null pointers (what
+/// `nnefc_runtime::winograd_band_scratch_bytes` reads).
+fn band_args(
+    cin: usize,
+    cout: usize,
+    ty: usize,
+    tx: usize,
+    band: usize,
+) -> nnefc_runtime::WinogradBandArgs {
+    let geo = nnefc_runtime::DwArgs {
+        n: 1,
+        c: cout,
+        h: 4 * ty,
+        w: 4 * tx,
+        oh: ty,
+        ow: tx,
+        kh: 6,
+        kw: 6,
+        sh: 4,
+        sw: 4,
+        dh: 1,
+        dw: 1,
+        pt: 0,
+        pl: 0,
+        x: core::ptr::null(),
+        x_sn: 0,
+        x_sc: 0,
+        x_sh: 0,
+        filter: core::ptr::null(),
+        bias: core::ptr::null(),
+        bias_sc: 0,
+        res: core::ptr::null(),
+        y: core::ptr::null_mut(),
+        y_sn: 0,
+        y_sc: 0,
+        y_sh: 0,
+        act: 0,
+        lo: 0.0,
+        hi: 0.0,
+    };
+    nnefc_runtime::WinogradBandArgs {
+        fused: nnefc_runtime::ConvArgs {
+            geo,
+            cin,
+            filter_sn: 0,
+            bias_sn: 0,
+        },
+        input: geo,
+        band,
+        scratch: core::ptr::null_mut(),
+        scratch_stride: 0,
+    }
+}
+
 /// Whether a conv of `cin → cout` channels on an `h × w` output takes F(4×4).
 fn f4_pays(cin: usize, cout: usize, h: usize, w: usize) -> bool {
     let tiles = h.div_ceil(4) * w.div_ceil(4);
@@ -296,6 +370,53 @@ pub(super) fn conv3x3(
         tiles
     };
     let f = DType::F32;
+    if let (Some(band), Input::InPlace { view, pt, pl }) =
+        (band_rows(lw, kind, ty, tx, cin), &input)
+    {
+        // Both transforms and the products band by band in each worker's scratch: no V in
+        // the workspace (see the runtime's `winograd_banded.rs`).
+        let bands = WinogradBands {
+            input: [io.xs[2], io.xs[3], *pt, *pl],
+            band,
+            scratch: 0,
+        };
+        let scratch =
+            nnefc_runtime::winograd_band_scratch_bytes(&band_args(cin, cout, ty, tx, band));
+        let (out, activation, residual) = match &fusion {
+            Some(fu) => (fu.out, fu.activation, fu.residual),
+            None => (io.y, Activation::None, None),
+        };
+        let ost = strides(&io.ys);
+        let (bg, _) = bias_strides(lw, io.b, cout)?;
+        let bb = lw.buf(io.b)?;
+        let ob = lw.buf(out)?;
+        let rb = match residual {
+            Some(r) => Some(lw.buf(r)?),
+            None => None,
+        };
+        let u = transform_filter(filter, cout, cin, kind)?;
+        let bytes = u.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let ubuf = lw.const_buf(bytes, f, u.len());
+        lw.gemm_scratch(scratch);
+        lw.prog.steps.push(Step::Window(WindowCall {
+            dims: [n, cout, h, w, ty, tx, side, side, os, os, 1, 1, 0, 0],
+            x: (
+                view.buf,
+                view.offset,
+                [view.strides[0], view.strides[1], view.strides[2]],
+            ),
+            op: WindowOp::WinogradFused {
+                filter: ubuf,
+                bias: (bb, bg),
+                cin,
+                banded: Some(bands),
+            },
+            residual: rb,
+            y: (ob, [ost[0], ost[1], ost[2]]),
+            activation,
+        }));
+        return Ok(());
+    }
     // Input transform: V[n][t][ci][tile].
     let v = lw.scratch(f, n * planes * cin * tp);
     let vst = [planes * cin * tp, cin * tp, tp, tx, 1].map(|x| x as i64);
@@ -356,6 +477,7 @@ pub(super) fn conv3x3(
                 filter: ubuf,
                 bias: (bb, bg),
                 cin,
+                banded: None,
             },
             residual: rb,
             y: (ob, [ost[0], ost[1], ost[2]]),

@@ -104,6 +104,19 @@ fn descriptor_layout_matches_runtime() {
         std::mem::offset_of!(nnefc_runtime::ConvPoolArgs, pool),
         30 * 8 + 8
     );
+    // The banded Winograd record: the fused call's, the input transform's, three words.
+    assert_eq!(
+        std::mem::size_of::<nnefc_runtime::WinogradBandArgs>(),
+        30 * 8 + 8 + 27 * 8 + 8 + 3 * 8
+    );
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::WinogradBandArgs, input),
+        30 * 8 + 8
+    );
+    assert_eq!(
+        std::mem::offset_of!(nnefc_runtime::WinogradBandArgs, band),
+        30 * 8 + 8 + 27 * 8 + 8
+    );
     // The inverted-residual record: 42 words, then six f32 bounds.
     assert_eq!(std::mem::size_of::<nnefc_runtime::BlockArgs>(), 42 * 8 + 24);
     assert_eq!(std::mem::offset_of!(nnefc_runtime::BlockArgs, x), 18 * 8);

@@ -504,17 +504,19 @@ fn winograd_random() {
     let got = m.run(&inputs).expect("status 0");
     assert_close("wino3", &got[0], &want[0]);
     // A 50×53 map (14 tiles a row): the F(4×4) products fused with the output transform,
-    // residual and clamp included, on AVX-512 hosts.
+    // residual and clamp included, on AVX-512 hosts, both transforms and the products
+    // band by band of tile rows (`nnefc_winograd_banded`).
     let (g, inputs) = residual_conv(&mut r, "wino4", [2, 24, 50, 53], 40, [(1, 1), (1, 1)], true);
     let want = crate::ir::interp::run(&g, &inputs).expect("interp");
     let m = load(&g, &opts("wino4"));
     let k = &m.art.kernels;
     if crate::back::object::target_has_avx512(&opts("wino4")).expect("host") {
         assert!(
-            k.contains("tiles 6x6 stride=(4,4)")
-                && !k.contains("batches=36")
-                && k.lines().any(|l| l.starts_with("winograd_fused b")
+            !k.contains("batches=36")
+                && !k.contains("winograd_in ")
+                && k.lines().any(|l| l.starts_with("winograd_banded b")
                     && l.contains("from 24 channels")
+                    && l.contains("in bands of 2 tile rows (input pad=(1,1))")
                     && l.contains(" residual=b")
                     && l.contains("Clamp(-0.75, 0.5)")),
             "{k}"
@@ -524,10 +526,12 @@ fn winograd_random() {
     assert_close("wino4", &got[0], &want[0]);
     // Fused on maps of narrow tile rows: a 29×30 map (8 × 8 tiles, the last ones cut,
     // taken 16 at a time across rows) and a batch-2 26×27 one (7 tiles a row, taken in
-    // pairs of rows), asymmetric padding and a residual.
-    for (name, xs, clamp) in [
-        ("wino5", [1, 32, 29, 30], false),
-        ("wino6", [2, 20, 26, 27], true),
+    // pairs of rows), asymmetric padding and a residual, in bands; and a 10×50 map, too
+    // few tile rows (3) for two bands, as the two calls.
+    for (name, xs, clamp, op) in [
+        ("wino5", [1, 32, 29, 30], false, "winograd_banded b"),
+        ("wino6", [2, 20, 26, 27], true, "winograd_banded b"),
+        ("wino7", [1, 16, 10, 50], true, "winograd_fused b"),
     ] {
         let (g, inputs) = residual_conv(&mut r, name, xs, 48, [(2, 0), (1, 1)], clamp);
         let want = crate::ir::interp::run(&g, &inputs).expect("interp");
@@ -536,7 +540,7 @@ fn winograd_random() {
         if crate::back::object::target_has_avx512(&opts(name)).expect("host") {
             assert!(
                 !k.contains("batches=36")
-                    && k.lines().any(|l| l.starts_with("winograd_fused b")
+                    && k.lines().any(|l| l.starts_with(op)
                         && l.contains(&format!("from {} channels", xs[1]))
                         && l.contains(" residual=b")),
                 "{k}"
