@@ -28,8 +28,8 @@ const PLANES: usize = 36;
 /// `nnefc_winograd_band_args`: one banded Winograd layer. `fused` is the products' and
 /// output transform's call for the whole layer (`fused.geo.x` and its strides are not
 /// read: each band's `V` is in the scratch); `input` the input transform's for the whole
-/// layer (`kh = 6`; its `y` and strides are not read). 6×8 + … bytes: a `ConvArgs`, a
-/// `DwArgs`, then three pointer-sized fields.
+/// layer (`kh = 6`; its `y` and strides are not read). 496 bytes on 64-bit targets: a
+/// `ConvArgs`, a `DwArgs`, then three pointer-sized fields.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct WinogradBandArgs {
