@@ -189,6 +189,45 @@ fn fused_pays(ty: usize, tx: usize, cin: usize) -> bool {
     cin <= MAX_FUSED_NARROW_CIN && vectors >= 2 && (tx.is_multiple_of(4) || (5..8).contains(&tx))
 }
 
+/// Where a Winograd layer's results go: the output (the fused chain's, else the conv's)
+/// and its strides, the bias and its stride, the residual and the activation.
+struct Outputs {
+    y: BufId,
+    strides: Vec<i64>,
+    bias: (BufId, i64),
+    residual: Option<BufId>,
+    activation: Activation,
+}
+
+/// The [`Outputs`] of the conv `io` with the epilogue `fusion`, `cout` channels.
+fn outputs(
+    lw: &mut Lowering<'_>,
+    io: &ConvIo,
+    fusion: Option<&Fusion>,
+    cout: usize,
+) -> Result<Outputs, CodegenError> {
+    let (out, activation, residual) = match fusion {
+        Some(fu) => (fu.out, fu.activation, fu.residual),
+        None => (io.y, Activation::None, None),
+    };
+    // The bias before the output: `Lowering::buf` numbers buffers and constants on first
+    // use, and the kernels dump shows those numbers.
+    let (bg, _) = bias_strides(lw, io.b, cout)?;
+    let bias = (lw.buf(io.b)?, bg);
+    let y = lw.buf(out)?;
+    let residual = match residual {
+        Some(r) => Some(lw.buf(r)?),
+        None => None,
+    };
+    Ok(Outputs {
+        y,
+        strides: strides(&io.ys),
+        bias,
+        residual,
+        activation,
+    })
+}
+
 /// Tile rows per band of a fused F(4×4) layer run band by band (`nnefc_winograd_banded`),
 /// or `None` to keep the two calls: where the runtime's transforms read the input in
 /// place, the products are fused ([`fused_pays`]) and the map has rows of 5 tiles or more
@@ -382,18 +421,13 @@ pub(super) fn conv3x3(
         };
         let scratch =
             nnefc_runtime::winograd_band_scratch_bytes(&band_args(cin, cout, ty, tx, band));
-        let (out, activation, residual) = match &fusion {
-            Some(fu) => (fu.out, fu.activation, fu.residual),
-            None => (io.y, Activation::None, None),
-        };
-        let ost = strides(&io.ys);
-        let (bg, _) = bias_strides(lw, io.b, cout)?;
-        let bb = lw.buf(io.b)?;
-        let ob = lw.buf(out)?;
-        let rb = match residual {
-            Some(r) => Some(lw.buf(r)?),
-            None => None,
-        };
+        let Outputs {
+            y: ob,
+            strides: ost,
+            bias: (bb, bg),
+            residual: rb,
+            activation,
+        } = outputs(lw, io, fusion.as_ref(), cout)?;
         let u = transform_filter(filter, cout, cin, kind)?;
         let bytes = u.iter().flat_map(|x| x.to_le_bytes()).collect();
         let ubuf = lw.const_buf(bytes, f, u.len());
@@ -452,18 +486,13 @@ pub(super) fn conv3x3(
             ));
         }
     }
-    let (out, activation, residual) = match &fusion {
-        Some(fu) => (fu.out, fu.activation, fu.residual),
-        None => (io.y, Activation::None, None),
-    };
-    let ost = strides(&io.ys);
-    let (bg, _) = bias_strides(lw, io.b, cout)?;
-    let bb = lw.buf(io.b)?;
-    let ob = lw.buf(out)?;
-    let rb = match residual {
-        Some(r) => Some(lw.buf(r)?),
-        None => None,
-    };
+    let Outputs {
+        y: ob,
+        strides: ost,
+        bias: (bb, bg),
+        residual: rb,
+        activation,
+    } = outputs(lw, io, fusion.as_ref(), cout)?;
     if kind == Tiles::F4 && fused_pays(ty, tx, cin) {
         // The products summed in registers and transformed at once: no plane of products
         // in memory (see the runtime's `winograd_fused.rs`).
