@@ -34,7 +34,6 @@
 use crate::gemm::{GemmArgs, GemmEpilogue, nnefc_sgemm_parallel, sgemm_scratch_bytes};
 use crate::parallel::{self, Parallel};
 use crate::{ConvArgs, DwArgs, nnefc_conv, nnefc_dwconv};
-use core::ffi::c_void;
 
 /// `nnefc_block_args`: one inverted-residual block over dense NCHW tensors. 360 bytes on
 /// 64-bit targets: 42 pointer-sized fields, then six `f32` clamp bounds.
@@ -486,21 +485,6 @@ unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
     }
 }
 
-/// The task of one worker's range of bands.
-struct Job<'a> {
-    a: &'a BlockArgs,
-    units: usize,
-    tasks: usize,
-}
-
-unsafe extern "C" fn task(ctx: *mut c_void, i: usize, worker: usize) {
-    // SAFETY: `ctx` is the `Job` of the enclosing call, alive until it returns.
-    let j = unsafe { &*ctx.cast::<Job<'_>>() };
-    let (lo, hi) = (i * j.units / j.tasks, (i + 1) * j.units / j.tasks);
-    // SAFETY: a range of bands of its own and the worker's own scratch.
-    unsafe { bands(j.a, lo, hi, worker) }
-}
-
 /// Runs the inverted-residual block `args` describes, its bands split over `par`'s
 /// workers (one contiguous range of bands each).
 ///
@@ -543,9 +527,8 @@ pub unsafe extern "C" fn nnefc_inverted_residual(args: *const BlockArgs, par: *c
         // SAFETY: the one-thread scratch, on this thread.
         return unsafe { bands(&s, 0, a.n * cuts(&s).1, 0) };
     }
-    let job = Job { a, units, tasks };
-    // SAFETY: tasks run disjoint ranges of bands, worker by worker.
-    unsafe { parallel::run(par, task, (&job as *const Job<'_>).cast_mut().cast(), tasks) }
+    // SAFETY: tasks run disjoint ranges of bands, each in its worker's scratch.
+    unsafe { parallel::worker_ranges(par, a, units, tasks, bands) }
 }
 
 #[cfg(test)]

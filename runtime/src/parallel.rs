@@ -107,17 +107,50 @@ pub(crate) unsafe fn ranges<T>(
     tasks: usize,
     f: unsafe fn(&T, usize, usize),
 ) {
+    /// `f` on its range, the worker aside.
+    unsafe fn each<T>(
+        (args, f): &(&T, unsafe fn(&T, usize, usize)),
+        lo: usize,
+        hi: usize,
+        _worker: usize,
+    ) {
+        // SAFETY: forwarded caller contract.
+        unsafe { f(args, lo, hi) }
+    }
+    // SAFETY: forwarded caller contract.
+    unsafe { worker_ranges(par, &(args, f), count, tasks, each::<T>) }
+}
+
+/// [`ranges`] for work that needs to know which worker runs it (to use that worker's
+/// scratch): `f(args, lo, hi, worker)`.
+///
+/// # Safety
+/// As for [`ranges`]; two tasks that run at once never have the same `worker`.
+pub(crate) unsafe fn worker_ranges<T>(
+    par: *const Parallel,
+    args: &T,
+    count: usize,
+    tasks: usize,
+    f: unsafe fn(&T, usize, usize, usize),
+) {
     struct Job<'a, T> {
         args: &'a T,
         count: usize,
         tasks: usize,
-        f: unsafe fn(&T, usize, usize),
+        f: unsafe fn(&T, usize, usize, usize),
     }
-    unsafe extern "C" fn task<T>(ctx: *mut c_void, i: usize, _worker: usize) {
+    unsafe extern "C" fn task<T>(ctx: *mut c_void, i: usize, worker: usize) {
         // SAFETY: `ctx` is the `Job` of the enclosing call, alive until it returns.
         let j = unsafe { &*ctx.cast::<Job<'_, T>>() };
         // SAFETY: a range of its own, by the caller's contract.
-        unsafe { (j.f)(j.args, i * j.count / j.tasks, (i + 1) * j.count / j.tasks) }
+        unsafe {
+            (j.f)(
+                j.args,
+                i * j.count / j.tasks,
+                (i + 1) * j.count / j.tasks,
+                worker,
+            )
+        }
     }
     let tasks = tasks.max(1);
     let job = Job {

@@ -20,7 +20,6 @@
 
 use crate::parallel::{self, Parallel};
 use crate::{ConvArgs, DwArgs, nnefc_winograd_fused, nnefc_winograd_in};
-use core::ffi::c_void;
 
 /// Products per tile (F(4×4): 6×6 transformed elements).
 const PLANES: usize = 36;
@@ -54,10 +53,16 @@ fn plane_floats(tiles: usize) -> usize {
     (tiles + 16) | 1
 }
 
-/// Bytes of scratch each worker needs for `a` (its dims and band; no pointer is read).
-pub fn winograd_band_scratch_bytes(a: &WinogradBandArgs) -> usize {
-    let rows = a.band.max(1).min(a.fused.geo.oh);
-    (PLANES * a.fused.cin * plane_floats(rows * a.fused.geo.ow) * 4).div_ceil(64) * 64
+/// Bytes of scratch each worker needs for a layer of `cin` input channels and
+/// `tile_rows` rows of `tiles_per_row` tiles in bands of `band` tile rows.
+pub fn winograd_band_scratch_bytes(
+    cin: usize,
+    tiles_per_row: usize,
+    tile_rows: usize,
+    band: usize,
+) -> usize {
+    let rows = band.max(1).min(tile_rows);
+    (PLANES * cin * plane_floats(rows * tiles_per_row) * 4).div_ceil(64) * 64
 }
 
 /// Sample and tile rows `[t0, t1)` of band `u` (counted over samples, then bands).
@@ -128,21 +133,6 @@ unsafe fn bands(a: &WinogradBandArgs, lo: usize, hi: usize, worker: usize) {
     }
 }
 
-/// The task of one worker's range of bands.
-struct Job<'a> {
-    a: &'a WinogradBandArgs,
-    units: usize,
-    tasks: usize,
-}
-
-unsafe extern "C" fn task(ctx: *mut c_void, i: usize, worker: usize) {
-    // SAFETY: `ctx` is the `Job` of the enclosing call, alive until it returns.
-    let j = unsafe { &*ctx.cast::<Job<'_>>() };
-    let (lo, hi) = (i * j.units / j.tasks, (i + 1) * j.units / j.tasks);
-    // SAFETY: a range of bands of its own and the worker's own scratch.
-    unsafe { bands(j.a, lo, hi, worker) }
-}
-
 /// Runs the banded Winograd layer `args` describes (see the module doc), one contiguous
 /// range of bands per worker of `par`.
 ///
@@ -151,7 +141,7 @@ unsafe extern "C" fn task(ctx: *mut c_void, i: usize, worker: usize) {
 /// arguments of `nnefc_winograd_fused` and `nnefc_winograd_in` for the same layer
 /// (`input.oh`, `input.ow` the tile counts `fused.geo.oh`, `fused.geo.ow`; `input.c ==
 /// fused.cin`) but for `V`; the scratch holds `scratch_stride` bytes (≥
-/// [`winograd_band_scratch_bytes`], a multiple of 64) per worker of `par`, 64-byte
+/// [`winograd_band_scratch_bytes`] of its dims, a multiple of 64) per worker of `par`, 64-byte
 /// aligned; `par` is null or a valid [`Parallel`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nnefc_winograd_banded(
@@ -167,9 +157,8 @@ pub unsafe extern "C" fn nnefc_winograd_banded(
     let units = f.n * f.oh.div_ceil(a.band);
     // SAFETY: `par` is null or valid.
     let tasks = units.min(unsafe { parallel::workers(par) });
-    let job = Job { a, units, tasks };
-    // SAFETY: tasks run disjoint ranges of bands, worker by worker.
-    unsafe { parallel::run(par, task, (&job as *const Job<'_>).cast_mut().cast(), tasks) }
+    // SAFETY: tasks run disjoint ranges of bands, each in its worker's scratch.
+    unsafe { parallel::worker_ranges(par, a, units, tasks, bands) }
 }
 
 #[cfg(all(test, feature = "std"))]
@@ -293,7 +282,7 @@ mod tests {
                     scratch: core::ptr::null_mut(),
                     scratch_stride: 0,
                 };
-                let stride = winograd_band_scratch_bytes(&a);
+                let stride = winograd_band_scratch_bytes(cin, tw, th, band);
                 let mut scratch = vec![0u64; stride * 3 / 8 + 8];
                 let base = scratch.as_mut_ptr().cast::<u8>();
                 a.scratch = base.wrapping_add(base.align_offset(64));

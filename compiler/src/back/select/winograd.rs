@@ -228,6 +228,40 @@ fn outputs(
     })
 }
 
+/// The F(4×4) products fused with the output transform as one runtime call
+/// ([`WindowOp::WinogradFused`], `dims` its output geometry): reading `x`, the input
+/// transform's planes, or with `banded` the conv's input (both transforms and the
+/// products band by band).
+fn fused_call(
+    lw: &mut Lowering<'_>,
+    io: &ConvIo,
+    fusion: Option<&Fusion>,
+    filter: &[f32],
+    dims: [usize; 14],
+    x: (BufId, i64, [i64; 3]),
+    banded: Option<WinogradBands>,
+) -> Result<(), CodegenError> {
+    let (cin, cout) = (io.xs[1], io.ys[1]);
+    let out = outputs(lw, io, fusion, cout)?;
+    let u = transform_filter(filter, cout, cin, Tiles::F4)?;
+    let bytes = u.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let filter = lw.const_buf(bytes, DType::F32, u.len());
+    lw.prog.steps.push(Step::Window(WindowCall {
+        dims,
+        x,
+        op: WindowOp::WinogradFused {
+            filter,
+            bias: out.bias,
+            cin,
+            banded,
+        },
+        residual: out.residual,
+        y: (out.y, [out.strides[0], out.strides[1], out.strides[2]]),
+        activation: out.activation,
+    }));
+    Ok(())
+}
+
 /// Tile rows per band of a fused F(4×4) layer run band by band (`nnefc_winograd_banded`),
 /// or `None` to keep the two calls: where the runtime's transforms read the input in
 /// place, the products are fused ([`fused_pays`]) and the map has rows of 5 tiles or more
@@ -247,60 +281,6 @@ fn band_rows(lw: &Lowering<'_>, kind: Tiles, ty: usize, tx: usize, cin: usize) -
 /// 400`, interleaved rounds) one row on 55×55 maps measured 5.75 ms on one thread against
 /// 5.66 for two, and 5.05 against 5.08 on two threads with the cores far apart.
 const BAND_TILE_ROWS: usize = 2;
-
-/// The runtime's argument struct with a banded layer's dims and null pointers (what
-/// `nnefc_runtime::winograd_band_scratch_bytes` reads).
-fn band_args(
-    cin: usize,
-    cout: usize,
-    ty: usize,
-    tx: usize,
-    band: usize,
-) -> nnefc_runtime::WinogradBandArgs {
-    let geo = nnefc_runtime::DwArgs {
-        n: 1,
-        c: cout,
-        h: 4 * ty,
-        w: 4 * tx,
-        oh: ty,
-        ow: tx,
-        kh: 6,
-        kw: 6,
-        sh: 4,
-        sw: 4,
-        dh: 1,
-        dw: 1,
-        pt: 0,
-        pl: 0,
-        x: core::ptr::null(),
-        x_sn: 0,
-        x_sc: 0,
-        x_sh: 0,
-        filter: core::ptr::null(),
-        bias: core::ptr::null(),
-        bias_sc: 0,
-        res: core::ptr::null(),
-        y: core::ptr::null_mut(),
-        y_sn: 0,
-        y_sc: 0,
-        y_sh: 0,
-        act: 0,
-        lo: 0.0,
-        hi: 0.0,
-    };
-    nnefc_runtime::WinogradBandArgs {
-        fused: nnefc_runtime::ConvArgs {
-            geo,
-            cin,
-            filter_sn: 0,
-            bias_sn: 0,
-        },
-        input: geo,
-        band,
-        scratch: core::ptr::null_mut(),
-        scratch_stride: 0,
-    }
-}
 
 /// Whether a conv of `cin → cout` channels on an `h × w` output takes F(4×4).
 fn f4_pays(cin: usize, cout: usize, h: usize, w: usize) -> bool {
@@ -409,47 +389,26 @@ pub(super) fn conv3x3(
         tiles
     };
     let f = DType::F32;
+    let dims = [n, cout, h, w, ty, tx, side, side, os, os, 1, 1, 0, 0];
     if let (Some(band), Input::InPlace { view, pt, pl }) =
         (band_rows(lw, kind, ty, tx, cin), &input)
     {
         // Both transforms and the products band by band in each worker's scratch: no V in
         // the workspace (see the runtime's `winograd_banded.rs`).
+        lw.gemm_scratch(nnefc_runtime::winograd_band_scratch_bytes(
+            cin, tx, ty, band,
+        ));
+        let x = (
+            view.buf,
+            view.offset,
+            [view.strides[0], view.strides[1], view.strides[2]],
+        );
         let bands = WinogradBands {
             input: [io.xs[2], io.xs[3], *pt, *pl],
             band,
             scratch: 0,
         };
-        let scratch =
-            nnefc_runtime::winograd_band_scratch_bytes(&band_args(cin, cout, ty, tx, band));
-        let Outputs {
-            y: ob,
-            strides: ost,
-            bias: (bb, bg),
-            residual: rb,
-            activation,
-        } = outputs(lw, io, fusion.as_ref(), cout)?;
-        let u = transform_filter(filter, cout, cin, kind)?;
-        let bytes = u.iter().flat_map(|x| x.to_le_bytes()).collect();
-        let ubuf = lw.const_buf(bytes, f, u.len());
-        lw.gemm_scratch(scratch);
-        lw.prog.steps.push(Step::Window(WindowCall {
-            dims: [n, cout, h, w, ty, tx, side, side, os, os, 1, 1, 0, 0],
-            x: (
-                view.buf,
-                view.offset,
-                [view.strides[0], view.strides[1], view.strides[2]],
-            ),
-            op: WindowOp::WinogradFused {
-                filter: ubuf,
-                bias: (bb, bg),
-                cin,
-                banded: Some(bands),
-            },
-            residual: rb,
-            y: (ob, [ost[0], ost[1], ost[2]]),
-            activation,
-        }));
-        return Ok(());
+        return fused_call(lw, io, fusion.as_ref(), filter, dims, x, Some(bands));
     }
     // Input transform: V[n][t][ci][tile].
     let v = lw.scratch(f, n * planes * cin * tp);
@@ -486,6 +445,12 @@ pub(super) fn conv3x3(
             ));
         }
     }
+    if kind == Tiles::F4 && fused_pays(ty, tx, cin) {
+        // The products summed in registers and transformed at once: no plane of products
+        // in memory (see the runtime's `winograd_fused.rs`).
+        let x = (v, 0, [vst[0], vst[2], vst[3]]);
+        return fused_call(lw, io, fusion.as_ref(), filter, dims, x, None);
+    }
     let Outputs {
         y: ob,
         strides: ost,
@@ -493,27 +458,6 @@ pub(super) fn conv3x3(
         residual: rb,
         activation,
     } = outputs(lw, io, fusion.as_ref(), cout)?;
-    if kind == Tiles::F4 && fused_pays(ty, tx, cin) {
-        // The products summed in registers and transformed at once: no plane of products
-        // in memory (see the runtime's `winograd_fused.rs`).
-        let u = transform_filter(filter, cout, cin, kind)?;
-        let bytes = u.iter().flat_map(|x| x.to_le_bytes()).collect();
-        let ubuf = lw.const_buf(bytes, f, u.len());
-        lw.prog.steps.push(Step::Window(WindowCall {
-            dims: [n, cout, h, w, ty, tx, side, side, os, os, 1, 1, 0, 0],
-            x: (v, 0, [vst[0], vst[2], vst[3]]),
-            op: WindowOp::WinogradFused {
-                filter: ubuf,
-                bias: (bb, bg),
-                cin,
-                banded: None,
-            },
-            residual: rb,
-            y: (ob, [ost[0], ost[1], ost[2]]),
-            activation,
-        }));
-        return Ok(());
-    }
     // One GEMM per product and batch item: M[n][t][co][tile] = U_t · V[n][t].
     // The tap products are GEMMs like any other: lane panels where they pay (resnet18's
     // 7×7 maps give 16-column products, which the 6-row tiles run at half speed).
