@@ -452,7 +452,14 @@ unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
         };
         // SAFETY: `e` holds `rows` rows of every expanded channel, `d` has room for the
         // band's output rows; a null `par` runs on this thread.
-        unsafe { nnefc_dwconv(&dargs, core::ptr::null()) };
+        unsafe {
+            if a.expand.is_null() {
+                nnefc_dwconv(&dargs, core::ptr::null())
+            } else {
+                // The band buffer was just written: no prefetching (same bits).
+                crate::dwconv::in_cache(&dargs)
+            }
+        }
         let yo = s * a.cout * a.oh * ow + o0 * ow;
         // SAFETY: sample `s`'s output rows [o0, o1) of every channel.
         let y = unsafe { a.y.add(yo) };
