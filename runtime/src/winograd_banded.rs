@@ -65,15 +65,8 @@ pub fn winograd_band_scratch_bytes(
     (PLANES * cin * plane_floats(rows * tiles_per_row) * 4).div_ceil(64) * 64
 }
 
-/// Sample and tile rows `[t0, t1)` of band `u` (counted over samples, then bands).
-fn unit(a: &WinogradBandArgs, u: usize) -> (usize, usize, usize) {
-    let bands = a.fused.geo.oh.div_ceil(a.band);
-    let (s, b) = (u / bands, u % bands);
-    let t0 = b * a.band;
-    (s, t0, (t0 + a.band).min(a.fused.geo.oh))
-}
-
-/// Bands `[lo, hi)` with worker `worker`'s scratch.
+/// Tile rows `[lo, hi)` (counted over samples, then tile rows) with worker `worker`'s
+/// scratch, in bands of at most `band` tile rows from `lo` that stay within a sample.
 ///
 /// # Safety
 /// As for [`nnefc_winograd_banded`]; no other call uses this worker's scratch.
@@ -83,8 +76,11 @@ unsafe fn bands(a: &WinogradBandArgs, lo: usize, hi: usize, worker: usize) {
         .wrapping_add(worker * a.scratch_stride)
         .cast::<f32>();
     let (f, i) = (&a.fused.geo, &a.input);
-    for u in lo..hi {
-        let (s, t0, t1) = unit(a, u);
+    let mut u = lo;
+    while u < hi {
+        let (s, t0) = (u / f.oh, u % f.oh);
+        let t1 = (t0 + a.band).min(f.oh).min(t0 + (hi - u));
+        u += t1 - t0;
         let tp = plane_floats((t1 - t0) * f.ow);
         // Tile row `t0` reads input rows from `4·t0 − pt`: the band starts there, the rows
         // above the input being its zero padding.
@@ -134,7 +130,10 @@ unsafe fn bands(a: &WinogradBandArgs, lo: usize, hi: usize, worker: usize) {
 }
 
 /// Runs the banded Winograd layer `args` describes (see the module doc), one contiguous
-/// range of bands per worker of `par`.
+/// range of tile rows per worker of `par`, each range in bands of at most `band` tile
+/// rows. Ranges of whole bands left two workers 4 and 3 of a 56×56 map's 7 bands of 2
+/// tile rows (resnet18's 64-channel layers took 1.60–1.63 times less time on two threads
+/// than on one, its other layers 1.73–1.94).
 ///
 /// # Safety
 /// `args` points to a valid [`WinogradBandArgs`] whose `fused` and `input` are valid
@@ -154,10 +153,10 @@ pub unsafe extern "C" fn nnefc_winograd_banded(
     if a.band == 0 || f.n == 0 || f.oh == 0 || f.ow == 0 || f.c == 0 || a.input.kh != 6 {
         return;
     }
-    let units = f.n * f.oh.div_ceil(a.band);
+    let units = f.n * f.oh;
     // SAFETY: `par` is null or valid.
     let tasks = units.min(unsafe { parallel::workers(par) });
-    // SAFETY: tasks run disjoint ranges of bands, each in its worker's scratch.
+    // SAFETY: tasks run disjoint ranges of tile rows, each in its worker's scratch.
     unsafe { parallel::worker_ranges(par, a, units, tasks, bands) }
 }
 
