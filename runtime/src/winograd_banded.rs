@@ -164,6 +164,7 @@ pub unsafe extern "C" fn nnefc_winograd_banded(
 mod tests {
     use super::*;
     use crate::dwconv::tests::Lcg;
+    use crate::winograd::tests::geometry;
 
     /// Random layers (maps narrower and wider than 16 tiles a row, one to 20 input
     /// channels, two samples, paddings, residual, each activation) in bands of one tile
@@ -189,35 +190,20 @@ mod tests {
             let res: Vec<f32> = (0..n * c * h * w).map(|_| r.next()).collect();
             let with_res = case % 2 == 0;
             let input = DwArgs {
-                n,
-                c: cin,
-                h: ih,
-                w: iw,
-                oh: th,
-                ow: tw,
                 kh: 6,
                 kw: 6,
                 sh: 4,
                 sw: 4,
-                dh: 1,
-                dw: 1,
                 pt,
                 pl,
                 x: x.as_ptr(),
                 x_sn: (cin * ih * iw) as isize,
                 x_sc: (ih * iw) as isize,
                 x_sh: iw as isize,
-                filter: core::ptr::null(),
-                bias: core::ptr::null(),
-                bias_sc: 0,
-                res: core::ptr::null(),
-                y: core::ptr::null_mut(),
                 y_sn: (PLANES * cin * tp) as isize,
                 y_sc: tp as isize,
                 y_sh: tw as isize,
-                act: 0,
-                lo: 0.0,
-                hi: 0.0,
+                ..geometry([n, cin, ih, iw, th, tw])
             };
             let fused = |v: *const f32, y: &mut [f32]| ConvArgs {
                 geo: DwArgs {

@@ -1470,14 +1470,7 @@ fn define_body(
                         pool.push(y);
                         pool.extend(d.y.1.iter().map(|&st| b.ins().iconst(ptr, st)));
                         pool.push(null);
-                        let base = CONV_ARGS_SIZE as i32;
-                        for (i, v) in pool.iter().enumerate() {
-                            b.ins().store(store, *v, args, base + psize * i as i32);
-                        }
-                        let zero = b.ins().f32const(0.0);
-                        let at = base + psize * pool.len() as i32;
-                        b.ins().store(store, zero, args, at);
-                        b.ins().store(store, zero, args, at + 4);
+                        trailing_dw_args(&mut b, args, &pool, psize);
                     }
                     if let WindowOp::WinogradFused {
                         banded: Some(band),
@@ -1500,14 +1493,7 @@ fn define_body(
                         input.push(x);
                         input.extend(d.x.2.iter().map(|&st| b.ins().iconst(ptr, st)));
                         input.extend([null; 9]);
-                        let base = CONV_ARGS_SIZE as i32;
-                        for (i, v) in input.iter().enumerate() {
-                            b.ins().store(store, *v, args, base + psize * i as i32);
-                        }
-                        let zero = b.ins().f32const(0.0);
-                        let at = base + psize * input.len() as i32;
-                        b.ins().store(store, zero, args, at);
-                        b.ins().store(store, zero, args, at + 4);
+                        trailing_dw_args(&mut b, args, &input, psize);
                         let tail = [
                             b.ins().iconst(ptr, band.band as i64),
                             b.ins().iadd_imm_s(ws, band.scratch as i64),
@@ -1573,6 +1559,21 @@ fn return_status(b: &mut FunctionBuilder<'_>, fail: cranelift_codegen::ir::Block
     b.switch_to_block(fail);
     let code = b.block_params(fail)[0];
     b.ins().return_(&[code]);
+}
+
+/// Writes the `DwArgs` that follows a `ConvArgs` at `args` (a conv-and-pool call's pool, a
+/// banded Winograd call's input transform): its pointer-sized `words`, then bounds
+/// `lo = hi = 0` (neither has an activation of its own).
+fn trailing_dw_args(b: &mut FunctionBuilder<'_>, args: Value, words: &[Value], psize: i32) {
+    let f = MemFlagsData::trusted();
+    let base = CONV_ARGS_SIZE as i32;
+    for (i, v) in words.iter().enumerate() {
+        b.ins().store(f, *v, args, base + psize * i as i32);
+    }
+    let zero = b.ins().f32const(0.0);
+    let at = base + psize * words.len() as i32;
+    b.ins().store(f, zero, args, at);
+    b.ins().store(f, zero, args, at + 4);
 }
 
 /// Writes a `GemmEpilogue` at `addr`: bias `(pointer, kind)` (1 per row, 2 per column),
