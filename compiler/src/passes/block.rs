@@ -172,7 +172,7 @@ fn feeds(
 
 /// Whether the conv at `d` is depthwise (one input and one output channel per group)
 /// with a zero border.
-fn depthwise(g: &Graph, d: usize) -> bool {
+pub(crate) fn depthwise(g: &Graph, d: usize) -> bool {
     conv2d(g, d).is_some_and(|(a, xs, fs)| {
         let c = xs[1];
         let groups = if a.groups == 0 { c } else { a.groups };

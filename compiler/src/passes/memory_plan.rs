@@ -22,8 +22,8 @@
 //! Then, within the arena so found, each value placed over bytes that values read within
 //! the last few definitions held moves to bytes nobody read that recently, where some
 //! are free for its whole life (`move_off_recent_reads`: with threads, the bytes a layer
-//! just read may sit in another core's cache). Graph inputs, graph outputs and constants
-//! get no slot.
+//! just read may sit in another core's cache; bytes only depthwise convs read, one core
+//! each channel, do not count). Graph inputs, graph outputs and constants get no slot.
 //!
 //! In-place concatenation: when a concat's inputs are contiguous pieces of its output
 //! (every extent before the axis is 1) and each piece starts at a 64-byte boundary, the
@@ -164,6 +164,7 @@ pub fn plan(graph: &Graph) -> Result<MemoryPlan, PlanError> {
         groups: &groups,
         member_of: &member_of,
         shares: vec![None; nvals],
+        split_read: split_reads(graph, &users),
     };
     for &(r, out, end, read_by_conv) in &residuals {
         let alone = |v: usize| lv.own_entry(graph, v) && !groups.iter().any(|g| g.0 == v);
@@ -215,6 +216,8 @@ struct Lives<'a> {
     /// A chain's output → the value whose slot it takes: its residual, or the residual
     /// that one's slot belongs to (never itself a sharer).
     shares: Vec<Option<usize>>,
+    /// Values whose every reader is a depthwise conv (see [`split_reads`]).
+    split_read: Vec<bool>,
 }
 
 impl Lives<'_> {
@@ -318,7 +321,7 @@ fn place(graph: &Graph, lv: &Lives<'_>) -> Result<MemoryPlan, PlanError> {
         }
     }
     // Within that arena, away from bytes read just before (see `RECENT_VALUES`).
-    move_off_recent_reads(&wanted, &mut slots, arena);
+    move_off_recent_reads(&wanted, &mut slots, arena, &lv.split_read);
     // Group members inside their output's slot, with their own lifetimes.
     for (vi, m) in member_of.iter().enumerate() {
         let Some((out, at)) = *m else { continue };
@@ -454,6 +457,29 @@ fn greedy_in_order(order: &[Wanted], nvals: usize) -> (Vec<Option<Slot>>, usize)
     (slots, arena)
 }
 
+/// Values whose every reader is a depthwise conv reading it as its input: on several
+/// threads such a conv splits the channels (and rows) among the workers, so each byte of
+/// its input is read by one core only (but a band's halo rows), and a value placed over
+/// it later waits for no other core's cache. [`move_off_recent_reads`] does not keep
+/// values off such bytes. Zen 4, two threads (`nnefc bench --profile --threads 2`):
+/// mobilenet_v2's 7² stage had no bytes both unread by the 1×1 layers just before and
+/// free for a 960-channel map (the 576-channel 14² map the stride-2 depthwise conv read
+/// held the rest), so its depthwise layers conv47 and conv50 wrote over the map the
+/// projection before had read on both cores and took as long as on one thread.
+fn split_reads(graph: &Graph, users: &[Vec<crate::ir::NodeId>]) -> Vec<bool> {
+    users
+        .iter()
+        .enumerate()
+        .map(|(v, us)| {
+            !us.is_empty()
+                && us.iter().all(|n| {
+                    graph.nodes[n.index()].inputs.first().map(|x| x.index()) == Some(v)
+                        && super::block::depthwise(graph, n.index())
+                })
+        })
+        .collect()
+}
+
 /// How many values defined before a value's own definition (placed values, in
 /// definition order) count as "just before" for [`move_off_recent_reads`].
 ///
@@ -482,27 +508,34 @@ const RECENT_VALUES: usize = 6;
 /// gap stay. The arena does not grow and no two live values ever share bytes, so the
 /// plan stays valid; where the arena is tight (the big early layers of a CNN) nothing
 /// moves.
-fn move_off_recent_reads(wanted: &[Wanted], slots: &mut [Option<Slot>], arena: usize) {
+fn move_off_recent_reads(
+    wanted: &[Wanted],
+    slots: &mut [Option<Slot>],
+    arena: usize,
+    split_read: &[bool],
+) {
     for (i, &(vi, _, rounded, first, lastu)) in wanted.iter().enumerate() {
         let Some(cur) = slots[vi] else { continue };
         // The definition step of the value RECENT_VALUES places before this one: values
         // whose last reader ran at or after it were read "just before".
         let since = wanted[i.saturating_sub(RECENT_VALUES)].3;
-        // Bytes of values dead before this one's definition, with their last reader
-        // (`wanted` is in definition order, so only earlier entries can be).
-        let dead: Vec<(usize, usize, usize)> = wanted[..i]
+        // Bytes of values dead before this one's definition, with their last reader and
+        // whether every core read them (`wanted` is in definition order, so only earlier
+        // entries can be).
+        let dead: Vec<(usize, usize, usize, bool)> = wanted[..i]
             .iter()
             .filter(|o| o.4 < first)
-            .filter_map(|o| slots[o.0].map(|s| (s.offset, s.offset + o.2, o.4)))
+            .filter_map(|o| slots[o.0].map(|s| (s.offset, s.offset + o.2, o.4, !split_read[o.0])))
             .collect();
-        // The last reader of what `[off, off + rounded)` held.
-        let touched = |off: usize| {
+        // The last reader of what `[off, off + rounded)` held (`shared`: only counting
+        // bytes every core read).
+        let touched = |off: usize, shared: bool| {
             dead.iter()
-                .filter(|&&(lo, hi, _)| lo < off + rounded && off < hi)
+                .filter(|&&(lo, hi, _, all)| lo < off + rounded && off < hi && (all || !shared))
                 .map(|d| d.2)
                 .max()
         };
-        if touched(cur.offset).is_none_or(|l| l < since) {
+        if touched(cur.offset, true).is_none_or(|l| l < since) {
             continue;
         }
         // Free gaps over this value's life: between the byte ranges of the other values
@@ -544,9 +577,8 @@ fn move_off_recent_reads(wanted: &[Wanted], slots: &mut [Option<Slot>], arena: u
             if off < glo {
                 continue;
             }
-            let t = touched(off);
-            let key = (t, core::cmp::Reverse(off));
-            if t.is_none_or(|l| l < since) && best.is_none_or(|b| key > b) {
+            let key = (touched(off, false), core::cmp::Reverse(off));
+            if touched(off, true).is_none_or(|l| l < since) && best.is_none_or(|b| key > b) {
                 best = Some(key);
             }
         }
@@ -664,6 +696,73 @@ mod tests {
             %v15 @0 +4 live [14, 15]
             arena 1344 bytes (peak live 1344)"#]]
         .assert_eq(&p.to_string());
+    }
+
+    /// Bytes that only a depthwise conv read (each core its own channels) do not count as
+    /// read just before: a value stays over them, where over bytes every core read it
+    /// moves to older ones. Value 8 (1 KiB at 0) is read at step 8, value 9 is placed
+    /// over it at step 9; value 0's bytes at 2048 were last read at step 0, and six small
+    /// values between make that long enough ago.
+    #[test]
+    fn bytes_one_core_read_count_as_cold() {
+        let slot = |offset, first, last| {
+            Some(Slot {
+                offset,
+                size: 1024,
+                first,
+                last,
+            })
+        };
+        let mut wanted: Vec<Wanted> = vec![(0, 1024, 1024, 0, 0)];
+        let mut slots = vec![slot(2048, 0, 0)];
+        for i in 1..=6 {
+            wanted.push((i, 64, 64, i, i));
+            slots.push(Some(Slot {
+                offset: 3072 + 64 * i,
+                size: 64,
+                first: i,
+                last: i,
+            }));
+        }
+        wanted.extend([
+            (7, 1024, 1024, 7, 10),
+            (8, 1024, 1024, 7, 8),
+            (9, 1024, 1024, 9, 10),
+        ]);
+        slots.extend([slot(1024, 7, 10), slot(0, 7, 8), slot(0, 9, 10)]);
+        for (split, expect) in [(false, 2048), (true, 0)] {
+            let mut s = slots.clone();
+            let mut split_read = vec![false; 10];
+            split_read[8] = split;
+            move_off_recent_reads(&wanted, &mut s, 3072 + 64 * 7, &split_read);
+            assert_eq!(s[9].map(|s| s.offset), Some(expect), "split read: {split}");
+            assert_eq!(s[..9], slots[..9]);
+        }
+    }
+
+    /// `split_reads`: a value only a depthwise conv reads, and not one a 1×1 conv reads
+    /// too.
+    #[test]
+    fn only_depthwise_readers_split() {
+        use crate::ir::{ConvAttrs, Tensor};
+        let mut g = Graph::new("g");
+        let ty = TensorType::new(DType::F32, &[1, 4, 5, 5]);
+        let x = g.add_input("x", ty.clone());
+        let a = g.add_node(Op::Softmax { axes: vec![1] }, vec![x], vec![ty.clone()])[0];
+        let b = g.add_node(Op::Softmax { axes: vec![1] }, vec![x], vec![ty.clone()])[0];
+        let (f1, bias) = weights(&mut g);
+        let fd = g.add_const(Tensor::f32(vec![4, 1, 3, 3], vec![0.5; 36]), None, None);
+        let dw = ConvAttrs {
+            padding: vec![(1, 1), (1, 1)],
+            groups: 4,
+            ..ConvAttrs::default()
+        };
+        let d = g.add_node(Op::Conv(dw.clone()), vec![a, fd, bias], vec![ty.clone()])[0];
+        let e = g.add_node(Op::Conv(dw), vec![b, fd, bias], vec![ty.clone()])[0];
+        let p = g.add_node(Op::Conv(ConvAttrs::default()), vec![b, f1, bias], vec![ty])[0];
+        g.outputs.extend([d, e, p]);
+        let split = split_reads(&g, &g.users());
+        assert_eq!([a, b, d].map(|v| split[v.index()]), [true, false, false]);
     }
 
     /// An element-wise fusion group (`passes::fusion`): the member output that stays in
