@@ -74,8 +74,8 @@ pub use conv_pool::{
 pub use dwconv::{DwArgs, nnefc_dwconv};
 pub use gemm::{
     ACT_CLAMP, ACT_HARDSWISH, ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_SWISH, GemmArgs, GemmEpilogue,
-    nnefc_sgemm, nnefc_sgemm_batch_parallel, nnefc_sgemm_packed_a, nnefc_sgemm_parallel,
-    packed_a_lanes_len, packed_a_len, sgemm_scratch_bytes,
+    nnefc_sgemm, nnefc_sgemm_batch_parallel, nnefc_sgemm_batch_prefetch, nnefc_sgemm_packed_a,
+    nnefc_sgemm_parallel, packed_a_lanes_len, packed_a_len, sgemm_scratch_bytes,
 };
 #[cfg(feature = "std")]
 pub use gemm::{pack_a, pack_a_lanes, try_pack_a, try_pack_a_lanes};

@@ -169,14 +169,49 @@ pub(crate) unsafe fn sgemm(
 ) {
     let route = Route::of(kern, &p);
     // SAFETY: forwarded caller contract.
-    unsafe { run_route(route, &p, epi, scratch) }
+    unsafe { run_route(route, &p, epi, scratch, Prefetch::NONE) }
 }
 
-/// Runs `p` with the routine `route` (decided on `p` or on a problem `p` is a part of).
+/// Memory that a product brings into the caches while it computes, for a later step
+/// (`nnefc_sgemm_batch_prefetch`): `len` floats from `ptr`, a hint that never faults.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Prefetch {
+    pub ptr: *const f32,
+    pub len: usize,
+}
+
+impl Prefetch {
+    pub(crate) const NONE: Prefetch = Prefetch {
+        ptr: core::ptr::null(),
+        len: 0,
+    };
+
+    /// Floats `[lo·len/total, hi·len/total)` of the region: the share of a part that
+    /// computes `[lo, hi)` of `total` rows, columns or tiles.
+    pub(crate) fn share(self, lo: usize, hi: usize, total: usize) -> Prefetch {
+        if total == 0 || self.len == 0 {
+            return Prefetch::NONE;
+        }
+        let at = |i: usize| (i as u128 * self.len as u128 / total as u128) as usize;
+        Prefetch {
+            ptr: self.ptr.wrapping_add(at(lo)),
+            len: at(hi) - at(lo),
+        }
+    }
+}
+
+/// Runs `p` with the routine `route` (decided on `p` or on a problem `p` is a part of),
+/// prefetching `pf` meanwhile where the routine can (lane panels; the others ignore it).
 ///
 /// # Safety
 /// As for [`sgemm`]; `route` is `Route::of` of `p` or of a problem `p` is a part of.
-pub(crate) unsafe fn run_route(route: Route, p: &Problem, epi: &GemmEpilogue, scratch: *mut u8) {
+pub(crate) unsafe fn run_route(
+    route: Route,
+    p: &Problem,
+    epi: &GemmEpilogue,
+    scratch: *mut u8,
+    pf: Prefetch,
+) {
     if p.m == 0 || p.n == 0 {
         return;
     }
@@ -196,7 +231,7 @@ pub(crate) unsafe fn run_route(route: Route, p: &Problem, epi: &GemmEpilogue, sc
             }
             Route::Lanes(imp) => {
                 if let ASrc::Lanes(ap) = p.a {
-                    super::lanes::run(imp, p, ap, epi)
+                    super::lanes::run(imp, p, ap, epi, pf)
                 }
             }
             #[cfg(target_arch = "x86_64")]

@@ -55,7 +55,7 @@
 
 use super::GemmEpilogue;
 use super::KC;
-use super::driver::Problem;
+use super::driver::{Prefetch, Problem};
 use super::kernels::activate;
 
 /// Rows per lane panel: one AVX-512 vector of f32. Part of the format.
@@ -171,22 +171,22 @@ struct Tile {
 /// Calls `$f::<W, ..>($args)` for the run-time width `w ∈ 1..=COLS2`.
 #[cfg(target_arch = "x86_64")]
 macro_rules! by_width2 {
-    ($w:expr, $f:ident::<W, $c:tt>($($arg:expr),*)) => {
+    ($w:expr, $f:ident::<W, $c:tt, $x:tt>($($arg:expr),*)) => {
         match $w {
-            1 => $f::<1, $c>($($arg),*),
-            2 => $f::<2, $c>($($arg),*),
-            3 => $f::<3, $c>($($arg),*),
-            4 => $f::<4, $c>($($arg),*),
-            5 => $f::<5, $c>($($arg),*),
-            6 => $f::<6, $c>($($arg),*),
-            7 => $f::<7, $c>($($arg),*),
-            8 => $f::<8, $c>($($arg),*),
-            9 => $f::<9, $c>($($arg),*),
-            10 => $f::<10, $c>($($arg),*),
-            11 => $f::<11, $c>($($arg),*),
-            12 => $f::<12, $c>($($arg),*),
-            13 => $f::<13, $c>($($arg),*),
-            _ => $f::<14, $c>($($arg),*),
+            1 => $f::<1, $c, $x>($($arg),*),
+            2 => $f::<2, $c, $x>($($arg),*),
+            3 => $f::<3, $c, $x>($($arg),*),
+            4 => $f::<4, $c, $x>($($arg),*),
+            5 => $f::<5, $c, $x>($($arg),*),
+            6 => $f::<6, $c, $x>($($arg),*),
+            7 => $f::<7, $c, $x>($($arg),*),
+            8 => $f::<8, $c, $x>($($arg),*),
+            9 => $f::<9, $c, $x>($($arg),*),
+            10 => $f::<10, $c, $x>($($arg),*),
+            11 => $f::<11, $c, $x>($($arg),*),
+            12 => $f::<12, $c, $x>($($arg),*),
+            13 => $f::<13, $c, $x>($($arg),*),
+            _ => $f::<14, $c, $x>($($arg),*),
         }
     };
 }
@@ -197,7 +197,7 @@ macro_rules! by_width2 {
 /// # Safety
 /// `ap` holds [`len`]`(m, k)` floats of lane panels; B, C and the bias are valid for the
 /// problem (the `nnefc_sgemm` contract); `imp` is supported by the CPU.
-pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilogue) {
+pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilogue, pf: Prefetch) {
     let (m, n, k) = (p.m, p.n, p.k);
     let tiles = n.div_ceil(COLS);
     let bias_row = if epi.bias_kind == 1 {
@@ -252,16 +252,19 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
         // SAFETY: a tile inside the problem.
         unsafe { run_tile(imp, buf, &tile(panel, j0, j1), k, epi) };
     };
+    // The region to prefetch, a share per tile pair (the `i`-th of the product's
+    // `pairs · tiles2`, whichever order they run in).
+    let pf_of = |i: usize| pf.share(i, i + 1, pairs * tiles2);
     let pair_at = |buf: &mut TileBuf, pair: usize, t: usize| {
         let (j0, j1) = (t * n / tiles2, (t + 1) * n / tiles2);
         let (t0, t1) = (tile(2 * pair, j0, j1), tile(2 * pair + 1, j0, j1));
         // SAFETY: two tiles inside the problem; pairs exist only on AVX-512.
         #[cfg(target_arch = "x86_64")]
         unsafe {
-            run_pair(buf, &t0, &t1, k, epi)
+            run_pair(buf, &t0, &t1, k, epi, pf_of(pair * tiles2 + t))
         };
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (buf, t0, t1);
+        let _ = (buf, t0, t1, pf_of);
     };
     // Each order streams one operand once per tile of the other: panel-major reads all of
     // B per panel (a panel, 16·k floats, stays in L1 across its column tiles), column-
@@ -318,7 +321,14 @@ pub(crate) unsafe fn run(imp: Impl, p: &Problem, ap: *const f32, epi: &GemmEpilo
 /// As for [`run_tile`], for both tiles; `t0.cols == t1.cols ≤ COLS2`; the CPU has
 /// AVX-512F.
 #[cfg(target_arch = "x86_64")]
-unsafe fn run_pair(buf: &mut TileBuf, t0: &Tile, t1: &Tile, k: usize, epi: &GemmEpilogue) {
+unsafe fn run_pair(
+    buf: &mut TileBuf,
+    t0: &Tile,
+    t1: &Tile,
+    k: usize,
+    epi: &GemmEpilogue,
+    pf: Prefetch,
+) {
     let accumulate = epi.accumulate != 0;
     // The two tiles' sums share the stack tile: t0's columns at 0.., t1's at 16.. (each
     // loads and transposes whole 16-column blocks).
@@ -340,15 +350,26 @@ unsafe fn run_pair(buf: &mut TileBuf, t0: &Tile, t1: &Tile, k: usize, epi: &Gemm
             let a = t0.a.add(pc * LANES);
             let b = t0.b.offset(pc as isize * t0.rsb);
             let add = accumulate || pc > 0;
-            if t0.csb == 1 {
+            // This k block's lines of the region to prefetch: `per` a k step.
+            let per = pf.len.div_ceil(16).div_ceil(k);
+            let ahead = pf.share(pc, pc + kc, k);
+            let lines = (ahead.ptr, per, ahead.len.div_ceil(16));
+            if t0.csb == 1 && pf.len > 0 {
                 by_width2!(
                     t0.cols,
-                    block2_avx512::<W, true>(kc, a, pk, b, t0.rsb, 1, o0, o1, add)
+                    block2_avx512::<W, true, true>(kc, a, pk, b, t0.rsb, 1, o0, o1, add, lines)
+                );
+            } else if t0.csb == 1 {
+                by_width2!(
+                    t0.cols,
+                    block2_avx512::<W, true, false>(kc, a, pk, b, t0.rsb, 1, o0, o1, add, lines)
                 );
             } else {
                 by_width2!(
                     t0.cols,
-                    block2_avx512::<W, false>(kc, a, pk, b, t0.rsb, t0.csb, o0, o1, add)
+                    block2_avx512::<W, false, false>(
+                        kc, a, pk, b, t0.rsb, t0.csb, o0, o1, add, lines
+                    )
                 );
             }
             pc += kc;
@@ -594,7 +615,7 @@ pub(crate) mod avx512 {
     /// As for [`block_avx512`], for both panels and buffers.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn block2_avx512<const W: usize, const CSB1: bool>(
+    pub(super) unsafe fn block2_avx512<const W: usize, const CSB1: bool, const PF: bool>(
         kc: usize,
         a: *const f32,
         pk: usize,
@@ -604,6 +625,7 @@ pub(crate) mod avx512 {
         buf0: *mut f32,
         buf1: *mut f32,
         add: bool,
+        (mut xp, per, mut lines): (*const f32, usize, usize),
     ) {
         let csb = if CSB1 { 1 } else { csb };
         // SAFETY: the loads stay inside the panels and B rows of the contract.
@@ -621,6 +643,15 @@ pub(crate) mod avx512 {
                 if W >= A_PF_L2_MIN_W {
                     _mm_prefetch::<_MM_HINT_T1>(ap.wrapping_add(A_PF_L2 * LANES).cast());
                     _mm_prefetch::<_MM_HINT_T1>(ap.wrapping_add(pk + A_PF_L2 * LANES).cast());
+                }
+                // `PF`: `per` lines of a later step's region (`Prefetch`) into L2, from
+                // where they go to L3 when evicted.
+                if PF {
+                    for _ in 0..per.min(lines) {
+                        _mm_prefetch::<_MM_HINT_T2>(xp.cast());
+                        xp = xp.wrapping_add(16);
+                    }
+                    lines = lines.saturating_sub(per);
                 }
                 for j in 0..W {
                     let bv = _mm512_set1_ps(*bp.offset(j as isize * csb));

@@ -323,7 +323,8 @@ fn lanes_are_bit_identical_to_six_row_kernels() {
 /// `a_packed = 2` through `nnefc_sgemm_parallel` with 1, 2, 3 and 5 workers of a
 /// reverse-order fake pool gives the serial call's C bit for bit, and the planner does
 /// cut these products (by row panels, or by columns when there are fewer panels than
-/// workers); `nnefc_sgemm_batch_parallel` takes lane panels among other products.
+/// workers); `nnefc_sgemm_batch_prefetch` gives the same C; `nnefc_sgemm_batch_parallel`
+/// takes lane panels among other products.
 #[test]
 fn lanes_split_bit_identical_to_serial() {
     use super::split::{Axis, Plan};
@@ -368,6 +369,26 @@ fn lanes_split_bit_identical_to_serial() {
             };
             c
         };
+        // The same product through `nnefc_sgemm_batch_prefetch`, prefetching a region of
+        // `len` floats (many lines per k step, or fewer than one per tile pair).
+        let region = vec![1.0f32; 1 << 18];
+        let run_pf = |p: *const crate::Parallel, len: usize| {
+            let mut c = ops.c0.clone();
+            let g = args(&mut c);
+            // SAFETY: as above; the region is readable.
+            unsafe {
+                crate::gemm::nnefc_sgemm_batch_prefetch(
+                    &g,
+                    1,
+                    p,
+                    core::ptr::NonNull::<u8>::dangling().as_ptr(),
+                    0,
+                    region.as_ptr(),
+                    len,
+                )
+            };
+            c
+        };
         let serial = run(core::ptr::null());
         let q = Problem {
             m,
@@ -383,15 +404,17 @@ fn lanes_split_bit_identical_to_serial() {
         let route = driver::Route::of(kernels::selected(), &q);
         for workers in [1usize, 2, 3, 5] {
             let p = reversed(workers);
-            let got = run(&p);
-            let same = got
-                .iter()
-                .zip(&serial)
-                .all(|(g, s)| g.to_bits() == s.to_bits());
-            assert!(
-                same,
-                "m={m} n={n} k={k}, {workers} workers: differs from serial"
-            );
+            let bits = |c: &[f32]| c.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for (how, got) in [
+                ("", run(&p)),
+                (" prefetching", run_pf(&p, region.len())),
+                (" prefetching a little", run_pf(&p, 40)),
+            ] {
+                assert!(
+                    bits(&got) == bits(&serial),
+                    "m={m} n={n} k={k}, {workers} workers{how}: differs from serial"
+                );
+            }
             let plan = Plan::new(route, &q, workers);
             if workers > 1 {
                 assert!(

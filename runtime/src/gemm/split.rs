@@ -12,7 +12,7 @@
 
 use super::GemmEpilogue;
 use super::MR;
-use super::driver::{ASrc, GemvKind, Problem, Route, run_route};
+use super::driver::{ASrc, GemvKind, Prefetch, Problem, Route, run_route};
 use super::lanes::LANES;
 use crate::parallel::{self, Parallel};
 use core::ffi::c_void;
@@ -194,6 +194,7 @@ struct Job {
     plan: Plan,
     scratch: *mut u8,
     stride: usize,
+    pf: Prefetch,
 }
 
 unsafe extern "C" fn part_task(ctx: *mut c_void, i: usize, worker: usize) {
@@ -206,11 +207,15 @@ unsafe extern "C" fn part_task(ctx: *mut c_void, i: usize, worker: usize) {
             return;
         }
         let (q, e) = narrow(&job.p, &job.epi, job.plan.axis, lo, hi);
-        run_route(job.route, &q, &e, job.scratch.add(worker * job.stride));
+        // Each part prefetches the share of the region its rows or columns are of the
+        // product's.
+        let pf = job.pf.share(lo, hi, job.plan.total);
+        run_route(job.route, &q, &e, job.scratch.add(worker * job.stride), pf);
     }
 }
 
-/// Runs `p` with up to `par`'s workers; worker `w` uses `scratch + w · stride`.
+/// Runs `p` with up to `par`'s workers; worker `w` uses `scratch + w · stride`; `pf` is
+/// prefetched meanwhile, each part its share (see [`run_route`]).
 ///
 /// # Safety
 /// The `nnefc_sgemm` contract for `p` and `epi`; `par` is null or valid; `scratch` holds
@@ -223,6 +228,7 @@ pub(crate) unsafe fn sgemm_parallel(
     par: *const Parallel,
     scratch: *mut u8,
     stride: usize,
+    pf: Prefetch,
 ) {
     let route = Route::of(kern, &p);
     // SAFETY: forwarded caller contract.
@@ -230,7 +236,7 @@ pub(crate) unsafe fn sgemm_parallel(
     let plan = Plan::new(route, &p, workers);
     if plan.parts <= 1 {
         // SAFETY: forwarded caller contract.
-        unsafe { run_route(route, &p, epi, scratch) };
+        unsafe { run_route(route, &p, epi, scratch, pf) };
         return;
     }
     let job = Job {
@@ -240,6 +246,7 @@ pub(crate) unsafe fn sgemm_parallel(
         plan,
         scratch,
         stride,
+        pf,
     };
     // SAFETY: `job` outlives the call; tasks write disjoint parts of C.
     unsafe {

@@ -489,8 +489,15 @@ mod tests {
                     &problem(&mut want),
                     &epi,
                     scratch.as_mut_ptr().cast(),
+                    driver::Prefetch::NONE,
                 );
-                driver::run_route(Route::Tall, &p, &epi, scratch.as_mut_ptr().cast());
+                driver::run_route(
+                    Route::Tall,
+                    &p,
+                    &epi,
+                    scratch.as_mut_ptr().cast(),
+                    driver::Prefetch::NONE,
+                );
             }
             // Across routes a NaN matches any NaN: both compute each element with the same
             // operations, but which operand's NaN a multiply-add returns depends on the

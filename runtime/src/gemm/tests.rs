@@ -625,6 +625,7 @@ fn split_products_are_bit_identical_to_serial() {
                             &par,
                             scratch.as_mut_ptr().cast(),
                             stride,
+                            super::driver::Prefetch::NONE,
                         )
                     };
                     let guard = scratch.last().map(|l| l.0);
