@@ -237,6 +237,9 @@ pub struct GemmCall {
     pub scratch: usize,
     /// Per-row bias, fused activation, accumulation (convolutions; default: none).
     pub epi: GemmEpi,
+    /// Memory the call brings into the caches while it computes, for a later step: that
+    /// step's constant matrix and its length in f32s (`select::prefetch`).
+    pub prefetch: Option<(BufId, usize)>,
 }
 
 impl GemmCall {
@@ -944,7 +947,7 @@ impl fmt::Display for Program {
                 }
                 Step::Gemm(g) | Step::Tiled { gemm: g, .. } => writeln!(
                     f,
-                    "{}gemm b{}[{},{}] = b{}[{},{}]{} * b{}[{},{}] m={} n={} k={} batches={}{}",
+                    "{}gemm b{}[{},{}] = b{}[{},{}]{} * b{}[{},{}] m={} n={} k={} batches={}{}{}",
                     if matches!(s, Step::Tiled { .. }) {
                         "tiled "
                     } else {
@@ -969,6 +972,9 @@ impl fmt::Display for Program {
                     g.batches.len(),
                     g.bias
                         .map(|b| format!(" bias b{}", b.0))
+                        .unwrap_or_default(),
+                    g.prefetch
+                        .map(|(b, len)| format!(" prefetch b{}[{len}]", b.0))
                         .unwrap_or_default()
                 )
                 .and_then(|_| {

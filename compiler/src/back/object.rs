@@ -895,6 +895,15 @@ fn define_body(
     } else {
         None
     };
+    let prefetching = program
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Gemm(g) if g.prefetch.is_some()));
+    let gemm_pf_ref = if prefetching {
+        Some(import("nnefc_sgemm_batch_prefetch", 7)?)
+    } else {
+        None
+    };
     let has_block = program.steps.iter().any(|s| matches!(s, Step::Block(_)));
     let block_ref = if has_block {
         Some(import("nnefc_inverted_residual", 2)?)
@@ -1291,7 +1300,17 @@ fn define_body(
                         if last || (bi + 1) % BATCH_CHUNK == 0 {
                             let first = b.ins().stack_addr(ptr, slot, 0);
                             let count = b.ins().iconst(ptr, i64::from(j) + 1);
-                            b.ins().call(f_gemm, &[first, count, par, scratch, stride]);
+                            let mut args = vec![first, count, par, scratch, stride];
+                            // A later step's matrix to prefetch (`select::prefetch`).
+                            let f = match (g.prefetch, gemm_pf_ref) {
+                                (Some((buf, len)), Some(f)) => {
+                                    args.push(buf_ptr(&mut b, buf)?);
+                                    args.push(b.ins().iconst(ptr, len as i64));
+                                    f
+                                }
+                                _ => f_gemm,
+                            };
+                            b.ins().call(f, &args);
                         }
                     }
                 }

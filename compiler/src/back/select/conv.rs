@@ -665,6 +665,7 @@ fn gemm(
         }
     }
     lw.prog.steps.push(Step::Gemm(GemmCall {
+        prefetch: None,
         m: og,
         n: pos,
         k: kk,

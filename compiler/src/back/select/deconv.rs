@@ -276,6 +276,7 @@ pub(super) fn deconv(lw: &mut Lowering<'_>, a: &ConvAttrs, ins: &[ValueId], outs
             }
         }
         lw.prog.steps.push(Step::Gemm(GemmCall {
+            prefetch: None,
             m: og,
             n: qvol,
             k,

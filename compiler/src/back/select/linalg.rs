@@ -291,6 +291,7 @@ pub(super) fn matmul(
     let cbuf = lw.buf(c)?;
     let scratch = lw.gemm_scratch(scratch_bytes(a_packing, m, n, k));
     lw.prog.steps.push(Step::Gemm(GemmCall {
+        prefetch: None,
         m,
         n,
         k,
@@ -372,6 +373,7 @@ pub(super) fn linear(lw: &mut Lowering<'_>, ins: &[ValueId], outs: &[ValueId]) -
         let one = |buf| Matrix { buf, rs: 1, cs: 1 };
         let scratch = lw.gemm_scratch(0);
         lw.prog.steps.push(Step::Gemm(GemmCall {
+            prefetch: None,
             m: n,
             n: 1,
             k,
@@ -392,6 +394,7 @@ pub(super) fn linear(lw: &mut Lowering<'_>, ins: &[ValueId], outs: &[ValueId]) -
     let wbuf = lw.buf(w)?;
     let scratch = lw.gemm_scratch(nnefc_runtime::sgemm_scratch_bytes(m, n, k));
     lw.prog.steps.push(Step::Gemm(GemmCall {
+        prefetch: None,
         m,
         n,
         k,

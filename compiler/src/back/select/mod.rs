@@ -21,6 +21,7 @@ mod fuse;
 mod gemm_loops;
 mod linalg;
 mod movement;
+mod prefetch;
 mod reduce;
 mod resample;
 mod roi;
@@ -471,6 +472,7 @@ impl<'g> Lowering<'g> {
                 _ => {}
             }
         }
+        prefetch::plan(&mut self.prog);
         self.prog.workspace_size = gemm_base + per_worker;
         self.prog.worker_scratch = per_worker;
         Ok(self.prog)

@@ -479,6 +479,7 @@ pub(super) fn conv3x3(
         }
     }
     lw.prog.steps.push(Step::Gemm(GemmCall {
+        prefetch: None,
         m: cout,
         n: tiles,
         k: cin,

@@ -168,3 +168,74 @@ fn lane_gemm_fused_residual_and_clamp() {
     let got = load(&g, &o).run(&inputs).expect("status 0");
     assert_close("fused lane conv", &got[0], &want[0]);
 }
+
+/// A classifier's tail: a 160→640 1×1 conv on 7×7 (a lane-panel GEMM), a mean over the
+/// map, and a 640→512 linear layer (1.3 MB of weights, one column). The conv prefetches
+/// the linear layer's matrix (`select::prefetch`: the dump shows it on the conv's line
+/// when the host takes lane panels, and nowhere on a target without AVX-512), and the
+/// results match the interpreter either way, serial and on the harness's workers.
+#[test]
+fn lane_gemm_prefetches_the_classifier_weights() {
+    use crate::ir::ReduceOp;
+    let mut r = Rng::new(73);
+    let mut g = Graph::new("pfw");
+    let x = g.add_input("x", TensorType::new(DType::F32, &[1, 160, 7, 7]));
+    let node = |g: &mut Graph, op: Op, ins: Vec<crate::ir::ValueId>| {
+        let tys: Vec<_> = ins.iter().map(|v| g.ty(*v).clone()).collect();
+        let refs: Vec<_> = tys.iter().collect();
+        let out = crate::ir::infer::infer(&op, &refs).expect("infer");
+        g.add_node(op, ins, out)[0]
+    };
+    let f = g.add_const(
+        r.tensor(DType::F32, &[640, 160, 1, 1], -0.1, 0.1),
+        None,
+        None,
+    );
+    let b = g.add_const(r.tensor(DType::F32, &[1, 640], -1.0, 1.0), None, None);
+    let w = g.add_const(r.tensor(DType::F32, &[512, 640], -0.1, 0.1), None, None);
+    let wb = g.add_const(r.tensor(DType::F32, &[1, 512], -1.0, 1.0), None, None);
+    let c = node(&mut g, conv(1, 0, 1), vec![x, f, b]);
+    let reduce = Op::Reduce {
+        op: ReduceOp::Mean,
+        axes: vec![2, 3],
+    };
+    let m = node(&mut g, reduce, vec![c]);
+    let flat = Op::Reshape {
+        shape: vec![0, -1],
+        axis_start: 0,
+        axis_count: -1,
+    };
+    let v = node(&mut g, flat, vec![m]);
+    let y = node(&mut g, Op::Linear, vec![v, w, wb]);
+    g.outputs.push(y);
+    let inputs = vec![r.tensor(DType::F32, &[1, 160, 7, 7], -1.0, 1.0)];
+    let want = crate::ir::interp::run(&g, &inputs).expect("interp");
+
+    let native = opts("pfw");
+    let avx512 = crate::back::object::target_has_avx512(&native).expect("host ISA");
+    let mut no_avx512 = opts("pfwv2");
+    no_avx512.target = Some(target_lexicon::Triple::host().to_string());
+    for (o, lanes) in [(&native, avx512), (&no_avx512, false)] {
+        let lines = gemm_lines(&g, o);
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        let pf = lines
+            .iter()
+            .map(|l| l.contains(" prefetch b"))
+            .collect::<Vec<_>>();
+        assert_eq!(pf, [lanes, false], "{lines:#?}");
+        if lanes {
+            // The matrix the conv prefetches is the linear layer's A, all of it.
+            let a = lines[1]
+                .split(" = ")
+                .nth(1)
+                .and_then(|s| s.split('[').next());
+            assert!(
+                lines[0].contains(&format!(" prefetch {}[327680]", a.unwrap_or("?"))),
+                "{lines:#?}"
+            );
+        }
+        // Serial, and with the harness's fake pool (the same bits).
+        let got = load(&g, o).run(&inputs).expect("status 0");
+        assert_close("classifier tail", &got[0], &want[0]);
+    }
+}
