@@ -10,13 +10,48 @@
 use nnefc_runtime::{ConvArgs, DwArgs, nnefc_conv, pack_conv_filter};
 use std::time::Instant;
 
-/// (name, input channels, output channels, input side, output rows, window, stride, pad).
-const SHAPES: [(&str, usize, usize, usize, usize, usize, usize, usize); 5] = [
-    ("mobilenet_v2", 3, 32, 224, 112, 3, 2, 1),
-    ("mobilenet_v2-band24", 3, 32, 224, 24, 3, 2, 1),
-    ("squeezenet1_1", 3, 64, 224, 111, 3, 2, 0),
-    ("resnet18", 3, 64, 224, 112, 7, 2, 3),
-    ("3x3s1-64", 3, 32, 112, 112, 3, 1, 1),
+/// One first layer: input channels, output channels, input side, output rows (fewer than
+/// the map's for a block's band), window side, stride, padding.
+struct Layer {
+    name: &'static str,
+    cin: usize,
+    cout: usize,
+    h: usize,
+    oh: usize,
+    k: usize,
+    s: usize,
+    p: usize,
+}
+
+const fn layer(name: &'static str, cin: usize, cout: usize, h: usize, oh: usize) -> Layer {
+    Layer {
+        name,
+        cin,
+        cout,
+        h,
+        oh,
+        k: 3,
+        s: 2,
+        p: 1,
+    }
+}
+
+const SHAPES: [Layer; 5] = [
+    layer("mobilenet_v2", 3, 32, 224, 112),
+    layer("mobilenet_v2-band24", 3, 32, 224, 24),
+    Layer {
+        p: 0,
+        ..layer("squeezenet1_1", 3, 64, 224, 111)
+    },
+    Layer {
+        k: 7,
+        p: 3,
+        ..layer("resnet18", 3, 64, 224, 112)
+    },
+    Layer {
+        s: 1,
+        ..layer("3x3s1-64", 3, 32, 112, 112)
+    },
 ];
 
 fn main() {
@@ -27,7 +62,17 @@ fn main() {
     println!("| layer | µs per call | GFLOP/s |");
     println!("|---|---:|---:|");
     let only = std::env::var("ONLY").ok();
-    for &(name, cin, cout, h, oh, k, s, p) in &SHAPES {
+    for &Layer {
+        name,
+        cin,
+        cout,
+        h,
+        oh,
+        k,
+        s,
+        p,
+    } in &SHAPES
+    {
         if only.as_ref().is_some_and(|o| o != name) {
             continue;
         }
