@@ -14,8 +14,8 @@
 //! They were moved to the top of each channel's rows before, a small copy per channel
 //! and band: in mobilenet_v2 on one thread (`nnefc bench --profile`, minima of five
 //! interleaved runs, a slow hour) the 16→96→24 block from 112² took 0.834 → 0.800 ms,
-//! the first one 0.757 → 0.714, the 24→144→24 on 56² 0.658 → 0.634. Both buffers, and the GEMM
-//! scratch, are the worker's own (`scratch + worker·scratch_stride`), so on two cores no
+//! the first one 0.757 → 0.714, the 24→144→24 on 56² 0.658 → 0.634. Both buffers, and
+//! the GEMM scratch, are the worker's own (`scratch + worker·scratch_stride`), so on two cores no
 //! cache line of the expanded or depthwise maps is ever written by one and read by the
 //! other: what made mobilenet_v2's layers two to three times slower on cores far apart
 //! (ARCHITECTURE.md, "Two threads on cores far apart"). The expansion may instead be a
@@ -334,9 +334,6 @@ unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
         let pt = (-top).max(0) as usize;
         let rows = r1.saturating_sub(r0);
         let x = a.x.wrapping_add(s * a.cin * a.xh * a.xw);
-        // Without an expansion the depthwise conv reads the input's rows in place (`x` is
-        // then `h`×`w`).
-
         let (mut first_new, mut q) = (r0, r0);
         if a.expand.is_null() {
             first_new = r1;
@@ -413,6 +410,8 @@ unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
             }
         }
         held = Some((s, r0, r1, q));
+        // Without an expansion the depthwise conv reads the input's rows in place (`x` is
+        // then `h`×`w`).
         let (dx, dx_sc) = if a.expand.is_null() {
             (x.wrapping_add(r0 * w), h * w)
         } else {
