@@ -581,7 +581,7 @@ const WINOGRAD_BAND_ARGS_SIZE: u32 = CONV_ARGS_SIZE + DW_ARGS_SIZE + 24;
 const BLOCK_ARGS_SIZE: u32 = 42 * 8 + 24;
 /// Most products one `nnefc_sgemm_batch_parallel` call takes (bounds the entry point's
 /// stack: 64 · 136 bytes).
-const BATCH_CHUNK: usize = 64;
+pub(crate) const BATCH_CHUNK: usize = 64;
 /// Byte offsets in the runtime's `Parallel`: pool, workers, parallel_for.
 const PAR_POOL: i32 = 0;
 const PAR_WORKERS: i32 = 8;

@@ -434,7 +434,8 @@ fn lanes_split_bit_identical_to_serial() {
         }
     }
     // A batch mixing lane panels, 6-row panels and strided A: whole products per worker
-    // (2 workers) or split products (5 workers) give the serial bytes.
+    // (2 workers) or split products (1 and 5 workers) give the serial bytes, prefetching
+    // or not.
     let mut batch = Vec::new();
     for i in 0..6 {
         let (m, n, k) = [(64, 49, 300), (20, 7, 90), (96, 120, 17)][i % 3];
@@ -455,7 +456,10 @@ fn lanes_split_bit_identical_to_serial() {
         .unwrap_or(0)
         .div_ceil(64)
         * 64;
-    let run_batch = |p: *const crate::Parallel| {
+    // Through `nnefc_sgemm_batch_prefetch` too (`pf`: a region each product prefetches a
+    // share of).
+    let region = vec![1.0f32; 1 << 16];
+    let run_batch = |p: *const crate::Parallel, pf: bool| {
         let mut cs: Vec<Vec<f32>> = batch.iter().map(|(_, o)| o.c0.clone()).collect();
         let epi = GemmEpilogue::NONE;
         let args: Vec<GemmArgs> = batch
@@ -481,32 +485,27 @@ fn lanes_split_bit_identical_to_serial() {
         let mut scratch = std::vec![0u64; (stride * 5).div_ceil(8)];
         // SAFETY: each product's operands are sized for it; 5 workers' scratch.
         unsafe {
-            nnefc_sgemm_batch_parallel(
-                args.as_ptr(),
-                args.len(),
-                p,
-                scratch.as_mut_ptr().cast(),
-                stride,
-            )
+            let scratch = scratch.as_mut_ptr().cast();
+            if pf {
+                let (r, len) = (region.as_ptr(), region.len());
+                nnefc_sgemm_batch_prefetch(args.as_ptr(), args.len(), p, scratch, stride, r, len)
+            } else {
+                nnefc_sgemm_batch_parallel(args.as_ptr(), args.len(), p, scratch, stride)
+            }
         };
         cs
     };
-    let serial = run_batch(core::ptr::null());
-    for workers in [2usize, 5] {
+    let serial = run_batch(core::ptr::null(), false);
+    let bits = |cs: &[Vec<f32>]| cs.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for workers in [1usize, 2, 5] {
         let p = reversed(workers);
-        assert_eq!(
-            run_batch(&p)
-                .iter()
-                .flatten()
-                .map(|x| x.to_bits())
-                .collect::<Vec<_>>(),
-            serial
-                .iter()
-                .flatten()
-                .map(|x| x.to_bits())
-                .collect::<Vec<_>>(),
-            "batch, {workers} workers"
-        );
+        for pf in [false, true] {
+            assert_eq!(
+                bits(&run_batch(&p, pf)),
+                bits(&serial),
+                "batch, {workers} workers, prefetching: {pf}"
+            );
+        }
     }
     // And the batch is the products computed one by one.
     for (i, (f, o)) in batch.iter().enumerate() {

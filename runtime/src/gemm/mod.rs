@@ -361,6 +361,23 @@ pub unsafe extern "C" fn nnefc_sgemm_batch_parallel(
     scratch: *mut u8,
     stride: usize,
 ) {
+    // SAFETY: forwarded.
+    unsafe { sgemm_batch(args, count, par, scratch, stride, driver::Prefetch::NONE) }
+}
+
+/// [`nnefc_sgemm_batch_parallel`], product `i` of the `count` prefetching the `i`-th
+/// share of `pf` while it computes.
+///
+/// # Safety
+/// As for [`nnefc_sgemm_batch_parallel`].
+unsafe fn sgemm_batch(
+    args: *const GemmArgs,
+    count: usize,
+    par: *const crate::Parallel,
+    scratch: *mut u8,
+    stride: usize,
+    pf: driver::Prefetch,
+) {
     if args.is_null() || count == 0 {
         return;
     }
@@ -376,8 +393,10 @@ pub unsafe extern "C" fn nnefc_sgemm_batch_parallel(
         if workers > 1 && count >= 2 * workers && macs >= 2 * split::MIN_PART_MACS {
             let job = BatchJob {
                 args,
+                count,
                 scratch,
                 stride,
+                pf,
             };
             crate::parallel::run(
                 par,
@@ -387,7 +406,7 @@ pub unsafe extern "C" fn nnefc_sgemm_batch_parallel(
             );
         } else {
             for i in 0..count {
-                nnefc_sgemm_parallel(args.add(i), par, scratch, stride);
+                sgemm_prefetching(args.add(i), par, scratch, stride, pf.share(i, i + 1, count));
             }
         }
     }
@@ -395,10 +414,11 @@ pub unsafe extern "C" fn nnefc_sgemm_batch_parallel(
 
 /// [`nnefc_sgemm_batch_parallel`] that also brings `pf_floats` floats from `pf` into the
 /// caches while it computes: a later step's weights, which would otherwise come from
-/// memory when that step runs. Only a batch of one product whose A is in lane panels
-/// prefetches (its tiles issue the hints spread over their k loops, each part of a split
-/// product its share of the region); other calls ignore `pf`. A hint: `pf` need not be
-/// readable, and C is the same bits as without it.
+/// memory when that step runs. Product `i` of the `count` takes the `i`-th share of the
+/// region, and products whose A is in lane panels prefetch it (their tiles issue the
+/// hints spread over their k loops, each part of a split product its share); other
+/// routes ignore it. A hint: `pf` need not be readable, and C is the same bits as
+/// without it.
 ///
 /// Why: mobilenet_v2's classifier (1000×1280, 5 MB) streams its weights from memory
 /// after the 320→1280 layer, whose multiply-adds leave the memory idle. With them
@@ -418,25 +438,21 @@ pub unsafe extern "C" fn nnefc_sgemm_batch_prefetch(
     pf: *const f32,
     pf_floats: usize,
 ) {
+    let pf = driver::Prefetch {
+        ptr: pf,
+        len: pf_floats,
+    };
     // SAFETY: the caller upholds the contract above.
-    unsafe {
-        if count == 1 && !args.is_null() {
-            let pf = driver::Prefetch {
-                ptr: pf,
-                len: pf_floats,
-            };
-            sgemm_prefetching(args, par, scratch, stride, pf)
-        } else {
-            nnefc_sgemm_batch_parallel(args, count, par, scratch, stride)
-        }
-    }
+    unsafe { sgemm_batch(args, count, par, scratch, stride, pf) }
 }
 
 /// What every task of [`nnefc_sgemm_batch_parallel`] needs.
 struct BatchJob {
     args: *const GemmArgs,
+    count: usize,
     scratch: *mut u8,
     stride: usize,
+    pf: driver::Prefetch,
 }
 
 unsafe extern "C" fn batch_task(ctx: *mut core::ffi::c_void, i: usize, worker: usize) {
@@ -445,11 +461,12 @@ unsafe extern "C" fn batch_task(ctx: *mut core::ffi::c_void, i: usize, worker: u
     // task has its own scratch; a null `par` runs the product serially on this thread.
     unsafe {
         let job = &*(ctx as *const BatchJob);
-        nnefc_sgemm_parallel(
+        sgemm_prefetching(
             job.args.add(i),
             core::ptr::null(),
             job.scratch.add(worker * job.stride),
             job.stride,
+            job.pf.share(i, i + 1, job.count),
         );
     }
 }

@@ -4,7 +4,8 @@
 //! memory; the GEMM a few steps before it (a network's last 1×1 convolution) is bound by
 //! its multiply-adds and leaves the memory idle. That GEMM, when its A is in lane panels
 //! (the runtime's tiles that issue the hints), prefetches the product's matrix into L2
-//! while it computes; evicted from there, the lines stay in L3 for the product.
+//! while it computes, each of its products (a Winograd layer's 16) a share; evicted
+//! from there, the lines stay in L3 for the product.
 //!
 //! Measured (Zen 4, mobilenet_v2, `nnefc bench --profile`, minima of four interleaved
 //! runs, a scratch build of the same hints): one thread, the 1000×1280 classifier 0.216
@@ -15,6 +16,7 @@
 //! producers than lane-panel GEMMs, prefetching for anything but a constant matrix.
 
 use crate::back::kernel::{APacking, BufKind, GemmCall, Program, Step};
+use crate::back::object::BATCH_CHUNK;
 
 /// Bytes of constant matrix from which a matrix-vector product's weights are worth
 /// prefetching: more than a core's L2 keeps from one inference to the next.
@@ -28,9 +30,10 @@ const MAX_DISTANCE: usize = 4;
 /// classifier).
 const MIN_MACS_PER_FLOAT: usize = 4;
 
-/// The GEMM that may prefetch: one product, A in lane panels of at least one pair.
+/// The GEMM that may prefetch: products with A in lane panels of at least one pair, in
+/// one runtime call ([`BATCH_CHUNK`] products at most; each takes its share).
 fn producer(g: &GemmCall) -> bool {
-    g.a_packing == APacking::Lanes16 && g.batches.len() == 1 && g.m >= 32
+    g.a_packing == APacking::Lanes16 && (1..=BATCH_CHUNK).contains(&g.batches.len()) && g.m >= 32
 }
 
 /// Sets `prefetch` on the GEMM before each matrix-vector product over a large constant
@@ -53,7 +56,7 @@ pub(super) fn plan(prog: &mut Program) {
         if let Some(Step::Gemm(p)) = before.map(|j| &mut prog.steps[j])
             && producer(p)
             && p.prefetch.is_none()
-            && p.m * p.n * p.k >= MIN_MACS_PER_FLOAT * len
+            && p.m * p.n * p.k * p.batches.len() >= MIN_MACS_PER_FLOAT * len
         {
             p.prefetch = Some((buf, len));
         }
