@@ -165,9 +165,10 @@ fn reach(a: &BlockArgs, rows: usize) -> usize {
     (rows - 1) * a.sh + (a.kh - 1) * a.dh + 1
 }
 
-/// Input rows a band of `band` output rows reads at most.
+/// Input rows a band of `band` output rows reads at most (rows of the map): also the rows
+/// between two channels of the band buffer.
 fn band_rows_in(a: &BlockArgs) -> usize {
-    reach(a, a.band.max(1).min(a.oh))
+    reach(a, a.band.max(1).min(a.oh)).min(a.h)
 }
 
 /// Bytes added after each region of the scratch: 17 cache lines, so that the depthwise
@@ -180,7 +181,7 @@ const SKEW: usize = 17 * 64;
 /// The byte offsets of a worker's regions: expanded rows, depthwise rows, GEMM scratch,
 /// and the total.
 fn layout(a: &BlockArgs) -> [usize; 4] {
-    let rows_in = band_rows_in(a).min(a.h);
+    let rows_in = band_rows_in(a);
     let band = a.band.max(1).min(a.oh);
     // Each channel's rows `rows_in` apart, and room for a worker's bands to slide down
     // by up to the map's rows (see `bands`).
@@ -315,7 +316,7 @@ unsafe fn bands(a: &BlockArgs, lo: usize, hi: usize, worker: usize) {
     let e_epi = epi(a.expand_bias, a.expand_act, elo, ehi, false);
     let p_epi = epi(a.project_bias, a.act, lo_, hi_, !a.res.is_null());
     // Floats between the channels' rows in `e`.
-    let e_sc = band_rows_in(a).min(h) * w;
+    let e_sc = band_rows_in(a) * w;
     // (sample, p0, p1, q): input rows [p0, p1) of that sample are in `e`, row `r` of
     // channel `c` at `e + c·e_sc + (r − q)·w`. A band that keeps rows of the one before
     // keeps `q`, so they are already in place, and writes its new rows after them, over

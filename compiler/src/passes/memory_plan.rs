@@ -527,15 +527,14 @@ fn move_off_recent_reads(
             .filter(|o| o.4 < first)
             .filter_map(|o| slots[o.0].map(|s| (s.offset, s.offset + o.2, o.4, !split_read[o.0])))
             .collect();
-        // The last reader of what `[off, off + rounded)` held (`shared`: only counting
-        // bytes every core read).
-        let touched = |off: usize, shared: bool| {
-            dead.iter()
-                .filter(|&&(lo, hi, _, all)| lo < off + rounded && off < hi && (all || !shared))
-                .map(|d| d.2)
-                .max()
+        // The last reader of what `[off, off + rounded)` held, and of the bytes there
+        // every core read.
+        let touched = |off: usize| {
+            let over = dead.iter().filter(|d| d.0 < off + rounded && off < d.1);
+            let last = over.clone().map(|d| d.2).max();
+            (last, over.filter(|d| d.3).map(|d| d.2).max())
         };
-        if touched(cur.offset, true).is_none_or(|l| l < since) {
+        if touched(cur.offset).1.is_none_or(|l| l < since) {
             continue;
         }
         // Free gaps over this value's life: between the byte ranges of the other values
@@ -577,8 +576,9 @@ fn move_off_recent_reads(
             if off < glo {
                 continue;
             }
-            let key = (touched(off, false), core::cmp::Reverse(off));
-            if touched(off, true).is_none_or(|l| l < since) && best.is_none_or(|b| key > b) {
+            let (last, shared) = touched(off);
+            let key = (last, core::cmp::Reverse(off));
+            if shared.is_none_or(|l| l < since) && best.is_none_or(|b| key > b) {
                 best = Some(key);
             }
         }

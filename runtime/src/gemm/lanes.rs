@@ -341,6 +341,8 @@ unsafe fn run_pair(
             avx512::load_c_at(b1.as_mut_ptr(), t1);
         }
         let kc_step = k.div_ceil(k.div_ceil(KC));
+        // Lines of the region to prefetch per k step (none without a region).
+        let per = pf.len.div_ceil(16).div_ceil(k);
         let (o0, o1) = (b0.as_mut_ptr(), b1.as_mut_ptr());
         // Floats from t0's panel to t1's.
         let pk = k * LANES;
@@ -350,8 +352,7 @@ unsafe fn run_pair(
             let a = t0.a.add(pc * LANES);
             let b = t0.b.offset(pc as isize * t0.rsb);
             let add = accumulate || pc > 0;
-            // This k block's lines of the region to prefetch: `per` a k step.
-            let per = pf.len.div_ceil(16).div_ceil(k);
+            // This k block's lines of the region to prefetch, `per` a k step.
             let ahead = pf.share(pc, pc + kc, k);
             let lines = (ahead.ptr, per, ahead.len.div_ceil(16));
             if t0.csb == 1 && pf.len > 0 {
